@@ -1,0 +1,350 @@
+/* algo.cu -- the reference workload's kernel, made parallel.
+
+   PARTIAL_UPDATE[k] = mean (IMAGES[0:N]) + UPDATE[k] for k < 4, where N
+   is NUMBER_OF_IMAGES; with no images (N <= 0) the mean is taken as 0,
+   so PARTIAL_UPDATE[k] = UPDATE[k].  Each output is computed in double
+   and rounded once:
+
+     PARTIAL_UPDATE[k] = (float) (S / N + (double) UPDATE[k]),
+     S = sum of (double) IMAGES[i] over i < N,
+
+   exactly as gm_ref_algo (algo-ref.c) does; only the order in which S
+   is added up differs.
+
+   Method.  One pass over IMAGES in one launch.  Every thread runs a
+   grid-stride loop over the 16-byte aligned body of IMAGES with float4
+   loads, ALGO_UNROLL of them issued before the first is used, so that
+   enough bytes are in flight to cover the memory latency; the at most
+   3 elements before the first 16-byte boundary (IMAGES may be a view
+   at any float offset) and the at most 3 after the last are added by
+   the first threads of the grid.  Every element is converted to double
+   and added into a double per thread.  A block adds its threads'
+   sums with warp shuffles and one shared-memory step; every block
+   stores its sum, and the last block to finish (a fenced atomic
+   counter) adds the block sums in a fixed order and writes the 4
+   outputs.  For small N (at most ALGO_ONE_BLOCK_MAX elements, chosen
+   by the launcher) one block does everything and needs no scratch
+   memory.  The summation order depends only on N, the alignment of
+   IMAGES and the launch shape, so repeated calls give identical bits.
+
+   Scratch.  The block sums and the counter (8 bytes a block, plus 8)
+   live in memory allocated with cudaMallocAsync on STREAM, from the
+   device's current memory pool, and freed with cudaFreeAsync behind
+   the kernel, so two launches on two streams never share it, and a
+   captured graph owns its own.
+
+   Error bound.  Every element enters S exactly (float to double is
+   exact), then passes through at most D double additions: two inside
+   its float4, its thread's running sum (one addition per float4 or
+   head/tail element the thread reads), the warp and block trees (5 +
+   5), the last block's loop over the block sums, and its trees (5 +
+   5).  With T threads in G blocks of B, D <= N / (4 T) + G / B + 25;
+   with the launcher's own shape and N = 2^28 on 132 SMs, D is about
+   520.  The usual bound for recursive summation gives
+     |S_computed - S| <= D * 2^-53 * sum |IMAGES[i]|  (to first order),
+   so the mean is off by at most D * 2^-53 * mean |IMAGES[i]|, 6e-14
+   of it for N = 2^28.  The reference's sequential sum has D = N - 1.
+   Both are then rounded once to float, so
+     |device - reference| <= (D + N) * 2^-53 * mean |IMAGES[i]|
+                             + one unit in the last place of the result,
+   and in practice (errors that grow like sqrt (D), not D) the two agree
+   to the last bit except where the exact result lies next to a
+   rounding boundary of float.
+
+   Launch shape.  With CFG->grid[0] == 0 the launcher chooses: for N <=
+   ALGO_ONE_BLOCK_MAX one block of min (1024, max threads per block);
+   otherwise blocks of min (ALGO_BLOCK, max threads per block) threads,
+   and min (ALGO_BLOCKS_PER_SM * SM count, blocks that give every
+   thread at least ALGO_UNROLL float4s) of them.  ALGO_BLOCKS_PER_SM *
+   ALGO_BLOCK = 1024 threads per SM with ALGO_UNROLL * 16 = 128 bytes
+   each in flight is 128 KiB per SM, some 3 times the H200's
+   bandwidth-latency product per SM (4.8 TB/s x about 1 us / 132 SMs =
+   36 KiB).  The kernel's register budget is set to match: with
+   __launch_bounds__ (1024, 1) ptxas may use 64 registers, and needs
+   them to keep all ALGO_UNROLL loads in flight (aiming at 32, it issues
+   them two at a time); 64 registers a thread allow exactly 1024
+   threads per SM.  Otherwise CFG->grid and
+   CFG->block are used as given, in up to three dimensions: any block
+   of 1 to 1024 threads works, not only multiples of 32; a grid of one
+   block needs no scratch.  */
+
+#include "kernels.h"
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+enum
+{
+  ALGO_UNROLL = 8,          /* float4 loads in flight per thread */
+  ALGO_BLOCK = 256,         /* threads per block, launcher's choice */
+  ALGO_BLOCKS_PER_SM = 4,   /* blocks per SM, launcher's choice */
+  ALGO_WARP = 32,
+  ALGO_MAX_WARPS = 1024 / ALGO_WARP,
+  ALGO_MAX_THREADS = 1024
+};
+
+/* Up to this many images, one block and no scratch: one SM reads 256
+   KiB in a few microseconds, about what the allocation, the memset and
+   the cross-block step of the many-block path cost (an estimate, not a
+   measurement).  */
+#define ALGO_ONE_BLOCK_MAX ((int64_t) 1 << 16)
+
+/* Grids larger than this are refused, so that the grid-stride index
+   arithmetic cannot wrap in 64 bits.  No real launch comes near it.  */
+#define ALGO_MAX_BLOCKS ((uint64_t) INT32_MAX)
+
+/* The calling thread's index in its block, counting x fastest, then y,
+   then z: the order in which CUDA forms warps.  */
+static __device__ __forceinline__ unsigned int
+thread_in_block (void)
+{
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+
+static __device__ __forceinline__ uint64_t
+block_in_grid (void)
+{
+  return blockIdx.x
+         + (uint64_t) gridDim.x * (blockIdx.y + (uint64_t) gridDim.y * blockIdx.z);
+}
+
+/* Sum of VALUE over the LANES lowest lanes of the calling warp, which
+   are all the lanes that exist in it; valid in lane 0.  Lanes past
+   LANES exist only in a last warp cut short by a block size that is
+   not a multiple of 32; they are left out of the mask and their
+   shuffled values are never used.  */
+static __device__ __forceinline__ double
+warp_sum (double value, unsigned int lane, unsigned int lanes)
+{
+  unsigned int mask = lanes >= ALGO_WARP ? 0xffffffffu : (1u << lanes) - 1u;
+
+  for (unsigned int offset = ALGO_WARP / 2; offset > 0; offset /= 2)
+    {
+      double other = __shfl_down_sync (mask, value, offset);
+      if (lane + offset < lanes)
+        value += other;
+    }
+  return value;
+}
+
+/* Sum of VALUE over the THREADS threads of the block; valid in thread
+   0.  Every thread of the block must call it, and a block calling it
+   twice must pass a __syncthreads between the calls (warp 0 reads
+   WARP_SUMS after the barrier here).  */
+static __device__ double
+block_sum (double value, unsigned int thread, unsigned int threads)
+{
+  __shared__ double warp_sums[ALGO_MAX_WARPS];
+  unsigned int lane = thread % ALGO_WARP;
+  unsigned int warp = thread / ALGO_WARP;
+  unsigned int lanes = threads - warp * ALGO_WARP;
+  double total = 0.0;
+
+  if (lanes > ALGO_WARP)
+    lanes = ALGO_WARP;
+  value = warp_sum (value, lane, lanes);
+  if (lane == 0)
+    warp_sums[warp] = value;
+  __syncthreads ();
+  if (warp == 0)
+    {
+      /* Warp 0 has min (32, THREADS) lanes, never fewer than there
+         are warps.  */
+      unsigned int warps = (threads + ALGO_WARP - 1) / ALGO_WARP;
+      total = warp_sum (lane < warps ? warp_sums[lane] : 0.0, lane, lanes);
+    }
+  return total;
+}
+
+static __device__ void
+write_result (double sum, int64_t number_of_images, const float *update,
+              float *partial_update)
+{
+  double mean = number_of_images > 0 ? sum / (double) number_of_images : 0.0;
+
+  for (int k = 0; k < 4; k++)
+    partial_update[k] = (float) (mean + (double) update[k]);
+}
+
+/* COUNTER and BLOCK_SUMS are the scratch memory, both NULL when the
+   grid is one block.  No __restrict__: a script may pass overlapping
+   arrays, and the outputs are written only after every block has read
+   all it reads, so that works; __ldg asks for the read-only path
+   explicitly instead.  */
+static __global__ void __launch_bounds__ (ALGO_MAX_THREADS, 1)
+algo_kernel (const float *images, const float *update, float *partial_update,
+             int64_t number_of_images,
+             unsigned long long *counter, double *block_sums)
+{
+  __shared__ bool is_last_block;
+  unsigned int thread = thread_in_block ();
+  unsigned int threads = blockDim.x * blockDim.y * blockDim.z;
+  uint64_t block = block_in_grid ();
+  uint64_t blocks = (uint64_t) gridDim.x * gridDim.y * gridDim.z;
+  uint64_t global = block * threads + thread;
+  uint64_t stride = blocks * threads;
+  double sum = 0.0;
+
+  if (number_of_images > 0)
+    {
+      uint64_t count = (uint64_t) number_of_images;
+      uint64_t head = ((16 - ((uintptr_t) images & 15)) & 15) / sizeof (float);
+      if (head > count)
+        head = count;
+      uint64_t vectors = (count - head) / 4;
+      uint64_t tail = (count - head) % 4;
+      const float4 *body = (const float4 *) (images + head);
+      const float *rest = images + head + 4 * vectors;
+
+      /* Loops, not ifs: a grid may have fewer than 3 threads.  */
+      for (uint64_t j = global; j < head; j += stride)
+        sum += (double) images[j];
+      for (uint64_t j = global; j < tail; j += stride)
+        sum += (double) rest[j];
+
+      uint64_t i = global;
+      for (; i + (ALGO_UNROLL - 1) * stride < vectors; i += ALGO_UNROLL * stride)
+        {
+          float4 v[ALGO_UNROLL];
+#pragma unroll
+          for (int u = 0; u < ALGO_UNROLL; u++)
+            v[u] = __ldg (body + i + u * stride);
+#pragma unroll
+          for (int u = 0; u < ALGO_UNROLL; u++)
+            sum += ((double) v[u].x + (double) v[u].y)
+                   + ((double) v[u].z + (double) v[u].w);
+        }
+      for (; i < vectors; i += stride)
+        {
+          float4 v = __ldg (body + i);
+          sum += ((double) v.x + (double) v.y) + ((double) v.z + (double) v.w);
+        }
+    }
+
+  sum = block_sum (sum, thread, threads);
+
+  if (block_sums == NULL)
+    {
+      if (thread == 0)
+        write_result (sum, number_of_images, update, partial_update);
+      return;
+    }
+
+  if (thread == 0)
+    {
+      block_sums[block] = sum;
+      /* Publish the block sum before counting this block as done, and
+         in the last block, order the reads of every other block's sum
+         after the count that proved them written.  */
+      __threadfence ();
+      is_last_block = atomicAdd (counter, 1ull) == blocks - 1;
+      if (is_last_block)
+        __threadfence ();
+    }
+  __syncthreads ();
+  if (!is_last_block)
+    return;
+
+  double total = 0.0;
+  for (uint64_t b = thread; b < blocks; b += threads)
+    /* Through L2: this SM's L1 is not coherent with other blocks'
+       stores.  */
+    total += __ldcg (block_sums + b);
+  total = block_sum (total, thread, threads);
+  if (thread == 0)
+    write_result (total, number_of_images, update, partial_update);
+}
+
+/* Enqueue on STREAM, on the current device, the computation of
+   PARTIAL_UPDATE[k] = mean (IMAGES[0:NUMBER_OF_IMAGES]) + UPDATE[k] for
+   k < 4 (see the top of this file), shaped by CFG as described there;
+   CFG may be NULL, meaning the launcher chooses.  IMAGES must be
+   4-byte aligned, as every float array is; it may start at any float
+   offset.  Returns cudaSuccess once the work is enqueued; a kernel
+   fault shows later, at synchronization.  Fails, leaving CUDA's last
+   error clear, with the error of the stream-ordered allocation of the
+   scratch memory (cudaErrorMemoryAllocation), of the launch, or
+   cudaErrorInvalidConfiguration for a grid or block of no threads or
+   of more than ALGO_MAX_BLOCKS blocks; the scratch memory is freed in
+   stream order whatever happens.  */
+cudaError_t
+gm_kernel_algo (const float *images, const float *update,
+                float *partial_update, int64_t number_of_images,
+                const gm_launch_cfg *cfg, cudaStream_t stream)
+{
+  dim3 grid, block;
+  int max_threads = ALGO_MAX_THREADS;
+  cudaError_t err, free_err;
+  void *scratch;
+
+  if (cfg != NULL && cfg->max_threads_per_block > 0
+      && cfg->max_threads_per_block < max_threads)
+    max_threads = cfg->max_threads_per_block;
+
+  if (cfg != NULL && cfg->grid[0] != 0)
+    {
+      grid = dim3 (cfg->grid[0], cfg->grid[1], cfg->grid[2]);
+      block = dim3 (cfg->block[0], cfg->block[1], cfg->block[2]);
+    }
+  else if (number_of_images <= ALGO_ONE_BLOCK_MAX)
+    {
+      grid = dim3 (1);
+      block = dim3 (max_threads);
+    }
+  else
+    {
+      unsigned int threads = ALGO_BLOCK < max_threads ? ALGO_BLOCK : max_threads;
+      int sm_count = cfg != NULL && cfg->sm_count > 0 ? cfg->sm_count : 1;
+      uint64_t per_block = (uint64_t) threads * ALGO_UNROLL * 4;
+      uint64_t needed = ((uint64_t) number_of_images + per_block - 1) / per_block;
+      uint64_t blocks = (uint64_t) ALGO_BLOCKS_PER_SM * sm_count;
+      if (blocks > needed)
+        blocks = needed;
+      grid = dim3 ((unsigned int) blocks);
+      block = dim3 (threads);
+    }
+
+  uint64_t blocks = (uint64_t) grid.x * grid.y * grid.z;
+  if (blocks == 0 || blocks > ALGO_MAX_BLOCKS
+      || (uint64_t) block.x * block.y * block.z == 0)
+    return cudaErrorInvalidConfiguration;
+
+  if (blocks == 1)
+    {
+      algo_kernel<<<grid, block, 0, stream>>> (images, update, partial_update,
+                                               number_of_images, NULL, NULL);
+      return cudaGetLastError ();
+    }
+
+  /* The counter first, so that the doubles after it stay 8-byte
+     aligned.  */
+  size_t bytes = sizeof (unsigned long long) + blocks * sizeof (double);
+  err = cudaMallocAsync (&scratch, bytes, stream);
+  if (err != cudaSuccess)
+    {
+      (void) cudaGetLastError ();
+      return err;
+    }
+  unsigned long long *counter = (unsigned long long *) scratch;
+  double *block_sums = (double *) (counter + 1);
+
+  err = cudaMemsetAsync (counter, 0, sizeof *counter, stream);
+  if (err == cudaSuccess)
+    {
+      algo_kernel<<<grid, block, 0, stream>>> (images, update, partial_update,
+                                               number_of_images, counter,
+                                               block_sums);
+      err = cudaGetLastError ();
+    }
+  else
+    (void) cudaGetLastError ();
+
+  free_err = cudaFreeAsync (scratch, stream);
+  if (free_err != cudaSuccess)
+    {
+      (void) cudaGetLastError ();
+      if (err == cudaSuccess)
+        err = free_err;
+    }
+  return err;
+}

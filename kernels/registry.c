@@ -1,0 +1,93 @@
+/* registry.c -- the table of native kernels, made from kernels.def.
+
+   Each GM_KERNEL line becomes one gm_kernel entry: its parameters (for
+   the Python wrappers, --list-kernels and the argument checks) and two
+   adapters that unpack a checked gm_arg array into the typed calls of
+   gm_ref_NAME (host backend) and gm_kernel_NAME (CUDA backend).  The
+   test build also lists tests/kernels/test-kernels.def.  */
+
+#include "config.h"
+
+#include "gm.h"
+#include "kernels.h"
+
+#define GM_DT_bool GM_BOOL
+#define GM_DT_int8 GM_INT8
+#define GM_DT_int16 GM_INT16
+#define GM_DT_int32 GM_INT32
+#define GM_DT_int64 GM_INT64
+#define GM_DT_uint8 GM_UINT8
+#define GM_DT_uint16 GM_UINT16
+#define GM_DT_uint32 GM_UINT32
+#define GM_DT_uint64 GM_UINT64
+#define GM_DT_float32 GM_FLOAT32
+#define GM_DT_float64 GM_FLOAT64
+
+#define GM_FIELD_int8 i8
+#define GM_FIELD_int16 i16
+#define GM_FIELD_int32 i32
+#define GM_FIELD_int64 i64
+#define GM_FIELD_uint8 u8
+#define GM_FIELD_uint16 u16
+#define GM_FIELD_uint32 u32
+#define GM_FIELD_uint64 u64
+#define GM_FIELD_float32 f32
+#define GM_FIELD_float64 f64
+
+/* The adapters.  */
+#define GM_IN(I, NAME, T, LEN) GM_SEP_##I (const gm_ctype_##T *) args[I].ptr
+#define GM_OUT(I, NAME, T, LEN) GM_SEP_##I (gm_ctype_##T *) args[I].ptr
+#define GM_INOUT(I, NAME, T, LEN) GM_SEP_##I (gm_ctype_##T *) args[I].ptr
+#define GM_SCALAR(I, NAME, T) GM_SEP_##I args[I].GM_FIELD_##T
+#ifdef GM_HAVE_CUDA
+#define GM_KERNEL(NAME, DOC, PARAMS)                                    \
+  static void run_host_##NAME (const gm_arg *args)                      \
+  {                                                                     \
+    gm_ref_##NAME (PARAMS);                                             \
+  }                                                                     \
+  static int launch_cuda_##NAME (const gm_arg *args,                    \
+                                 const gm_launch_cfg *cfg, void *stream) \
+  {                                                                     \
+    return (int) gm_kernel_##NAME (PARAMS, cfg, (cudaStream_t) stream); \
+  }
+#else
+#define GM_KERNEL(NAME, DOC, PARAMS)                                    \
+  static void run_host_##NAME (const gm_arg *args)                      \
+  {                                                                     \
+    gm_ref_##NAME (PARAMS);                                             \
+  }
+#endif
+#include "kernels.def"
+#ifdef GM_TEST_KERNELS
+#include "test-kernels.def"
+#endif
+#undef GM_KERNEL
+#undef GM_IN
+#undef GM_OUT
+#undef GM_INOUT
+#undef GM_SCALAR
+
+/* The table.  */
+#define GM_IN(I, NAME, T, LEN) {#NAME, GM_PARAM_IN, GM_DT_##T, LEN},
+#define GM_OUT(I, NAME, T, LEN) {#NAME, GM_PARAM_OUT, GM_DT_##T, LEN},
+#define GM_INOUT(I, NAME, T, LEN) {#NAME, GM_PARAM_INOUT, GM_DT_##T, LEN},
+#define GM_SCALAR(I, NAME, T) {#NAME, GM_PARAM_SCALAR, GM_DT_##T, NULL},
+#ifdef GM_HAVE_CUDA
+#define GM_LAUNCH_CUDA(NAME) launch_cuda_##NAME
+#else
+#define GM_LAUNCH_CUDA(NAME) NULL
+#endif
+#define GM_KERNEL(NAME, DOC, PARAMS)                                    \
+  {#NAME, DOC,                                                          \
+   (int) (sizeof ((gm_kernel_param[]) {PARAMS}) / sizeof (gm_kernel_param)), \
+   {PARAMS}, run_host_##NAME, GM_LAUNCH_CUDA (NAME)},
+
+const gm_kernel gm_kernel_table[] = {
+#include "kernels.def"
+#ifdef GM_TEST_KERNELS
+#include "test-kernels.def"
+#endif
+};
+
+const int gm_kernel_count
+  = (int) (sizeof gm_kernel_table / sizeof gm_kernel_table[0]);

@@ -1,0 +1,91 @@
+/* saxpy.cu -- y = a x + y, the worked example of kernels/README.
+
+   Y[i] = A * X[i] + Y[i] for i < N, one element per thread per turn of
+   a grid-stride loop, so any grid covers any N.  The product and the
+   sum are rounded separately (no fused multiply-add), as plain C
+   computes them, so the result equals gm_ref_saxpy's bit for bit.  X
+   and Y may be the same array.
+
+   Launch shape.  With CFG->grid[0] == 0 the launcher chooses blocks of
+   min (SAXPY_BLOCK, max threads per block) threads, and enough of
+   them for one element a thread, but at most SAXPY_BLOCKS_PER_SM per
+   SM, the most that fit at once; the loop does the rest.  Otherwise
+   CFG->grid and CFG->block are used as given, in up to three
+   dimensions.  */
+
+#include "kernels.h"
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+enum
+{
+  SAXPY_BLOCK = 256,
+  SAXPY_BLOCKS_PER_SM = 8
+};
+
+/* Grids larger than this are refused, so that the grid-stride index
+   cannot wrap in 64 bits.  */
+#define SAXPY_MAX_BLOCKS ((uint64_t) INT32_MAX)
+
+static __global__ void
+saxpy_kernel (int64_t n, float a, const float *x, float *y)
+{
+  unsigned int threads = blockDim.x * blockDim.y * blockDim.z;
+  unsigned int thread
+    = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  uint64_t block = blockIdx.x
+                   + (uint64_t) gridDim.x
+                     * (blockIdx.y + (uint64_t) gridDim.y * blockIdx.z);
+  uint64_t stride = (uint64_t) gridDim.x * gridDim.y * gridDim.z * threads;
+
+  if (n <= 0)
+    return;
+  for (uint64_t i = block * threads + thread; i < (uint64_t) n; i += stride)
+    y[i] = __fadd_rn (__fmul_rn (a, x[i]), y[i]);
+}
+
+/* Enqueue on STREAM, on the current device, Y[i] = A * X[i] + Y[i] for
+   i < N (nothing for N <= 0), shaped by CFG as the top of this file
+   says; CFG may be NULL, meaning the launcher chooses.  Returns
+   cudaGetLastError () after the launch: cudaSuccess once the work is
+   enqueued, a launch error otherwise, or cudaErrorInvalidConfiguration
+   without launching for a grid or block of no threads or of more than
+   SAXPY_MAX_BLOCKS blocks; a kernel fault shows later, at
+   synchronization.  */
+cudaError_t
+gm_kernel_saxpy (int64_t n, float a, const float *x, float *y,
+                 const gm_launch_cfg *cfg, cudaStream_t stream)
+{
+  dim3 grid, block;
+
+  if (cfg != NULL && cfg->grid[0] != 0)
+    {
+      grid = dim3 (cfg->grid[0], cfg->grid[1], cfg->grid[2]);
+      block = dim3 (cfg->block[0], cfg->block[1], cfg->block[2]);
+    }
+  else
+    {
+      unsigned int threads = SAXPY_BLOCK;
+      int sm_count = cfg != NULL && cfg->sm_count > 0 ? cfg->sm_count : 1;
+      uint64_t blocks = (uint64_t) SAXPY_BLOCKS_PER_SM * sm_count;
+      uint64_t needed;
+
+      if (cfg != NULL && cfg->max_threads_per_block > 0
+          && (unsigned int) cfg->max_threads_per_block < threads)
+        threads = (unsigned int) cfg->max_threads_per_block;
+      needed = n > 0 ? ((uint64_t) n + threads - 1) / threads : 1;
+      if (blocks > needed)
+        blocks = needed;
+      grid = dim3 ((unsigned int) blocks);
+      block = dim3 (threads);
+    }
+
+  uint64_t blocks = (uint64_t) grid.x * grid.y * grid.z;
+  if (blocks == 0 || blocks > SAXPY_MAX_BLOCKS
+      || (uint64_t) block.x * block.y * block.z == 0)
+    return cudaErrorInvalidConfiguration;
+
+  saxpy_kernel<<<grid, block, 0, stream>>> (n, a, x, y);
+  return cudaGetLastError ();
+}

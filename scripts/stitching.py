@@ -1,0 +1,167 @@
+"""The request's reference workload, made real (SPEC.md, "The reference
+workload").
+
+Images are split into 4 partitions placed on devices i % device_count().
+Each iteration, every partition's device computes a partial update with a
+native kernel on memory that Python allocated; the host stitches the 4
+partial updates into one update,
+
+    update[i] = p[i][0] + p[i][1] + p[i][2] - p[i][3],
+
+and sends it back to every device.  At the end the result is checked
+against the same algorithm run in NumPy, and a short report is printed.
+
+    gpumem scripts/stitching.py [--images N] [--iterations K]
+                                [--kernel algo|algo_seed] [--seed S]
+
+Note that the request's stitching roughly doubles the update's magnitude
+every iteration, so float32 values overflow after about 100 iterations of
+small inputs; the check then reports the overflow instead of comparing.
+"""
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+import gpumem
+
+PARTITIONS = 4
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="gpumem scripts/stitching.py",
+        description="The request's iterative 4-partition workload.")
+    parser.add_argument("--images", type=int, default=40,
+                        help="number of images in all (default 40)")
+    parser.add_argument("--iterations", type=int, default=10,
+                        help="iterations (default 10)")
+    parser.add_argument("--kernel", choices=["algo", "algo_seed"],
+                        default="algo",
+                        help="the partial-update kernel (default algo)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the random initial update")
+    parser.add_argument("--no-check", action="store_true",
+                        help="skip the NumPy check (for timing huge runs)")
+    args = parser.parse_args(argv)
+    if args.images < PARTITIONS:
+        parser.error(f"--images must be at least {PARTITIONS}")
+    if args.iterations < 1:
+        parser.error("--iterations must be at least 1")
+    return args
+
+
+def split(images, parts):
+    """The request's split: PARTS nearly equal consecutive pieces."""
+    return np.array_split(images, parts)
+
+
+def stitching(update, partial_update):
+    """update[i] = p[i][0] + p[i][1] + p[i][2] - p[i][3], in place."""
+    p = partial_update
+    # Long runs overflow float32 by design of the formula; the check
+    # reports that instead of NumPy warning about it.
+    with np.errstate(over="ignore", invalid="ignore"):
+        update[:] = p[:, 0] + p[:, 1] + p[:, 2] - p[:, 3]
+
+
+def reference(parted_images, update, iterations, kernel):
+    """The same algorithm in NumPy: the check for the devices' result."""
+    update = update.copy()
+    partial_update = np.empty((PARTITIONS, 4), np.float32)
+    if kernel == "algo":
+        # The kernel sums in double and rounds the mean to float once.
+        stat = [np.float32(part.astype(np.float64).mean()) for part in
+                parted_images]
+    else:
+        # The request's loop leaves the last image's value.
+        stat = [np.float32(part[-1]) for part in parted_images]
+    for _ in range(iterations):
+        for i in range(PARTITIONS):
+            partial_update[i] = stat[i] + update
+        stitching(update, partial_update)
+    return update
+
+
+def main(argv):
+    args = parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    kernel = getattr(gpumem.kernels, args.kernel)
+    ndev = gpumem.device_count()
+    devices = [i % ndev for i in range(PARTITIONS)]
+
+    images = np.arange(args.images)                 # each image one value
+    parted_images = split(images, PARTITIONS)        # [4][N/4]
+    update = rng.random(4).astype(np.float32)        # 4 values
+    initial_update = update.copy()
+    partial_update = np.empty((PARTITIONS, 4), np.float32)
+
+    # One copy of the update on every device that runs the kernel.
+    gpu_update_memory = {d: gpumem.alloc_gpu_memory(4, device=d)
+                         for d in sorted(set(devices))}
+    gpu_image_memory = []
+    gpu_partial_update_memory = []
+    for i in range(PARTITIONS):
+        n = len(parted_images[i])
+        gpu_image_memory.append(
+            gpumem.alloc_gpu_memory(n, device=devices[i]))
+        gpu_partial_update_memory.append(
+            gpumem.alloc_gpu_memory(4, device=devices[i]))
+
+    for mem in gpu_update_memory.values():
+        gpumem.copy_to_gpu(update, mem, 4)          # src, dest, size
+    for i in range(PARTITIONS):
+        gpumem.copy_to_gpu(parted_images[i], gpu_image_memory[i],
+                           len(parted_images[i]))
+
+    times = []
+    last_report = time.perf_counter()
+    for k in range(args.iterations):
+        start = time.perf_counter()
+        for i in range(PARTITIONS):
+            kernel(gpu_image_memory[i], gpu_update_memory[devices[i]],
+                   gpu_partial_update_memory[i], len(parted_images[i]))
+            gpumem.copy_from_gpu(gpu_partial_update_memory[i],
+                                 partial_update[i], 4)
+        stitching(update, partial_update)
+        for mem in gpu_update_memory.values():
+            gpumem.copy_to_gpu(update, mem, 4)
+        now = time.perf_counter()
+        times.append(now - start)
+        if now - last_report > 1.0:
+            print(f"iteration {k + 1}/{args.iterations}: "
+                  f"{times[-1] * 1e6:.1f} us", flush=True)
+            last_report = now
+
+    names = sorted({f"{d}: {gpumem.Device(d).name}" for d in devices})
+    print(f"backend {gpumem.backend}; partitions on devices {devices} "
+          f"({'; '.join(names)})")
+    print(f"{args.images} images, {args.iterations} iterations, kernel "
+          f"{args.kernel}: {np.median(times) * 1e6:.1f} us per iteration "
+          f"(median), {sum(times):.3f} s in all")
+    print("update:", update)
+
+    if args.no_check:
+        return 0
+    expect = reference(parted_images, initial_update, args.iterations,
+                       args.kernel)
+    if not np.all(np.isfinite(expect)):
+        print("check: the values overflowed float32 in the NumPy run too "
+              "(the stitching doubles them each iteration); use fewer "
+              "iterations to compare")
+        return 0
+    scale = max(float(np.max(np.abs(expect))), 1.0)
+    error = float(np.max(np.abs(update.astype(np.float64) - expect))) / scale
+    if not error <= 1e-4:
+        print(f"check: FAILED: relative error {error:.3g} against NumPy",
+              file=sys.stderr)
+        print("expected:", expect, file=sys.stderr)
+        return 1
+    print(f"check: matches NumPy (relative error {error:.2g})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

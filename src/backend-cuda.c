@@ -1,0 +1,756 @@
+/* backend-cuda.c -- the CUDA backend.
+
+   Device memory comes from each device's stream-ordered pool
+   (cudaMallocAsync on the device's default memory pool, which keeps
+   freed memory cached), so repeated allocations cost microseconds.
+   NULL streams mean the legacy default stream, which orders itself with
+   every stream gpumem creates.  Every CUDA call goes through CUDA_CHECK,
+   which records the error and maps it to a gm_status; an error that
+   loses the context (an illegal address in a kernel, say) is remembered,
+   and every later call refuses with a message that says so.  */
+
+#define _POSIX_C_SOURCE 200809L
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gm.h"
+
+#define CUDA_MAX_DEVICES 1024
+
+struct gm_stream
+{
+  int device;
+  cudaStream_t handle;
+};
+
+struct gm_event
+{
+  int device;
+  cudaEvent_t handle;
+};
+
+static int device_count;
+static gm_device_props *props_cache;
+/* Per device: whether its pool is set up, and which peers it can map.  */
+static bool *device_ready;
+static signed char *peer_state;   /* 0 unknown, 1 enabled, -1 none */
+
+/* The error that lost the context, once one has.  */
+static cudaError_t lost_error = cudaSuccess;
+
+static bool
+is_sticky (cudaError_t err)
+{
+  switch (err)
+    {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+    }
+}
+
+static gm_status
+context_lost (void)
+{
+  return gm_error_set (GM_ERR_CUDA, lost_error, cudaGetErrorName (lost_error),
+                       "the CUDA context was lost after %s (%s): no more "
+                       "device work can run in this process; start it again",
+                       cudaGetErrorName (lost_error),
+                       cudaGetErrorString (lost_error));
+}
+
+/* Records ERR from CALL at FILE:LINE as the last error and returns its
+   status: GM_ERR_NOMEM for allocation failures, GM_ERR_CUDA otherwise.
+   Clears a non-sticky error so the next call starts clean, and remembers
+   a sticky one.  */
+static gm_status
+cuda_fail (cudaError_t err, const char *call, const char *file, int line)
+{
+  if (is_sticky (err) && lost_error == cudaSuccess)
+    lost_error = err;
+  else
+    cudaGetLastError ();
+  if (err == cudaErrorMemoryAllocation)
+    return gm_error_set (GM_ERR_NOMEM, err, cudaGetErrorName (err),
+                         "%s: %s", cudaGetErrorName (err),
+                         cudaGetErrorString (err));
+  if (is_sticky (err))
+    return gm_error_set (GM_ERR_CUDA, err, cudaGetErrorName (err),
+                         "%s (%s) in %s at %s:%d; the CUDA context is lost: "
+                         "no more device work can run in this process",
+                         cudaGetErrorName (err), cudaGetErrorString (err),
+                         call, file, line);
+  return gm_error_set (GM_ERR_CUDA, err, cudaGetErrorName (err),
+                       "%s (%s) in %s at %s:%d", cudaGetErrorName (err),
+                       cudaGetErrorString (err), call, file, line);
+}
+
+#define CUDA_CHECK(CALL)                                                \
+  do                                                                    \
+    {                                                                   \
+      cudaError_t cuda_check_err = (CALL);                              \
+      if (cuda_check_err != cudaSuccess)                                \
+        {                                                               \
+          status = cuda_fail (cuda_check_err, #CALL, __FILE__, __LINE__); \
+          goto done;                                                    \
+        }                                                               \
+    }                                                                   \
+  while (0)
+
+#define CHECK_ALIVE()                                                   \
+  do                                                                    \
+    {                                                                   \
+      if (lost_error != cudaSuccess)                                    \
+        {                                                               \
+          status = context_lost ();                                     \
+          goto done;                                                    \
+        }                                                               \
+    }                                                                   \
+  while (0)
+
+/* Makes DEVICE current for this thread, setting its pool up on first
+   use: the pool keeps freed memory (release threshold: no limit) so the
+   next allocation of a like size is served without the driver.  */
+static gm_status
+use_device (int device)
+{
+  gm_status status = GM_OK;
+
+  int current = -1;
+
+  CHECK_ALIVE ();
+  /* Asked every time: other libraries in the script (CuPy, PyTorch)
+     change the current device too.  */
+  CUDA_CHECK (cudaGetDevice (&current));
+  if (current != device)
+    CUDA_CHECK (cudaSetDevice (device));
+  if (!device_ready[device])
+    {
+      cudaMemPool_t pool;
+      uint64_t threshold = UINT64_MAX;
+      CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
+      CUDA_CHECK (cudaMemPoolSetAttribute (pool,
+                                           cudaMemPoolAttrReleaseThreshold,
+                                           &threshold));
+      device_ready[device] = true;
+    }
+done:
+  return status;
+}
+
+static gm_status
+cuda_init (void)
+{
+  gm_status status = GM_OK;
+  cudaError_t err = cudaGetDeviceCount (&device_count);
+
+  if (err != cudaSuccess)
+    {
+      cudaGetLastError ();
+      device_count = 0;
+      if (err == cudaErrorInsufficientDriver)
+        return gm_error_set (GM_ERR_UNAVAILABLE, err, cudaGetErrorName (err),
+                             "no CUDA driver is installed, or it is older "
+                             "than this program's CUDA runtime (%s)",
+                             cudaGetErrorName (err));
+      return gm_error_set (GM_ERR_UNAVAILABLE, err, cudaGetErrorName (err),
+                           "%s", cudaGetErrorString (err));
+    }
+  if (device_count == 0)
+    return gm_error_set (GM_ERR_UNAVAILABLE, cudaErrorNoDevice,
+                         "cudaErrorNoDevice", "no CUDA-capable device");
+  if (device_count > CUDA_MAX_DEVICES)
+    device_count = CUDA_MAX_DEVICES;
+  props_cache = calloc ((size_t) device_count, sizeof *props_cache);
+  device_ready = calloc ((size_t) device_count, sizeof *device_ready);
+  peer_state = calloc ((size_t) device_count * (size_t) device_count, 1);
+  if (props_cache == NULL || device_ready == NULL || peer_state == NULL)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "out of host memory");
+  for (int d = 0; d < device_count; d++)
+    {
+      struct cudaDeviceProp p;
+      gm_device_props *out = &props_cache[d];
+      CUDA_CHECK (cudaGetDeviceProperties (&p, d));
+      snprintf (out->name, sizeof out->name, "%s", p.name);
+      out->total_memory = p.totalGlobalMem;
+      out->cc_major = p.major;
+      out->cc_minor = p.minor;
+      out->sm_count = p.multiProcessorCount;
+      out->max_threads_per_block = p.maxThreadsPerBlock;
+      for (int i = 0; i < 3; i++)
+        {
+          out->max_block[i] = p.maxThreadsDim[i];
+          out->max_grid[i] = p.maxGridSize[i];
+        }
+    }
+done:
+  if (status != GM_OK)
+    return gm_error_set (GM_ERR_UNAVAILABLE, gm_last_error ()->cuda_code,
+                         gm_last_error ()->cuda_name, "%s",
+                         gm_last_error ()->message);
+  return status;
+}
+
+static int
+cuda_device_count (void)
+{
+  return device_count;
+}
+
+static gm_status
+cuda_device_props (int device, gm_device_props *props)
+{
+  *props = props_cache[device];
+  return GM_OK;
+}
+
+static gm_status
+cuda_mem_info (int device, size_t *free_bytes, size_t *total)
+{
+  gm_status status = use_device (device);
+
+  if (status != GM_OK)
+    return status;
+  CUDA_CHECK (cudaMemGetInfo (free_bytes, total));
+done:
+  return status;
+}
+
+static cudaStream_t
+handle_of (gm_stream *stream)
+{
+  return stream ? stream->handle : (cudaStream_t) 0;
+}
+
+static gm_status
+cuda_malloc (int device, size_t nbytes, gm_stream *stream, void **ptr)
+{
+  gm_status status = use_device (device);
+
+  if (status != GM_OK)
+    return status;
+  CUDA_CHECK (cudaMallocAsync (ptr, nbytes, handle_of (stream)));
+done:
+  return status;
+}
+
+static gm_status
+cuda_free (int device, void *ptr, gm_stream *stream)
+{
+  gm_status status = GM_OK;
+  cudaError_t err;
+
+  /* A lost context took its memory with it; freeing is moot, and
+     deallocs must stay quiet about it, as they must while the runtime
+     unloads at exit.  */
+  if (lost_error != cudaSuccess)
+    return GM_OK;
+  status = use_device (device);
+  if (status != GM_OK)
+    return status;
+  err = cudaFreeAsync (ptr, handle_of (stream));
+  if (err == cudaErrorCudartUnloading)
+    return GM_OK;
+  CUDA_CHECK (err);
+done:
+  return status;
+}
+
+static gm_status
+cuda_reserved (int device, size_t *bytes)
+{
+  gm_status status = GM_OK;
+  cudaMemPool_t pool;
+  uint64_t value = 0;
+
+  *bytes = 0;
+  if (lost_error != cudaSuccess || !device_ready[device])
+    return GM_OK;
+  CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
+  CUDA_CHECK (cudaMemPoolGetAttribute (pool, cudaMemPoolAttrReservedMemCurrent,
+                                       &value));
+  *bytes = (size_t) value;
+done:
+  return status;
+}
+
+static gm_status
+cuda_release_cached (int device, size_t *reserved_after)
+{
+  gm_status status = use_device (device);
+  cudaMemPool_t pool;
+
+  if (status != GM_OK)
+    return status;
+  /* Frees queued on streams must land before the pool can give their
+     memory back.  */
+  CUDA_CHECK (cudaDeviceSynchronize ());
+  CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
+  CUDA_CHECK (cudaMemPoolTrimTo (pool, 0));
+  status = cuda_reserved (device, reserved_after);
+done:
+  return status;
+}
+
+/* Enables DEVICE's access to PEER's memory once, where the hardware
+   allows; copies between the two then go directly.  */
+static gm_status
+enable_peer (int device, int peer)
+{
+  gm_status status = GM_OK;
+  signed char *state = &peer_state[device * device_count + peer];
+  int can = 0;
+
+  if (*state != 0 || device == peer)
+    return GM_OK;
+  CUDA_CHECK (cudaDeviceCanAccessPeer (&can, device, peer));
+  *state = -1;
+  if (can)
+    {
+      cudaError_t err;
+      status = use_device (device);
+      if (status != GM_OK)
+        goto done;
+      err = cudaDeviceEnablePeerAccess (peer, 0);
+      if (err == cudaErrorPeerAccessAlreadyEnabled)
+        cudaGetLastError ();
+      else
+        CUDA_CHECK (err);
+      *state = 1;
+    }
+done:
+  return status;
+}
+
+static bool
+cuda_can_access_peer (int device, int peer)
+{
+  int can = 0;
+
+  if (device == peer)
+    return true;
+  if (cudaDeviceCanAccessPeer (&can, device, peer) != cudaSuccess)
+    {
+      cudaGetLastError ();
+      return false;
+    }
+  return can != 0;
+}
+
+static gm_status
+cuda_copy (void *dst, int dst_device, const void *src, int src_device,
+           size_t nbytes, gm_stream *stream)
+{
+  gm_status status = GM_OK;
+  int device = dst_device >= 0 ? dst_device : src_device;
+  cudaStream_t handle = handle_of (stream);
+
+  CHECK_ALIVE ();
+  if (nbytes == 0)
+    goto done;
+  if (stream != NULL)
+    device = stream->device;
+  if (device >= 0)
+    {
+      status = use_device (device);
+      if (status != GM_OK)
+        goto done;
+    }
+  if (dst_device >= 0 && src_device >= 0 && dst_device != src_device)
+    {
+      /* Across devices: directly where peer access is possible, else
+         the driver stages the copy through host memory.  */
+      status = enable_peer (dst_device, src_device);
+      if (status == GM_OK)
+        status = enable_peer (src_device, dst_device);
+      if (status != GM_OK)
+        goto done;
+      status = use_device (device);
+      if (status != GM_OK)
+        goto done;
+      CUDA_CHECK (cudaMemcpyPeerAsync (dst, dst_device, src, src_device,
+                                       nbytes, handle));
+      if (stream == NULL)
+        CUDA_CHECK (cudaStreamSynchronize (handle));
+      goto done;
+    }
+  if (stream == NULL)
+    CUDA_CHECK (cudaMemcpy (dst, src, nbytes, cudaMemcpyDefault));
+  else
+    CUDA_CHECK (cudaMemcpyAsync (dst, src, nbytes, cudaMemcpyDefault,
+                                 handle));
+done:
+  return status;
+}
+
+static gm_status
+cuda_memset (void *dst, int device, int value, size_t nbytes,
+             gm_stream *stream)
+{
+  gm_status status = use_device (device);
+
+  if (status != GM_OK || nbytes == 0)
+    return status;
+  CUDA_CHECK (cudaMemsetAsync (dst, value, nbytes, handle_of (stream)));
+  if (stream == NULL)
+    CUDA_CHECK (cudaStreamSynchronize (0));
+done:
+  return status;
+}
+
+static gm_status
+cuda_launch (const gm_kernel *kernel, const gm_arg *args,
+             const gm_launch_cfg *cfg, int device, gm_stream *stream)
+{
+  gm_status status = use_device (device);
+  gm_launch_cfg full = *cfg;
+  cudaError_t err;
+
+  if (status != GM_OK)
+    return status;
+  full.sm_count = props_cache[device].sm_count;
+  full.max_threads_per_block = props_cache[device].max_threads_per_block;
+  err = (cudaError_t) kernel->launch_cuda (args, &full,
+                                           (void *) handle_of (stream));
+  if (err != cudaSuccess)
+    status = cuda_fail (err, kernel->name, __FILE__, __LINE__);
+  return status;
+}
+
+static void
+sleep_us (long us)
+{
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep (&ts, NULL);
+}
+
+static double
+now_us (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3;
+}
+
+/* Polls QUERY on HANDLE until it is no longer cudaErrorNotReady or
+   TIMEOUT_US passes: spinning for the first 100 us, which keeps short
+   waits as short as a spinning cudaStreamSynchronize, then sleeping in
+   growing steps of at most 500 us.  */
+static gm_status
+poll_until (cudaError_t (*query) (void *), void *handle, const char *what,
+            long timeout_us)
+{
+  gm_status status = GM_OK;
+  double start = now_us (), elapsed;
+  long nap = 10;
+
+  for (;;)
+    {
+      cudaError_t err = query (handle);
+      if (err == cudaSuccess)
+        goto done;
+      if (err != cudaErrorNotReady)
+        CUDA_CHECK (err);
+      elapsed = now_us () - start;
+      if (elapsed >= (double) timeout_us)
+        return GM_ERR_NOT_READY;
+      if (elapsed >= 100.0)
+        {
+          sleep_us (nap);
+          if (nap < 500)
+            nap *= 2;
+        }
+    }
+done:
+  (void) what;
+  return status;
+}
+
+static cudaError_t
+query_stream (void *handle)
+{
+  return cudaStreamQuery ((cudaStream_t) handle);
+}
+
+static cudaError_t
+query_event (void *handle)
+{
+  return cudaEventQuery ((cudaEvent_t) handle);
+}
+
+static gm_status
+cuda_wait (int device, gm_stream *stream, long timeout_us)
+{
+  gm_status status = use_device (stream ? stream->device : device);
+
+  if (status != GM_OK)
+    return status;
+  return poll_until (query_stream, (void *) handle_of (stream),
+                     "cudaStreamQuery", timeout_us);
+}
+
+static gm_status
+cuda_device_synchronize (int device)
+{
+  gm_status status = use_device (device);
+
+  if (status != GM_OK)
+    return status;
+  CUDA_CHECK (cudaDeviceSynchronize ());
+done:
+  return status;
+}
+
+static gm_status
+cuda_stream_create (int device, gm_stream **stream)
+{
+  gm_status status = use_device (device);
+  gm_stream *created = NULL;
+
+  if (status != GM_OK)
+    return status;
+  created = malloc (sizeof *created);
+  if (created == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for a stream");
+  created->device = device;
+  CUDA_CHECK (cudaStreamCreate (&created->handle));
+  *stream = created;
+  created = NULL;
+done:
+  free (created);
+  return status;
+}
+
+static void
+cuda_stream_destroy (gm_stream *stream)
+{
+  if (lost_error == cudaSuccess
+      && cudaStreamDestroy (stream->handle) != cudaSuccess)
+    cudaGetLastError ();
+  free (stream);
+}
+
+static gm_status
+cuda_stream_query (gm_stream *stream, bool *done_flag)
+{
+  gm_status status = GM_OK;
+  cudaError_t err;
+
+  CHECK_ALIVE ();
+  err = cudaStreamQuery (stream->handle);
+  *done_flag = err == cudaSuccess;
+  if (err != cudaErrorNotReady)
+    CUDA_CHECK (err);
+done:
+  return status;
+}
+
+static void *
+cuda_stream_handle (gm_stream *stream)
+{
+  return (void *) handle_of (stream);
+}
+
+static gm_status
+cuda_event_create (int device, gm_event **event)
+{
+  gm_status status = use_device (device);
+  gm_event *created = NULL;
+
+  if (status != GM_OK)
+    return status;
+  created = malloc (sizeof *created);
+  if (created == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for an event");
+  created->device = device;
+  CUDA_CHECK (cudaEventCreate (&created->handle));
+  *event = created;
+  created = NULL;
+done:
+  free (created);
+  return status;
+}
+
+static void
+cuda_event_destroy (gm_event *event)
+{
+  if (lost_error == cudaSuccess
+      && cudaEventDestroy (event->handle) != cudaSuccess)
+    cudaGetLastError ();
+  free (event);
+}
+
+static gm_status
+cuda_event_record (gm_event *event, gm_stream *stream)
+{
+  gm_status status = use_device (event->device);
+
+  if (status != GM_OK)
+    return status;
+  CUDA_CHECK (cudaEventRecord (event->handle, handle_of (stream)));
+done:
+  return status;
+}
+
+static gm_status
+cuda_event_query (gm_event *event, bool *done_flag)
+{
+  gm_status status = GM_OK;
+  cudaError_t err;
+
+  CHECK_ALIVE ();
+  err = cudaEventQuery (event->handle);
+  *done_flag = err == cudaSuccess;
+  if (err != cudaErrorNotReady)
+    CUDA_CHECK (err);
+done:
+  return status;
+}
+
+static gm_status
+cuda_event_wait (gm_event *event, long timeout_us)
+{
+  gm_status status = GM_OK;
+
+  CHECK_ALIVE ();
+  return poll_until (query_event, (void *) event->handle, "cudaEventQuery",
+                     timeout_us);
+done:
+  return status;
+}
+
+static gm_status
+cuda_event_elapsed_ms (gm_event *start, gm_event *end, float *ms)
+{
+  gm_status status = GM_OK;
+
+  CHECK_ALIVE ();
+  CUDA_CHECK (cudaEventElapsedTime (ms, start->handle, end->handle));
+done:
+  return status;
+}
+
+static gm_status
+cuda_host_alloc (size_t nbytes, void **ptr)
+{
+  gm_status status = GM_OK;
+
+  CHECK_ALIVE ();
+  CUDA_CHECK (cudaMallocHost (ptr, nbytes ? nbytes : 1));
+done:
+  return status;
+}
+
+static void
+cuda_host_free (void *ptr)
+{
+  cudaError_t err;
+
+  if (lost_error != cudaSuccess)
+    return;
+  err = cudaFreeHost (ptr);
+  if (err != cudaSuccess)
+    cudaGetLastError ();
+}
+
+static gm_status
+cuda_foreign_stream_sync (void *handle)
+{
+  gm_status status = GM_OK;
+  uintptr_t value = (uintptr_t) handle;
+  cudaStream_t stream = value == 1 ? cudaStreamLegacy
+                        : value == 2 ? cudaStreamPerThread
+                        : (cudaStream_t) handle;
+
+  CHECK_ALIVE ();
+  CUDA_CHECK (cudaStreamSynchronize (stream));
+done:
+  return status;
+}
+
+static gm_status
+cuda_pointer_device (const void *ptr, int *device)
+{
+  gm_status status = GM_OK;
+  struct cudaPointerAttributes attr;
+
+  CHECK_ALIVE ();
+  *device = -1;
+  CUDA_CHECK (cudaPointerGetAttributes (&attr, ptr));
+  if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)
+    *device = attr.device;
+done:
+  return status;
+}
+
+static void
+cuda_shutdown (void)
+{
+  /* Resetting each device used ends its context in order, after Python
+     has released every buffer; compute-sanitizer's leak check reports at
+     this point.  */
+  if (lost_error != cudaSuccess)
+    return;
+  for (int d = 0; d < device_count; d++)
+    if (device_ready[d] && cudaSetDevice (d) == cudaSuccess)
+      {
+        cudaDeviceSynchronize ();
+        cudaDeviceReset ();
+      }
+  free (props_cache);
+  free (device_ready);
+  free (peer_state);
+  props_cache = NULL;
+  device_ready = NULL;
+  peer_state = NULL;
+}
+
+const gm_backend gm_backend_cuda = {
+  .name = "cuda",
+  .init = cuda_init,
+  .device_count = cuda_device_count,
+  .device_props = cuda_device_props,
+  .mem_info = cuda_mem_info,
+  .malloc = cuda_malloc,
+  .free = cuda_free,
+  .release_cached = cuda_release_cached,
+  .reserved = cuda_reserved,
+  .copy = cuda_copy,
+  .memset = cuda_memset,
+  .can_access_peer = cuda_can_access_peer,
+  .launch = cuda_launch,
+  .wait = cuda_wait,
+  .device_synchronize = cuda_device_synchronize,
+  .stream_create = cuda_stream_create,
+  .stream_destroy = cuda_stream_destroy,
+  .stream_query = cuda_stream_query,
+  .stream_handle = cuda_stream_handle,
+  .event_create = cuda_event_create,
+  .event_destroy = cuda_event_destroy,
+  .event_record = cuda_event_record,
+  .event_query = cuda_event_query,
+  .event_wait = cuda_event_wait,
+  .event_elapsed_ms = cuda_event_elapsed_ms,
+  .host_alloc = cuda_host_alloc,
+  .host_free = cuda_host_free,
+  .foreign_stream_sync = cuda_foreign_stream_sync,
+  .pointer_device = cuda_pointer_device,
+  .shutdown = cuda_shutdown,
+};

@@ -1,0 +1,360 @@
+/* backend-host.c -- the host backend: devices simulated in host memory.
+
+   A real second backend, not a mock: buffers live in host memory, kernels
+   run their C references (kernels/NAME-ref.c), and GPUMEM_HOST_DEVICES
+   devices (default 4) each keep their own accounting, so multi-device
+   scripts run on machines without a GPU and device results can be
+   checked against it.  All work is synchronous: streams and events are
+   complete as soon as they are used.  */
+
+#define _POSIX_C_SOURCE 200809L
+#include "config.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gm.h"
+
+#define HOST_MAX_DEVICES 64
+/* Device allocations are aligned as cudaMalloc's are, so kernels' C
+   references see the same alignment as the CUDA kernels.  The header in
+   front of each block records its size for the accounting.  */
+#define HOST_ALIGN 256
+
+struct gm_stream
+{
+  int device;
+};
+
+struct gm_event
+{
+  int device;
+  bool recorded;
+  struct timespec when;
+};
+
+static int host_devices = 4;
+static size_t host_reserved[HOST_MAX_DEVICES];
+
+static gm_status
+host_init (void)
+{
+  const char *value = getenv ("GPUMEM_HOST_DEVICES");
+  char *end;
+  long count;
+
+  if (value == NULL || *value == '\0')
+    return GM_OK;
+  errno = 0;
+  count = strtol (value, &end, 10);
+  if (errno != 0 || *end != '\0' || count < 1 || count > HOST_MAX_DEVICES)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "GPUMEM_HOST_DEVICES='%s' is not a device count "
+                         "from 1 to %d", value, HOST_MAX_DEVICES);
+  host_devices = (int) count;
+  return GM_OK;
+}
+
+static int
+host_device_count (void)
+{
+  return host_devices;
+}
+
+static size_t
+physical_memory (void)
+{
+  long pages = sysconf (_SC_PHYS_PAGES), size = sysconf (_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? (size_t) pages * (size_t) size : 0;
+}
+
+static gm_status
+host_device_props (int device, gm_device_props *props)
+{
+  memset (props, 0, sizeof *props);
+  snprintf (props->name, sizeof props->name, "host device %d", device);
+  props->total_memory = physical_memory ();
+  props->sm_count = 1;
+  props->max_threads_per_block = 1024;
+  props->max_block[0] = props->max_block[1] = 1024;
+  props->max_block[2] = 64;
+  props->max_grid[0] = INT32_MAX;
+  props->max_grid[1] = props->max_grid[2] = 65535;
+  return GM_OK;
+}
+
+static gm_status
+host_mem_info (int device, size_t *free_bytes, size_t *total)
+{
+  long pages = sysconf (_SC_AVPHYS_PAGES), size = sysconf (_SC_PAGESIZE);
+  (void) device;
+  *total = physical_memory ();
+  *free_bytes = pages > 0 && size > 0 ? (size_t) pages * (size_t) size : 0;
+  return GM_OK;
+}
+
+static gm_status
+host_malloc (int device, size_t nbytes, gm_stream *stream, void **ptr)
+{
+  char *block;
+  (void) stream;
+
+  if (nbytes > SIZE_MAX - 2 * HOST_ALIGN)
+    return gm_error_set (GM_ERR_NOMEM, 0, NULL, "%zu bytes is too large",
+                         nbytes);
+  block = aligned_alloc (HOST_ALIGN,
+                         (nbytes + 2 * HOST_ALIGN - 1) / HOST_ALIGN
+                         * HOST_ALIGN);
+  if (block == NULL)
+    return gm_error_set (GM_ERR_NOMEM, 0, NULL,
+                         "host memory exhausted allocating %zu bytes",
+                         nbytes);
+  memcpy (block, &nbytes, sizeof nbytes);
+  host_reserved[device] += nbytes;
+  *ptr = block + HOST_ALIGN;
+  return GM_OK;
+}
+
+static gm_status
+host_free (int device, void *ptr, gm_stream *stream)
+{
+  char *block = (char *) ptr - HOST_ALIGN;
+  size_t nbytes;
+  (void) stream;
+
+  memcpy (&nbytes, block, sizeof nbytes);
+  host_reserved[device] -= nbytes;
+  free (block);
+  return GM_OK;
+}
+
+static gm_status
+host_reserved_bytes (int device, size_t *bytes)
+{
+  *bytes = host_reserved[device];
+  return GM_OK;
+}
+
+static gm_status
+host_release_cached (int device, size_t *reserved_after)
+{
+  *reserved_after = host_reserved[device];
+  return GM_OK;
+}
+
+static gm_status
+host_copy (void *dst, int dst_device, const void *src, int src_device,
+           size_t nbytes, gm_stream *stream)
+{
+  (void) dst_device;
+  (void) src_device;
+  (void) stream;
+  if (nbytes > 0)
+    memmove (dst, src, nbytes);
+  return GM_OK;
+}
+
+static gm_status
+host_memset (void *dst, int device, int value, size_t nbytes,
+             gm_stream *stream)
+{
+  (void) device;
+  (void) stream;
+  if (nbytes > 0)
+    memset (dst, value, nbytes);
+  return GM_OK;
+}
+
+static bool
+host_can_access_peer (int device, int peer)
+{
+  (void) device;
+  (void) peer;
+  return true;
+}
+
+static gm_status
+host_launch (const gm_kernel *kernel, const gm_arg *args,
+             const gm_launch_cfg *cfg, int device, gm_stream *stream)
+{
+  (void) cfg;
+  (void) device;
+  (void) stream;
+  kernel->run_host (args);
+  return GM_OK;
+}
+
+static gm_status
+host_wait (int device, gm_stream *stream, long timeout_us)
+{
+  (void) device;
+  (void) stream;
+  (void) timeout_us;
+  return GM_OK;
+}
+
+static gm_status
+host_device_synchronize (int device)
+{
+  (void) device;
+  return GM_OK;
+}
+
+static gm_status
+host_stream_create (int device, gm_stream **stream)
+{
+  *stream = malloc (sizeof **stream);
+  if (*stream == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for a stream");
+  (*stream)->device = device;
+  return GM_OK;
+}
+
+static void
+host_stream_destroy (gm_stream *stream)
+{
+  free (stream);
+}
+
+static gm_status
+host_stream_query (gm_stream *stream, bool *done)
+{
+  (void) stream;
+  *done = true;
+  return GM_OK;
+}
+
+static void *
+host_stream_handle (gm_stream *stream)
+{
+  (void) stream;
+  return NULL;
+}
+
+static gm_status
+host_event_create (int device, gm_event **event)
+{
+  *event = calloc (1, sizeof **event);
+  if (*event == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for an event");
+  (*event)->device = device;
+  return GM_OK;
+}
+
+static void
+host_event_destroy (gm_event *event)
+{
+  free (event);
+}
+
+static gm_status
+host_event_record (gm_event *event, gm_stream *stream)
+{
+  (void) stream;
+  clock_gettime (CLOCK_MONOTONIC, &event->when);
+  event->recorded = true;
+  return GM_OK;
+}
+
+static gm_status
+host_event_query (gm_event *event, bool *done)
+{
+  (void) event;
+  *done = true;
+  return GM_OK;
+}
+
+static gm_status
+host_event_wait (gm_event *event, long timeout_us)
+{
+  (void) event;
+  (void) timeout_us;
+  return GM_OK;
+}
+
+static gm_status
+host_event_elapsed_ms (gm_event *start, gm_event *end, float *ms)
+{
+  if (!start->recorded || !end->recorded)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL,
+                         "both events must be recorded before elapsed_ms");
+  *ms = (float) ((double) (end->when.tv_sec - start->when.tv_sec) * 1e3
+                 + (double) (end->when.tv_nsec - start->when.tv_nsec) / 1e6);
+  return GM_OK;
+}
+
+static gm_status
+host_host_alloc (size_t nbytes, void **ptr)
+{
+  *ptr = aligned_alloc (HOST_ALIGN, (nbytes + HOST_ALIGN) / HOST_ALIGN
+                                    * HOST_ALIGN);
+  if (*ptr == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
+                         "host memory exhausted allocating %zu bytes",
+                         nbytes);
+  return GM_OK;
+}
+
+static void
+host_host_free (void *ptr)
+{
+  free (ptr);
+}
+
+static gm_status
+host_foreign_stream_sync (void *handle)
+{
+  (void) handle;
+  return GM_OK;
+}
+
+static gm_status
+host_pointer_device (const void *ptr, int *device)
+{
+  (void) ptr;
+  *device = -1;
+  return GM_OK;
+}
+
+static void
+host_shutdown (void)
+{
+}
+
+const gm_backend gm_backend_host = {
+  .name = "host",
+  .init = host_init,
+  .device_count = host_device_count,
+  .device_props = host_device_props,
+  .mem_info = host_mem_info,
+  .malloc = host_malloc,
+  .free = host_free,
+  .release_cached = host_release_cached,
+  .reserved = host_reserved_bytes,
+  .copy = host_copy,
+  .memset = host_memset,
+  .can_access_peer = host_can_access_peer,
+  .launch = host_launch,
+  .wait = host_wait,
+  .device_synchronize = host_device_synchronize,
+  .stream_create = host_stream_create,
+  .stream_destroy = host_stream_destroy,
+  .stream_query = host_stream_query,
+  .stream_handle = host_stream_handle,
+  .event_create = host_event_create,
+  .event_destroy = host_event_destroy,
+  .event_record = host_event_record,
+  .event_query = host_event_query,
+  .event_wait = host_event_wait,
+  .event_elapsed_ms = host_event_elapsed_ms,
+  .host_alloc = host_host_alloc,
+  .host_free = host_host_free,
+  .foreign_stream_sync = host_foreign_stream_sync,
+  .pointer_device = host_pointer_device,
+  .shutdown = host_shutdown,
+};

@@ -1,0 +1,99 @@
+/* backend.c -- choosing the backend, and the error record all rooms use.  */
+
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gm.h"
+
+const gm_backend *gm_backend_current;
+
+static _Thread_local gm_error last_error;
+
+gm_status
+gm_error_set (gm_status status, int cuda_code, const char *cuda_name,
+              const char *fmt, ...)
+{
+  va_list ap;
+
+  last_error.status = status;
+  last_error.cuda_code = cuda_code;
+  snprintf (last_error.cuda_name, sizeof last_error.cuda_name, "%s",
+            cuda_name ? cuda_name : "");
+  va_start (ap, fmt);
+  vsnprintf (last_error.message, sizeof last_error.message, fmt, ap);
+  va_end (ap);
+  return status;
+}
+
+const gm_error *
+gm_last_error (void)
+{
+  return &last_error;
+}
+
+static gm_status
+use (const gm_backend *backend)
+{
+  gm_status status = backend->init ();
+
+  if (status == GM_OK)
+    gm_backend_current = backend;
+  return status;
+}
+
+gm_status
+gm_backend_init (gm_backend_choice choice, bool quiet)
+{
+  if (choice == GM_BACKEND_HOST)
+    return use (&gm_backend_host);
+#ifdef GM_HAVE_CUDA
+  char reason[GM_ERROR_MESSAGE_MAX];
+
+  if (use (&gm_backend_cuda) == GM_OK)
+    return GM_OK;
+  snprintf (reason, sizeof reason, "%s", gm_last_error ()->message);
+  if (choice == GM_BACKEND_CUDA)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "the CUDA backend is unavailable: %s", reason);
+  if (!quiet)
+    fprintf (stderr, "gpumem: no CUDA device (%s); using the host backend\n",
+             reason);
+#else
+  if (choice == GM_BACKEND_CUDA)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "the CUDA backend is unavailable: this gpumem was "
+                         "built without CUDA (configure --with-cuda)");
+  if (!quiet)
+    fputs ("gpumem: built without CUDA; using the host backend\n", stderr);
+#endif
+  return use (&gm_backend_host);
+}
+
+void
+gm_backend_shutdown (void)
+{
+  if (gm_backend_current != NULL)
+    gm_backend_current->shutdown ();
+  gm_backend_current = NULL;
+}
+
+void
+gm_format_bytes (size_t nbytes, char *buf, size_t size)
+{
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = (double) nbytes;
+  int unit = 0;
+
+  while (value >= 1024.0 && unit < 5)
+    {
+      value /= 1024.0;
+      unit++;
+    }
+  if (unit == 0)
+    snprintf (buf, size, "%zu B", nbytes);
+  else
+    snprintf (buf, size, "%.1f %s", value, units[unit]);
+}

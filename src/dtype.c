@@ -1,0 +1,72 @@
+/* dtype.c -- the element types gpumem knows, and their names.  */
+
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "gm.h"
+
+/* DLPack's DLDataTypeCode values.  */
+enum { DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_COMPLEX = 5, DL_BOOL = 6 };
+
+const gm_dtype_info gm_dtypes[GM_NDTYPES] = {
+  [GM_BOOL] = {"bool", 1, 'b', DL_BOOL},
+  [GM_INT8] = {"int8", 1, 'i', DL_INT},
+  [GM_INT16] = {"int16", 2, 'i', DL_INT},
+  [GM_INT32] = {"int32", 4, 'i', DL_INT},
+  [GM_INT64] = {"int64", 8, 'i', DL_INT},
+  [GM_UINT8] = {"uint8", 1, 'u', DL_UINT},
+  [GM_UINT16] = {"uint16", 2, 'u', DL_UINT},
+  [GM_UINT32] = {"uint32", 4, 'u', DL_UINT},
+  [GM_UINT64] = {"uint64", 8, 'u', DL_UINT},
+  [GM_FLOAT16] = {"float16", 2, 'f', DL_FLOAT},
+  [GM_FLOAT32] = {"float32", 4, 'f', DL_FLOAT},
+  [GM_FLOAT64] = {"float64", 8, 'f', DL_FLOAT},
+  [GM_COMPLEX64] = {"complex64", 8, 'c', DL_COMPLEX},
+  [GM_COMPLEX128] = {"complex128", 16, 'c', DL_COMPLEX},
+};
+
+int
+gm_dtype_from_name (const char *name, size_t len)
+{
+  for (int d = 0; d < GM_NDTYPES; d++)
+    if (strlen (gm_dtypes[d].name) == len
+        && memcmp (gm_dtypes[d].name, name, len) == 0)
+      return d;
+  return -1;
+}
+
+int
+gm_dtype_from_typestr (const char *typestr)
+{
+  char kind;
+  size_t itemsize = 0;
+
+  if (typestr == NULL || strlen (typestr) < 3)
+    return -1;
+  /* Big-endian data would need swapping; gpumem's devices are
+     little-endian, as are the producers it talks to.  */
+  if (typestr[0] != '<' && typestr[0] != '|' && typestr[0] != '=')
+    return -1;
+  kind = typestr[1];
+  for (const char *p = typestr + 2; *p; p++)
+    {
+      if (*p < '0' || *p > '9' || itemsize > 64)
+        return -1;
+      itemsize = itemsize * 10 + (size_t) (*p - '0');
+    }
+  for (int d = 0; d < GM_NDTYPES; d++)
+    if (gm_dtypes[d].kind == kind && gm_dtypes[d].itemsize == itemsize)
+      return d;
+  return -1;
+}
+
+void
+gm_dtype_typestr (gm_dtype dtype, char buf[8])
+{
+  const gm_dtype_info *info = &gm_dtypes[dtype];
+
+  snprintf (buf, 8, "%c%c%zu", info->itemsize == 1 ? '|' : '<', info->kind,
+            info->itemsize);
+}

@@ -1,0 +1,173 @@
+/* gm-python.h -- the private header of gpumem's Python layer.
+
+   Included first by every file that touches Python (interp.c, module.c,
+   py-*.c): <Python.h> must come before any system header, since it sets
+   feature macros (_POSIX_C_SOURCE) that config.h would otherwise clash
+   with.  */
+
+#ifndef GM_PYTHON_H
+#define GM_PYTHON_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "config.h"
+#include "gm.h"
+
+#define GM_MAX_NDIM 32
+
+/* The module's state.  The program embeds one interpreter, which imports
+   gpumem once; gmpy_state () returns that module's state to C helpers
+   that have no module object at hand.  */
+typedef struct gmpy_state
+{
+  PyTypeObject *device_type;
+  PyTypeObject *array_type;
+  PyTypeObject *stream_type;
+  PyTypeObject *event_type;
+  PyObject *error;               /* gpumem.Error */
+  PyObject *cuda_error;          /* gpumem.CudaError */
+  PyObject *oom_error;           /* gpumem.OutOfMemoryError */
+  PyObject *numpy;               /* the numpy module */
+  PyObject *np_dtypes[GM_NDTYPES];  /* numpy.dtype of each gm_dtype */
+  PyObject *devices;             /* tuple of gpumem.Device */
+  PyObject *kernels;             /* the gpumem.kernels module */
+} gmpy_state;
+
+gmpy_state *gmpy_state_get (void);
+
+extern PyModuleDef gmpy_module_def;
+
+/* Sets the Python exception for STATUS from gm_last_error (); returns
+   NULL (for the caller to return).  The only bridge from a gm_status to
+   an exception.  */
+PyObject *gmpy_raise (gm_status status);
+/* As gmpy_raise, for int-returning functions: returns -1.  */
+int gmpy_raise_int (gm_status status);
+
+/* Waits, without the GIL and interruptibly, until the work of STREAM on
+   DEVICE is done.  0, or -1 with an exception set (KeyboardInterrupt
+   from Ctrl-C, or CudaError from the work).  */
+int gmpy_wait (int device, gm_stream *stream);
+
+/* Types, one file each.  Each *_init adds its type to MODULE and STATE;
+   0 or -1.  */
+int gmpy_device_init (PyObject *module, gmpy_state *state);
+int gmpy_array_init (PyObject *module, gmpy_state *state);
+int gmpy_stream_init (PyObject *module, gmpy_state *state);
+int gmpy_kernels_init (PyObject *module, gmpy_state *state);
+
+/* gpumem.Device.  */
+typedef struct devicepy_object
+{
+  PyObject_HEAD
+  int index;
+  PyObject *previous;     /* list: devices current before each `with` */
+} devicepy_object;
+
+/* The Device object for INDEX (new reference), or NULL with ValueError
+   naming the valid range.  */
+PyObject *gmpy_device_get (int index);
+/* Reads a device argument (None, an int or a Device) into *INDEX; None
+   gives the current device.  0 or -1.  */
+int gmpy_device_arg (PyObject *obj, int *index);
+/* The current device of this thread (set by `with Device(i):`).  */
+int gmpy_current_device (void);
+void gmpy_set_current_device (int index);
+
+/* gpumem.Stream and gpumem.Event.  */
+typedef struct streampy_object
+{
+  PyObject_HEAD
+  gm_stream *stream;
+  int device;
+} streampy_object;
+
+/* Reads a stream= argument into *STREAM (NULL for None).  If DEVICE is
+   >= 0 the stream must belong to it.  0 or -1.  */
+int gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream);
+
+/* gpumem.DeviceArray.  */
+typedef struct arraypy_object
+{
+  PyObject_HEAD
+  char *data;                  /* address of element 0 */
+  int ndim;
+  Py_ssize_t shape[GM_MAX_NDIM];
+  Py_ssize_t size;
+  gm_dtype dtype;
+  int device;
+  bool readonly;
+  bool released;               /* free () was called on this object */
+  /* Owner: the memory it allocated, and its size.  NULL for views and
+     for arrays wrapped around foreign memory.  */
+  void *alloc;
+  size_t alloc_bytes;
+  /* A view's owner (a DeviceArray), or the foreign object that owns the
+     memory; NULL for an owner.  Kept alive while this object lives.  */
+  PyObject *base;
+  PyObject *weakreflist;
+} arraypy_object;
+
+int gmpy_array_check (PyObject *obj);
+/* A new owner array of SHAPE and DTYPE on DEVICE (uninitialized).  */
+arraypy_object *gmpy_array_new (int ndim, const Py_ssize_t *shape,
+                                gm_dtype dtype, int device,
+                                gm_stream *stream);
+/* 0 when ARRAY's memory may be used, else -1 with ValueError (freed).  */
+int gmpy_array_usable (arraypy_object *array);
+size_t gmpy_array_nbytes (const arraypy_object *array);
+
+/* Device memory described by anything a kernel or copy accepts: a
+   DeviceArray or a __cuda_array_interface__ object.  */
+typedef struct gmpy_devbuf
+{
+  char *data;
+  Py_ssize_t size;
+  gm_dtype dtype;
+  int device;
+  bool readonly;
+} gmpy_devbuf;
+
+/* Fills BUF from OBJ if OBJ is device memory: 1 if it is, 0 if it is
+   not device memory at all, -1 with an exception set if it is but
+   cannot be used (freed, unsupported dtype, not contiguous).  WHAT
+   names the argument in messages.  */
+int gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what);
+
+/* The numpy.dtype for a dtype= argument (name, type or dtype), as a
+   gm_dtype in *DTYPE.  0 or -1 (TypeError naming the supported ones).  */
+int gmpy_dtype_arg (PyObject *obj, gm_dtype *dtype);
+
+/* Module-level copy functions (py-copy.c).  */
+PyObject *gmpy_copy_to_gpu (PyObject *module, PyObject *const *args,
+                            Py_ssize_t nargs, PyObject *kwnames);
+PyObject *gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
+                              Py_ssize_t nargs, PyObject *kwnames);
+PyObject *gmpy_copy (PyObject *module, PyObject *const *args,
+                     Py_ssize_t nargs, PyObject *kwnames);
+/* Host -> device: the first COUNT elements of host object SRC, converted
+   to DST's dtype as NumPy's same_kind casting allows, into DST.  */
+int gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
+                              Py_ssize_t count, gm_stream *stream,
+                              const char *src_name);
+/* Device -> host: COUNT elements of SRC into writable host object DST.  */
+int gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
+                              Py_ssize_t count, gm_stream *stream,
+                              const char *dst_name);
+/* Runs BACKEND->copy for large copies in chunks, without the GIL,
+   checking for Ctrl-C between chunks.  0 or -1.  */
+int gmpy_backend_copy (void *dst, int dst_device, const void *src,
+                       int src_device, size_t nbytes, gm_stream *stream);
+
+/* Reads SHAPE (an int or a sequence of non-negative ints) into NDIM and
+   DIMS, checking that its byte size at ITEMSIZE bytes an element fits in
+   a Py_ssize_t.  0 or -1 (TypeError, ValueError).  */
+int gmpy_shape_arg (PyObject *shape, size_t itemsize, int *ndim,
+                    Py_ssize_t dims[GM_MAX_NDIM]);
+
+/* Parses a size argument: a non-negative Python int (TypeError if not an
+   integer, ValueError if negative).  0 or -1.  */
+int gmpy_size_arg (PyObject *obj, const char *what, Py_ssize_t *value);
+
+#endif /* GM_PYTHON_H */

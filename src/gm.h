@@ -1,0 +1,307 @@
+/* gm.h -- gpumem's internal C interface, shared by every room.
+
+   Data flows one way: the Python layer (py-*.c, module.c) checks
+   arguments and calls the functions declared here; memory.c keeps the
+   books; a backend (backend-cuda.c or backend-host.c) moves bytes.
+   Nothing declared here knows about Python or includes CUDA headers.  */
+
+#ifndef GM_H
+#define GM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+/* Status of every backend and memory function.  Details of the last
+   failure are in gm_last_error ().  */
+typedef enum gm_status
+{
+  GM_OK = 0,
+  GM_ERR_VALUE,        /* a bad argument value (ValueError) */
+  GM_ERR_TYPE,         /* an argument of the wrong type (TypeError) */
+  GM_ERR_NOMEM,        /* device memory or the set limit exhausted */
+  GM_ERR_HOST_NOMEM,   /* host memory exhausted (MemoryError) */
+  GM_ERR_CUDA,         /* a CUDA call failed (gpumem.CudaError) */
+  GM_ERR_UNAVAILABLE,  /* the backend cannot run here */
+  GM_ERR_NOT_READY     /* work is still pending (not an error) */
+} gm_status;
+
+#define GM_ERROR_MESSAGE_MAX 512
+
+typedef struct gm_error
+{
+  gm_status status;
+  int cuda_code;             /* cudaError_t, or 0 */
+  char cuda_name[64];        /* e.g. "cudaErrorIllegalAddress", or "" */
+  char message[GM_ERROR_MESSAGE_MAX];
+} gm_error;
+
+/* Record STATUS with a printf-style message as the calling thread's last
+   error, and return STATUS.  CUDA_CODE and CUDA_NAME may be 0 / NULL.  */
+gm_status gm_error_set (gm_status status, int cuda_code,
+                        const char *cuda_name, const char *fmt, ...)
+  __attribute__ ((format (printf, 4, 5)));
+
+/* The calling thread's last error (never NULL).  */
+const gm_error *gm_last_error (void);
+
+/* Element types.  */
+typedef enum gm_dtype
+{
+  GM_BOOL,
+  GM_INT8, GM_INT16, GM_INT32, GM_INT64,
+  GM_UINT8, GM_UINT16, GM_UINT32, GM_UINT64,
+  GM_FLOAT16, GM_FLOAT32, GM_FLOAT64,
+  GM_COMPLEX64, GM_COMPLEX128,
+  GM_NDTYPES
+} gm_dtype;
+
+typedef struct gm_dtype_info
+{
+  const char *name;       /* NumPy's name: "float32" */
+  size_t itemsize;
+  char kind;              /* NumPy's kind: b i u f c */
+  uint8_t dlpack_code;    /* DLDataTypeCode */
+} gm_dtype_info;
+
+extern const gm_dtype_info gm_dtypes[GM_NDTYPES];
+
+/* The dtype called NAME ("float32", ...), of LEN bytes; -1 if none.  */
+int gm_dtype_from_name (const char *name, size_t len);
+
+/* The dtype of a NumPy array-interface type string such as "<f4";
+   -1 if gpumem has none.  */
+int gm_dtype_from_typestr (const char *typestr);
+
+/* Writes the little-endian array-interface type string of DTYPE
+   ("<f4", "|b1", "<c16") into BUF.  */
+void gm_dtype_typestr (gm_dtype dtype, char buf[8]);
+
+/* Devices.  */
+typedef struct gm_device_props
+{
+  char name[256];
+  size_t total_memory;
+  int cc_major, cc_minor;
+  int sm_count;
+  int max_threads_per_block;
+  int max_block[3];
+  int max_grid[3];
+} gm_device_props;
+
+/* A stream of work on one device.  NULL everywhere means the device's
+   default stream with synchronous semantics.  */
+typedef struct gm_stream gm_stream;
+typedef struct gm_event gm_event;
+
+/* One argument of a kernel call, already checked.  */
+typedef union gm_arg
+{
+  void *ptr;
+  int8_t i8;
+  int16_t i16;
+  int32_t i32;
+  int64_t i64;
+  uint8_t u8;
+  uint16_t u16;
+  uint32_t u32;
+  uint64_t u64;
+  float f32;
+  double f64;
+} gm_arg;
+
+/* The kernel registry (kernels/registry.c).  */
+typedef enum gm_param_kind
+{
+  GM_PARAM_IN, GM_PARAM_OUT, GM_PARAM_INOUT, GM_PARAM_SCALAR
+} gm_param_kind;
+
+typedef struct gm_kernel_param
+{
+  const char *name;
+  gm_param_kind kind;
+  gm_dtype dtype;
+  const char *length;       /* minimum length expression, NULL for scalars */
+} gm_kernel_param;
+
+typedef struct gm_kernel
+{
+  const char *name;
+  const char *doc;
+  int nparams;
+  gm_kernel_param params[GM_MAX_KERNEL_PARAMS];
+  /* Run the C reference on host memory.  */
+  void (*run_host) (const gm_arg *args);
+  /* Enqueue the CUDA kernel; returns a cudaError_t.  STREAM is a
+     cudaStream_t.  NULL when built without CUDA.  */
+  int (*launch_cuda) (const gm_arg *args, const gm_launch_cfg *cfg,
+                      void *stream);
+} gm_kernel;
+
+/* The kernels built into this program, in registry order.  */
+extern const gm_kernel gm_kernel_table[];
+extern const int gm_kernel_count;
+
+/* The kernel called NAME, or NULL.  */
+const gm_kernel *gm_kernel_find (const char *name);
+
+/* Writes "name: dtype[length] in" (or "name: dtype" for scalars) for
+   PARAM into BUF of SIZE bytes.  */
+void gm_kernel_param_format (const gm_kernel_param *param, char *buf,
+                             size_t size);
+
+/* Evaluates the length expression EXPR of KERNEL, with the scalar
+   arguments ARGS, into *VALUE.  GM_ERR_VALUE when EXPR is malformed,
+   names no scalar parameter, divides by zero or overflows.  ARGS may be
+   NULL to check only the syntax and names (then *VALUE is 0).  */
+gm_status gm_kernel_eval_length (const gm_kernel *kernel, const char *expr,
+                                 const gm_arg *args, int64_t *value);
+
+/* The backend interface.  Device indexes are 0 .. device_count - 1 and
+   are checked by the caller.  "Host" addresses have device -1.  */
+typedef struct gm_backend
+{
+  const char *name;                      /* "cuda" or "host" */
+  /* Starts the backend: GM_OK, or GM_ERR_UNAVAILABLE saying why.  */
+  gm_status (*init) (void);
+  int (*device_count) (void);
+  gm_status (*device_props) (int device, gm_device_props *props);
+  gm_status (*mem_info) (int device, size_t *free_bytes, size_t *total);
+
+  /* Pool allocation, ordered on STREAM (NULL: default stream).  */
+  gm_status (*malloc) (int device, size_t nbytes, gm_stream *stream,
+                       void **ptr);
+  gm_status (*free) (int device, void *ptr, gm_stream *stream);
+  gm_status (*release_cached) (int device, size_t *reserved_after);
+  gm_status (*reserved) (int device, size_t *bytes);
+
+  /* Copy NBYTES from SRC on SRC_DEVICE to DST on DST_DEVICE (-1 for
+     host memory).  STREAM NULL: the copy is complete on return.  */
+  gm_status (*copy) (void *dst, int dst_device, const void *src,
+                     int src_device, size_t nbytes, gm_stream *stream);
+  gm_status (*memset) (void *dst, int device, int value, size_t nbytes,
+                       gm_stream *stream);
+  bool (*can_access_peer) (int device, int peer);
+
+  /* Enqueue KERNEL with ARGS on DEVICE.  With STREAM NULL the caller
+     waits for the device afterwards (wait ()).  */
+  gm_status (*launch) (const gm_kernel *kernel, const gm_arg *args,
+                       const gm_launch_cfg *cfg, int device,
+                       gm_stream *stream);
+
+  /* Waits up to TIMEOUT_US for all work in STREAM (NULL: the device's
+     default stream and the streams it waits for) to finish: GM_OK when
+     done, GM_ERR_NOT_READY when the time ran out, else the error the
+     work ended with.  Called without the GIL; callers loop, checking
+     for signals between calls.  */
+  gm_status (*wait) (int device, gm_stream *stream, long timeout_us);
+  gm_status (*device_synchronize) (int device);
+
+  gm_status (*stream_create) (int device, gm_stream **stream);
+  void (*stream_destroy) (gm_stream *stream);
+  gm_status (*stream_query) (gm_stream *stream, bool *done);
+  void *(*stream_handle) (gm_stream *stream);   /* cudaStream_t, or NULL */
+
+  gm_status (*event_create) (int device, gm_event **event);
+  void (*event_destroy) (gm_event *event);
+  gm_status (*event_record) (gm_event *event, gm_stream *stream);
+  gm_status (*event_query) (gm_event *event, bool *done);
+  gm_status (*event_wait) (gm_event *event, long timeout_us);
+  gm_status (*event_elapsed_ms) (gm_event *start, gm_event *end,
+                                 float *ms);
+
+  /* Page-locked host memory.  */
+  gm_status (*host_alloc) (size_t nbytes, void **ptr);
+  void (*host_free) (void *ptr);
+
+  /* Waits for all work queued on a stream another library made
+     (a cudaStream_t; 1 and 2 name CUDA's legacy and per-thread default
+     streams, as the CUDA Array Interface says).  */
+  gm_status (*foreign_stream_sync) (void *handle);
+
+  /* The device an address belongs to, or -1 for host memory.  */
+  gm_status (*pointer_device) (const void *ptr, int *device);
+
+  void (*shutdown) (void);
+} gm_backend;
+
+typedef enum gm_backend_choice
+{
+  GM_BACKEND_AUTO, GM_BACKEND_CUDA, GM_BACKEND_HOST
+} gm_backend_choice;
+
+/* Selects and initializes the backend.  With GM_BACKEND_AUTO, falls back
+   to the host backend when CUDA has no device, and writes one notice to
+   standard error unless QUIET.  GM_ERR_UNAVAILABLE when the requested
+   backend cannot run (last error says why).  */
+gm_status gm_backend_init (gm_backend_choice choice, bool quiet);
+
+/* The backend in use; NULL before gm_backend_init.  */
+extern const gm_backend *gm_backend_current;
+
+/* Ends the backend: frees its pools, destroys contexts.  After
+   Py_FinalizeEx.  */
+void gm_backend_shutdown (void);
+
+extern const gm_backend gm_backend_host;
+#ifdef GM_HAVE_CUDA
+extern const gm_backend gm_backend_cuda;
+#endif
+
+/* Memory accounting (memory.c): every device allocation goes through
+   here, so statistics and limits hold for both backends.  */
+typedef struct gm_mem_stats
+{
+  size_t allocated_bytes;
+  size_t peak_allocated_bytes;
+  size_t reserved_bytes;
+  size_t allocations;
+  size_t total_allocations;
+  size_t limit;              /* SIZE_MAX: none */
+} gm_mem_stats;
+
+/* Allocates NBYTES on DEVICE ordered on STREAM; *PTR is NULL for 0 bytes.
+   GM_ERR_NOMEM, naming the request, device, bytes in use and limit,
+   when the limit or the device refuses.  */
+gm_status gm_mem_alloc (int device, size_t nbytes, gm_stream *stream,
+                        void **ptr);
+/* Frees what gm_mem_alloc returned.  */
+gm_status gm_mem_free (int device, void *ptr, size_t nbytes,
+                       gm_stream *stream);
+gm_status gm_mem_stats_get (int device, gm_mem_stats *stats);
+gm_status gm_mem_set_limit (int device, size_t limit);
+gm_status gm_mem_empty_cache (int device);
+/* Prints the per-device table of --stats to standard error.  */
+void gm_mem_print_stats (void);
+
+/* Formats NBYTES as "1.5 GiB" into BUF.  */
+void gm_format_bytes (size_t nbytes, char *buf, size_t size);
+
+/* The interpreter (interp.c).  */
+typedef enum gm_run_mode
+{
+  GM_RUN_STDIN,     /* SCRIPT omitted or "-": standard input or console */
+  GM_RUN_FILE,
+  GM_RUN_COMMAND,
+  GM_RUN_MODULE
+} gm_run_mode;
+
+typedef struct gm_run_options
+{
+  gm_run_mode mode;
+  const char *target;     /* file, command or module; NULL for stdin */
+  int argc;               /* arguments after the target */
+  char **argv;
+  bool inspect;           /* -i */
+  bool stdin_is_dash;     /* SCRIPT was "-" */
+  const char *python;     /* interpreter whose environment to use */
+} gm_run_options;
+
+/* Runs Python as OPTIONS say and returns the exit status: 0, the
+   script's SystemExit code, 1 for an uncaught exception, 120 when
+   finalizing failed.  Python is finalized on return.  */
+int gm_interp_run (const gm_run_options *options);
+
+#endif /* GM_H */

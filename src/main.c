@@ -1,0 +1,274 @@
+/* main.c -- the gpumem command line: options, usage, exit codes.
+
+   Parses the command line, selects the backend, and hands the rest to
+   the interpreter (interp.c).  No Python and no CUDA headers here.  */
+
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gm.h"
+
+enum
+{
+  GM_EXIT_USAGE = 2,
+  GM_EXIT_UNAVAILABLE = 3
+};
+
+static const char usage_text[] =
+  "Usage: gpumem [OPTION]... [SCRIPT [ARG]...]\n"
+  "       gpumem [OPTION]... -c COMMAND [ARG]...\n"
+  "       gpumem [OPTION]... -m MODULE [ARG]...\n"
+  "Run a Python script that owns GPU memory and calls native CUDA kernels.\n"
+  "SCRIPT is a path, or - for standard input; with none, an interactive\n"
+  "console when standard input is a terminal.\n"
+  "\n"
+  "  -b, --backend=cuda|host|auto  device backend (default auto: cuda when a\n"
+  "                                device answers, else host, with a notice)\n"
+  "  -c COMMAND                    run the Python code COMMAND\n"
+  "  -m MODULE                     run library module MODULE as a script\n"
+  "  -i                            interactive console after SCRIPT or COMMAND\n"
+  "  -l, --list-devices            print the devices and exit\n"
+  "  -k, --list-kernels            print the native kernels and exit\n"
+  "  -s, --stats                   print per-device memory statistics at exit\n"
+  "  -q, --quiet                   no notices on standard error\n"
+  "  -h, --help                    print this help and exit\n"
+  "  -V, --version                 print the version and exit\n"
+  "\n"
+  "Environment: GPUMEM_BACKEND (as --backend), GPUMEM_PYTHON (the Python\n"
+  "interpreter or virtual environment to use), GPUMEM_HOST_DEVICES (devices\n"
+  "of the host backend, default 4), CUDA_VISIBLE_DEVICES.\n"
+  "\n"
+  "Exit status: 0 on success, the script's SystemExit code, 1 for an\n"
+  "uncaught exception, 2 for a usage error, 3 when the requested backend is\n"
+  "unavailable.  See gpumem(1).\n";
+
+static void
+usage_error (const char *fmt, const char *arg)
+{
+  fputs ("gpumem: ", stderr);
+  fprintf (stderr, fmt, arg);
+  fputs ("\nTry 'gpumem --help' for more information.\n", stderr);
+  exit (GM_EXIT_USAGE);
+}
+
+/* Parses a backend name into *CHOICE; false if NAME is none.  */
+static bool
+parse_backend (const char *name, gm_backend_choice *choice)
+{
+  if (strcmp (name, "auto") == 0)
+    *choice = GM_BACKEND_AUTO;
+  else if (strcmp (name, "cuda") == 0)
+    *choice = GM_BACKEND_CUDA;
+  else if (strcmp (name, "host") == 0)
+    *choice = GM_BACKEND_HOST;
+  else
+    return false;
+  return true;
+}
+
+/* Resolves GPUMEM_PYTHON: an interpreter, or a virtual environment's
+   folder (then its bin/python3).  Exits with a usage error when the
+   path names neither.  */
+static const char *
+python_from_env (void)
+{
+  static char path[4096];
+  const char *value = getenv ("GPUMEM_PYTHON");
+  struct stat st;
+
+  if (value == NULL || *value == '\0')
+    return GM_PYTHON_EXECUTABLE;
+  if (stat (value, &st) != 0)
+    usage_error ("GPUMEM_PYTHON: '%s' does not exist", value);
+  if (!S_ISDIR (st.st_mode))
+    return value;
+  snprintf (path, sizeof path, "%s/bin/python3", value);
+  if (access (path, X_OK) != 0)
+    usage_error ("GPUMEM_PYTHON: '%s' is a folder without bin/python3", value);
+  return path;
+}
+
+static void
+list_devices (void)
+{
+  const gm_backend *backend = gm_backend_current;
+  int count = backend->device_count ();
+
+  printf ("backend: %s\n", backend->name);
+  printf ("%-6s %-32s %12s %12s %s\n", "index", "name", "total", "free",
+          "compute capability");
+  for (int i = 0; i < count; i++)
+    {
+      gm_device_props props;
+      size_t free_bytes = 0, total = 0;
+      char total_text[32], free_text[32];
+
+      if (backend->device_props (i, &props) != GM_OK
+          || backend->mem_info (i, &free_bytes, &total) != GM_OK)
+        {
+          fprintf (stderr, "gpumem: device %d: %s\n", i,
+                   gm_last_error ()->message);
+          continue;
+        }
+      gm_format_bytes (total, total_text, sizeof total_text);
+      gm_format_bytes (free_bytes, free_text, sizeof free_text);
+      printf ("%-6d %-32s %12s %12s %d.%d\n", i, props.name, total_text,
+              free_text, props.cc_major, props.cc_minor);
+    }
+}
+
+static void
+list_kernels (void)
+{
+  for (int k = 0; k < gm_kernel_count; k++)
+    {
+      const gm_kernel *kernel = &gm_kernel_table[k];
+      char param[256];
+
+      printf ("%s(", kernel->name);
+      for (int p = 0; p < kernel->nparams; p++)
+        {
+          gm_kernel_param_format (&kernel->params[p], param, sizeof param);
+          printf ("%s%s", p ? ", " : "", param);
+        }
+      printf (")\n    %s\n", kernel->doc);
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  static const struct option long_options[] = {
+    {"backend", required_argument, NULL, 'b'},
+    {"list-devices", no_argument, NULL, 'l'},
+    {"list-kernels", no_argument, NULL, 'k'},
+    {"stats", no_argument, NULL, 's'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0}
+  };
+  gm_backend_choice backend = GM_BACKEND_AUTO;
+  gm_run_options run = {0};
+  bool show_devices = false, show_kernels = false, stats = false;
+  bool quiet = false;
+  const char *env_backend = getenv ("GPUMEM_BACKEND");
+  int opt;
+
+  if (env_backend != NULL && *env_backend != '\0'
+      && !parse_backend (env_backend, &backend))
+    usage_error ("GPUMEM_BACKEND: unknown backend '%s' "
+                 "(choose cuda, host or auto)", env_backend);
+
+  run.mode = GM_RUN_STDIN;
+  opterr = 0;
+  /* '+': options end at SCRIPT, whose own options go to the script.
+     -c and -m end them too, as in python.  */
+  while (run.mode == GM_RUN_STDIN
+         && (opt = getopt_long (argc, argv, "+:b:c:m:ilksqhV", long_options,
+                                NULL)) != -1)
+    switch (opt)
+      {
+      case 'b':
+        if (!parse_backend (optarg, &backend))
+          usage_error ("unknown backend '%s' (choose cuda, host or auto)",
+                       optarg);
+        break;
+      case 'c':
+        run.mode = GM_RUN_COMMAND;
+        run.target = optarg;
+        break;
+      case 'm':
+        run.mode = GM_RUN_MODULE;
+        run.target = optarg;
+        break;
+      case 'i':
+        run.inspect = true;
+        break;
+      case 'l':
+        show_devices = true;
+        break;
+      case 'k':
+        show_kernels = true;
+        break;
+      case 's':
+        stats = true;
+        break;
+      case 'q':
+        quiet = true;
+        break;
+      case 'h':
+        fputs (usage_text, stdout);
+        return 0;
+      case 'V':
+        printf ("gpumem %s (Python %s, %s)\n", PACKAGE_VERSION,
+                GM_PYTHON_VERSION_TEXT,
+#ifdef GM_HAVE_CUDA
+                "CUDA backend built in"
+#else
+                "host backend only"
+#endif
+                );
+        return 0;
+      case ':':
+        {
+          char name[3] = {'-', (char) optopt, '\0'};
+          if (optopt == 0)
+            usage_error ("option '%s' needs an argument", argv[optind - 1]);
+          usage_error ("option '%s' needs an argument", name);
+        }
+        break;
+      default:
+        {
+          char name[3] = {'-', (char) optopt, '\0'};
+          usage_error ("unknown option '%s'",
+                       optopt ? name : argv[optind - 1]);
+        }
+      }
+
+  if (run.mode == GM_RUN_STDIN && optind < argc)
+    {
+      if (strcmp (argv[optind], "-") == 0)
+        run.stdin_is_dash = true;
+      else
+        {
+          run.mode = GM_RUN_FILE;
+          run.target = argv[optind];
+        }
+      optind++;
+    }
+  run.argc = argc - optind;
+  run.argv = argv + optind;
+  run.python = python_from_env ();
+
+  if (show_kernels)
+    {
+      list_kernels ();
+      if (!show_devices)
+        return 0;
+    }
+
+  if (gm_backend_init (backend, quiet) != GM_OK)
+    {
+      fprintf (stderr, "gpumem: %s\n", gm_last_error ()->message);
+      return GM_EXIT_UNAVAILABLE;
+    }
+  if (show_devices)
+    {
+      list_devices ();
+      gm_backend_shutdown ();
+      return 0;
+    }
+
+  int status = gm_interp_run (&run);
+  if (stats)
+    gm_mem_print_stats ();
+  gm_backend_shutdown ();
+  return status;
+}

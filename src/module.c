@@ -1,0 +1,458 @@
+/* module.c -- the built-in module gpumem: its state, exceptions, the one
+   bridge from gm_status to Python exceptions, and the module-level
+   functions that belong to no type.  */
+
+#include "gm-python.h"
+
+#include <stdint.h>
+
+static gmpy_state *module_state;
+
+gmpy_state *
+gmpy_state_get (void)
+{
+  return module_state;
+}
+
+PyObject *
+gmpy_raise (gm_status status)
+{
+  const gm_error *error = gm_last_error ();
+  gmpy_state *state = module_state;
+  PyObject *type, *exc;
+
+  switch (status)
+    {
+    case GM_ERR_VALUE:
+      type = PyExc_ValueError;
+      break;
+    case GM_ERR_TYPE:
+      type = PyExc_TypeError;
+      break;
+    case GM_ERR_NOMEM:
+      type = state->oom_error;
+      break;
+    case GM_ERR_HOST_NOMEM:
+      type = PyExc_MemoryError;
+      break;
+    case GM_ERR_CUDA:
+      type = state->cuda_error;
+      break;
+    default:
+      type = state->error;
+      break;
+    }
+  exc = PyObject_CallFunction (type, "s", error->message);
+  if (exc == NULL)
+    return NULL;
+  if (status == GM_ERR_CUDA || error->cuda_code != 0)
+    {
+      PyObject *code = PyLong_FromLong (error->cuda_code);
+      PyObject *name = PyUnicode_FromString (error->cuda_name);
+      int failed = code == NULL || name == NULL
+                   || PyObject_SetAttrString (exc, "code", code) < 0
+                   || PyObject_SetAttrString (exc, "name", name) < 0;
+      Py_XDECREF (code);
+      Py_XDECREF (name);
+      if (failed)
+        {
+          Py_DECREF (exc);
+          return NULL;
+        }
+    }
+  PyErr_SetObject (type, exc);
+  Py_DECREF (exc);
+  return NULL;
+}
+
+int
+gmpy_raise_int (gm_status status)
+{
+  gmpy_raise (status);
+  return -1;
+}
+
+int
+gmpy_wait (int device, gm_stream *stream)
+{
+  for (;;)
+    {
+      gm_status status;
+
+      Py_BEGIN_ALLOW_THREADS
+      status = gm_backend_current->wait (device, stream, 50000);
+      Py_END_ALLOW_THREADS
+      if (status == GM_OK)
+        return 0;
+      if (status != GM_ERR_NOT_READY)
+        return gmpy_raise_int (status);
+      /* Ctrl-C raises KeyboardInterrupt here; the queued work goes on,
+         and a later wait sees it finish.  */
+      if (PyErr_CheckSignals () < 0)
+        return -1;
+    }
+}
+
+int
+gmpy_size_arg (PyObject *obj, const char *what, Py_ssize_t *value)
+{
+  if (!PyLong_Check (obj))
+    {
+      if (!PyIndex_Check (obj))
+        {
+          PyErr_Format (PyExc_TypeError, "%s must be an integer, not %.100s",
+                        what, Py_TYPE (obj)->tp_name);
+          return -1;
+        }
+    }
+  *value = PyNumber_AsSsize_t (obj, NULL);
+  if (*value == -1 && PyErr_Occurred ())
+    {
+      if (PyErr_ExceptionMatches (PyExc_OverflowError))
+        {
+          PyErr_Clear ();
+          PyErr_Format (PyExc_ValueError, "%s is too large", what);
+        }
+      return -1;
+    }
+  if (*value < 0)
+    {
+      PyErr_Format (PyExc_ValueError, "%s must not be negative, got %zd",
+                    what, *value);
+      return -1;
+    }
+  return 0;
+}
+
+static PyObject *
+gmpy_device_count (PyObject *module, PyObject *unused)
+{
+  return PyLong_FromLong (gm_backend_current->device_count ());
+}
+
+static PyObject *
+gmpy_current_device_fn (PyObject *module, PyObject *unused)
+{
+  return gmpy_device_get (gmpy_current_device ());
+}
+
+static PyObject *
+gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"device", NULL};
+  PyObject *device_obj = Py_None, *limit;
+  gm_mem_stats stats;
+  gm_status status;
+  int device;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:memory_stats", keywords,
+                                    &device_obj)
+      || gmpy_device_arg (device_obj, &device) < 0)
+    return NULL;
+  status = gm_mem_stats_get (device, &stats);
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  limit = stats.limit == SIZE_MAX ? Py_NewRef (Py_None)
+                                  : PyLong_FromSize_t (stats.limit);
+  if (limit == NULL)
+    return NULL;
+  return Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N}",
+                        "allocated_bytes", (Py_ssize_t) stats.allocated_bytes,
+                        "peak_allocated_bytes",
+                        (Py_ssize_t) stats.peak_allocated_bytes,
+                        "reserved_bytes", (Py_ssize_t) stats.reserved_bytes,
+                        "allocations", (Py_ssize_t) stats.allocations,
+                        "total_allocations",
+                        (Py_ssize_t) stats.total_allocations,
+                        "limit", limit);
+}
+
+static PyObject *
+gmpy_set_memory_limit (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"nbytes", "device", NULL};
+  PyObject *limit_obj, *device_obj = Py_None;
+  Py_ssize_t limit;
+  gm_status status;
+  int device;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|O:set_memory_limit",
+                                    keywords, &limit_obj, &device_obj)
+      || gmpy_device_arg (device_obj, &device) < 0)
+    return NULL;
+  if (limit_obj == Py_None)
+    limit = -1;
+  else if (gmpy_size_arg (limit_obj, "nbytes", &limit) < 0)
+    return NULL;
+  status = gm_mem_set_limit (device, limit < 0 ? SIZE_MAX : (size_t) limit);
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+gmpy_empty_cache (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"device", NULL};
+  PyObject *device_obj = Py_None;
+  gm_status status;
+  int device;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:empty_cache", keywords,
+                                    &device_obj)
+      || gmpy_device_arg (device_obj, &device) < 0)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_mem_empty_cache (device);
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+gmpy_synchronize (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"device", NULL};
+  PyObject *device_obj = Py_None;
+  gm_status status;
+  int device;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:synchronize", keywords,
+                                    &device_obj)
+      || gmpy_device_arg (device_obj, &device) < 0)
+    return NULL;
+  if (gmpy_wait (device, NULL) < 0)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_backend_current->device_synchronize (device);
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  Py_RETURN_NONE;
+}
+
+PyObject *gmpy_empty (PyObject *, PyObject *, PyObject *);
+PyObject *gmpy_zeros (PyObject *, PyObject *, PyObject *);
+PyObject *gmpy_to_device (PyObject *, PyObject *, PyObject *);
+PyObject *gmpy_alloc_gpu_memory (PyObject *, PyObject *, PyObject *);
+PyObject *gmpy_asarray (PyObject *, PyObject *);
+PyObject *gmpy_pinned_empty (PyObject *, PyObject *, PyObject *);
+
+static PyMethodDef gmpy_methods[] = {
+  {"device_count", gmpy_device_count, METH_NOARGS,
+   "device_count()\n--\n\nThe number of devices of the backend in use."},
+  {"current_device", gmpy_current_device_fn, METH_NOARGS,
+   "current_device()\n--\n\nThe Device that new arrays go to by default."},
+  {"empty", (PyCFunction) (void (*) (void)) gmpy_empty,
+   METH_VARARGS | METH_KEYWORDS,
+   "empty(shape, dtype='float32', device=None)\n--\n\n"
+   "A new DeviceArray of SHAPE, its contents not initialized."},
+  {"zeros", (PyCFunction) (void (*) (void)) gmpy_zeros,
+   METH_VARARGS | METH_KEYWORDS,
+   "zeros(shape, dtype='float32', device=None)\n--\n\n"
+   "A new DeviceArray of SHAPE filled with zeros."},
+  {"to_device", (PyCFunction) (void (*) (void)) gmpy_to_device,
+   METH_VARARGS | METH_KEYWORDS,
+   "to_device(host, device=None, stream=None)\n--\n\n"
+   "A new DeviceArray holding a copy of the host array HOST."},
+  {"alloc_gpu_memory", (PyCFunction) (void (*) (void)) gmpy_alloc_gpu_memory,
+   METH_VARARGS | METH_KEYWORDS,
+   "alloc_gpu_memory(size, dtype='float32', device=None)\n--\n\n"
+   "A new one-dimensional DeviceArray of SIZE elements (the request's API)."},
+  {"asarray", gmpy_asarray, METH_O,
+   "asarray(obj)\n--\n\n"
+   "OBJ as a DeviceArray without a copy: a DeviceArray itself, or any\n"
+   "object with __cuda_array_interface__ (kept alive by the result)."},
+  {"copy_to_gpu", (PyCFunction) (void (*) (void)) gmpy_copy_to_gpu,
+   METH_FASTCALL | METH_KEYWORDS,
+   "copy_to_gpu(src, dest, size)\n--\n\n"
+   "Copy the first SIZE elements of host array SRC into DeviceArray DEST."},
+  {"copy_from_gpu", (PyCFunction) (void (*) (void)) gmpy_copy_from_gpu,
+   METH_FASTCALL | METH_KEYWORDS,
+   "copy_from_gpu(src, dest, size)\n--\n\n"
+   "Copy the first SIZE elements of DeviceArray SRC into writable host\n"
+   "array DEST."},
+  {"copy", (PyCFunction) (void (*) (void)) gmpy_copy,
+   METH_FASTCALL | METH_KEYWORDS,
+   "copy(dst, src, count=None, stream=None)\n--\n\n"
+   "Copy COUNT elements (default: all of SRC) from SRC to DST in any\n"
+   "direction: host to device, device to host, device to device on one\n"
+   "device or across devices."},
+  {"pinned_empty", (PyCFunction) (void (*) (void)) gmpy_pinned_empty,
+   METH_VARARGS | METH_KEYWORDS,
+   "pinned_empty(shape, dtype='float32')\n--\n\n"
+   "A numpy.ndarray in page-locked host memory, freed with the array."},
+  {"memory_stats", (PyCFunction) (void (*) (void)) gmpy_memory_stats,
+   METH_VARARGS | METH_KEYWORDS,
+   "memory_stats(device=None)\n--\n\n"
+   "A dict of the device's memory statistics: allocated_bytes,\n"
+   "peak_allocated_bytes, reserved_bytes, allocations (live),\n"
+   "total_allocations, limit (None when unset)."},
+  {"set_memory_limit", (PyCFunction) (void (*) (void)) gmpy_set_memory_limit,
+   METH_VARARGS | METH_KEYWORDS,
+   "set_memory_limit(nbytes, device=None)\n--\n\n"
+   "Refuse allocations past NBYTES in use on the device (None: no limit)."},
+  {"empty_cache", (PyCFunction) (void (*) (void)) gmpy_empty_cache,
+   METH_VARARGS | METH_KEYWORDS,
+   "empty_cache(device=None)\n--\n\n"
+   "Return the pool's cached, unused memory to the driver."},
+  {"synchronize", (PyCFunction) (void (*) (void)) gmpy_synchronize,
+   METH_VARARGS | METH_KEYWORDS,
+   "synchronize(device=None)\n--\n\nWait for all work on the device."},
+  {NULL, NULL, 0, NULL}
+};
+
+/* Creates exception NAME (gpumem.NAME) with BASES and default class
+   attributes code and name; adds it to MODULE.  New reference or NULL.  */
+static PyObject *
+new_exception (PyObject *module, const char *name, const char *doc,
+               PyObject *bases, bool cuda_attrs)
+{
+  PyObject *dict = NULL, *exc = NULL;
+  char qualname[64];
+
+  snprintf (qualname, sizeof qualname, "gpumem.%s", name);
+  if (cuda_attrs)
+    {
+      dict = Py_BuildValue ("{s:i,s:s}", "code", 0, "name", "");
+      if (dict == NULL)
+        return NULL;
+    }
+  exc = PyErr_NewExceptionWithDoc (qualname, doc, bases, dict);
+  Py_XDECREF (dict);
+  if (exc == NULL || PyModule_AddObjectRef (module, name, exc) < 0)
+    {
+      Py_XDECREF (exc);
+      return NULL;
+    }
+  return exc;
+}
+
+static int
+gmpy_exec (PyObject *module)
+{
+  gmpy_state *state = PyModule_GetState (module);
+  PyObject *bases;
+
+  module_state = state;
+  state->numpy = PyImport_ImportModule ("numpy");
+  if (state->numpy == NULL)
+    return -1;
+  for (int d = 0; d < GM_NDTYPES; d++)
+    {
+      state->np_dtypes[d] = PyObject_CallMethod (state->numpy, "dtype", "s",
+                                                 gm_dtypes[d].name);
+      if (state->np_dtypes[d] == NULL)
+        return -1;
+    }
+
+  state->error = new_exception (module, "Error",
+                                "Base of gpumem's own errors.",
+                                PyExc_RuntimeError, false);
+  if (state->error == NULL)
+    return -1;
+  state->cuda_error = new_exception (module, "CudaError",
+                                     "A CUDA call failed; .code and .name "
+                                     "give the cudaError_t.",
+                                     state->error, true);
+  if (state->cuda_error == NULL)
+    return -1;
+  bases = PyTuple_Pack (2, state->error, PyExc_MemoryError);
+  if (bases == NULL)
+    return -1;
+  state->oom_error = new_exception (module, "OutOfMemoryError",
+                                    "Device memory, or the limit set on it, "
+                                    "is exhausted.", bases, true);
+  Py_DECREF (bases);
+  if (state->oom_error == NULL)
+    return -1;
+
+  if (PyModule_AddStringConstant (module, "__version__", PACKAGE_VERSION) < 0
+      || PyModule_AddStringConstant (module, "backend",
+                                     gm_backend_current->name) < 0)
+    return -1;
+  if (gmpy_device_init (module, state) < 0
+      || gmpy_array_init (module, state) < 0
+      || gmpy_stream_init (module, state) < 0
+      || gmpy_kernels_init (module, state) < 0)
+    return -1;
+  return 0;
+}
+
+static int
+gmpy_traverse (PyObject *module, visitproc visit, void *arg)
+{
+  gmpy_state *state = PyModule_GetState (module);
+
+  Py_VISIT (state->device_type);
+  Py_VISIT (state->array_type);
+  Py_VISIT (state->stream_type);
+  Py_VISIT (state->event_type);
+  Py_VISIT (state->error);
+  Py_VISIT (state->cuda_error);
+  Py_VISIT (state->oom_error);
+  Py_VISIT (state->numpy);
+  for (int d = 0; d < GM_NDTYPES; d++)
+    Py_VISIT (state->np_dtypes[d]);
+  Py_VISIT (state->devices);
+  Py_VISIT (state->kernels);
+  return 0;
+}
+
+static int
+gmpy_clear (PyObject *module)
+{
+  gmpy_state *state = PyModule_GetState (module);
+
+  Py_CLEAR (state->device_type);
+  Py_CLEAR (state->array_type);
+  Py_CLEAR (state->stream_type);
+  Py_CLEAR (state->event_type);
+  Py_CLEAR (state->error);
+  Py_CLEAR (state->cuda_error);
+  Py_CLEAR (state->oom_error);
+  Py_CLEAR (state->numpy);
+  for (int d = 0; d < GM_NDTYPES; d++)
+    Py_CLEAR (state->np_dtypes[d]);
+  Py_CLEAR (state->devices);
+  Py_CLEAR (state->kernels);
+  return 0;
+}
+
+static void
+gmpy_free (void *module)
+{
+  gmpy_clear ((PyObject *) module);
+  if (module_state == PyModule_GetState ((PyObject *) module))
+    module_state = NULL;
+}
+
+static PyModuleDef_Slot gmpy_slots[] = {
+  {Py_mod_exec, gmpy_exec},
+  {0, NULL}
+};
+
+PyModuleDef gmpy_module_def = {
+  PyModuleDef_HEAD_INIT,
+  .m_name = "gpumem",
+  .m_doc = "GPU memory owned by Python, handed to native CUDA kernels.\n\n"
+           "Arrays: empty, zeros, to_device, asarray, alloc_gpu_memory.\n"
+           "Copies: copy, copy_to_gpu, copy_from_gpu.\n"
+           "Kernels: gpumem.kernels.NAME(...), gpumem.kernels.list().\n"
+           "See gpumem(1).",
+  .m_size = sizeof (gmpy_state),
+  .m_methods = gmpy_methods,
+  .m_slots = gmpy_slots,
+  .m_traverse = gmpy_traverse,
+  .m_clear = gmpy_clear,
+  .m_free = gmpy_free,
+};
+
+PyMODINIT_FUNC PyInit_gpumem (void);
+
+PyMODINIT_FUNC
+PyInit_gpumem (void)
+{
+  return PyModuleDef_Init (&gmpy_module_def);
+}

@@ -1,0 +1,1101 @@
+/* py-array.c -- gpumem.DeviceArray, and the functions that make arrays.
+
+   An owner array holds one allocation from the device's pool (memory.c);
+   a view (a[i:j], a.reshape) holds a strong reference to its owner and
+   shares its memory; an array made by asarray() from a foreign object
+   holds that object.  free() releases an owner's memory at once, after
+   which the owner and all its views refuse to be used.  */
+
+#include "gm-python.h"
+
+#include <string.h>
+
+#include <structmember.h>
+
+int
+gmpy_array_check (PyObject *obj)
+{
+  return PyObject_TypeCheck (obj, gmpy_state_get ()->array_type);
+}
+
+size_t
+gmpy_array_nbytes (const arraypy_object *array)
+{
+  return (size_t) array->size * gm_dtypes[array->dtype].itemsize;
+}
+
+/* The owner whose allocation ARRAY uses, or NULL (foreign memory).  */
+static arraypy_object *
+owner_of (arraypy_object *array)
+{
+  if (array->base == NULL)
+    return array;
+  if (gmpy_array_check (array->base))
+    return (arraypy_object *) array->base;
+  return NULL;
+}
+
+int
+gmpy_array_usable (arraypy_object *array)
+{
+  arraypy_object *owner = owner_of (array);
+
+  if (array->released || (owner != NULL && owner->released))
+    {
+      PyErr_SetString (PyExc_ValueError,
+                       "this DeviceArray's memory was freed (free() or the "
+                       "end of its with block); it cannot be used");
+      return -1;
+    }
+  return 0;
+}
+
+int
+gmpy_dtype_arg (PyObject *obj, gm_dtype *dtype)
+{
+  gmpy_state *state = gmpy_state_get ();
+  PyObject *np_dtype;
+  int found = -1;
+
+  if (obj == NULL || obj == Py_None)
+    {
+      *dtype = GM_FLOAT32;
+      return 0;
+    }
+  for (int d = 0; d < GM_NDTYPES; d++)
+    if (obj == state->np_dtypes[d])
+      {
+        *dtype = (gm_dtype) d;
+        return 0;
+      }
+  if (PyUnicode_Check (obj))
+    {
+      Py_ssize_t len;
+      const char *name = PyUnicode_AsUTF8AndSize (obj, &len);
+      if (name == NULL)
+        return -1;
+      found = gm_dtype_from_name (name, (size_t) len);
+      if (found >= 0)
+        {
+          *dtype = (gm_dtype) found;
+          return 0;
+        }
+    }
+  np_dtype = PyObject_CallMethod (state->numpy, "dtype", "O", obj);
+  if (np_dtype == NULL)
+    {
+      PyErr_Clear ();
+      PyErr_Format (PyExc_TypeError, "dtype %R is not a data type", obj);
+      return -1;
+    }
+  for (int d = 0; d < GM_NDTYPES && found < 0; d++)
+    {
+      int equal = PyObject_RichCompareBool (np_dtype, state->np_dtypes[d],
+                                            Py_EQ);
+      if (equal < 0)
+        {
+          Py_DECREF (np_dtype);
+          return -1;
+        }
+      if (equal)
+        found = d;
+    }
+  if (found < 0)
+    {
+      PyErr_Format (PyExc_TypeError,
+                    "dtype %R is not supported; gpumem supports bool, int8, "
+                    "int16, int32, int64, uint8, uint16, uint32, uint64, "
+                    "float16, float32, float64, complex64 and complex128 "
+                    "(native byte order)", np_dtype);
+      Py_DECREF (np_dtype);
+      return -1;
+    }
+  Py_DECREF (np_dtype);
+  *dtype = (gm_dtype) found;
+  return 0;
+}
+
+int
+gmpy_shape_arg (PyObject *shape, size_t itemsize, int *ndim,
+           Py_ssize_t dims[GM_MAX_NDIM])
+{
+  PyObject *seq;
+  Py_ssize_t n, total = 1;
+
+  if (PyLong_Check (shape) || (!PySequence_Check (shape)
+                               && PyIndex_Check (shape)))
+    {
+      *ndim = 1;
+      if (gmpy_size_arg (shape, "shape", &dims[0]) < 0)
+        return -1;
+      n = 1;
+    }
+  else
+    {
+      seq = PySequence_Fast (shape, "shape must be an int or a sequence "
+                                    "of ints");
+      if (seq == NULL)
+        return -1;
+      n = PySequence_Fast_GET_SIZE (seq);
+      if (n > GM_MAX_NDIM)
+        {
+          Py_DECREF (seq);
+          PyErr_Format (PyExc_ValueError, "shape has %zd dimensions; at "
+                        "most %d are supported", n, GM_MAX_NDIM);
+          return -1;
+        }
+      for (Py_ssize_t i = 0; i < n; i++)
+        if (gmpy_size_arg (PySequence_Fast_GET_ITEM (seq, i),
+                           "each dimension of shape", &dims[i]) < 0)
+          {
+            Py_DECREF (seq);
+            return -1;
+          }
+      Py_DECREF (seq);
+      *ndim = (int) n;
+    }
+  for (Py_ssize_t i = 0; i < n; i++)
+    if (__builtin_mul_overflow (total, dims[i], &total))
+      goto too_large;
+  if (__builtin_mul_overflow (total, (Py_ssize_t) itemsize, &total))
+    goto too_large;
+  return 0;
+too_large:
+  PyErr_SetString (PyExc_ValueError, "array is too large");
+  return -1;
+}
+
+static Py_ssize_t
+shape_size (int ndim, const Py_ssize_t *shape)
+{
+  Py_ssize_t size = 1;
+  for (int i = 0; i < ndim; i++)
+    size *= shape[i];
+  return size;
+}
+
+/* A new, empty array object (no memory, not tracked).  */
+static arraypy_object *
+alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
+{
+  gmpy_state *state = gmpy_state_get ();
+  arraypy_object *array = PyObject_GC_New (arraypy_object, state->array_type);
+
+  if (array == NULL)
+    return NULL;
+  array->data = NULL;
+  array->ndim = ndim;
+  memcpy (array->shape, shape, sizeof *shape * (size_t) ndim);
+  array->size = shape_size (ndim, shape);
+  array->dtype = dtype;
+  array->device = device;
+  array->readonly = false;
+  array->released = false;
+  array->alloc = NULL;
+  array->alloc_bytes = 0;
+  array->base = NULL;
+  array->weakreflist = NULL;
+  return array;
+}
+
+arraypy_object *
+gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
+                int device, gm_stream *stream)
+{
+  arraypy_object *array = alloc_object (ndim, shape, dtype, device);
+  gm_status status;
+
+  if (array == NULL)
+    return NULL;
+  array->alloc_bytes = gmpy_array_nbytes (array);
+  status = gm_mem_alloc (device, array->alloc_bytes, stream, &array->alloc);
+  if (status != GM_OK)
+    {
+      array->alloc_bytes = 0;
+      array->released = true;
+      Py_DECREF (array);
+      return (arraypy_object *) gmpy_raise (status);
+    }
+  array->data = array->alloc;
+  PyObject_GC_Track (array);
+  return array;
+}
+
+/* A view of OWNER's memory at byte OFFSET from SOURCE's data.  */
+static PyObject *
+make_view (arraypy_object *source, size_t offset, int ndim,
+           const Py_ssize_t *shape)
+{
+  arraypy_object *view = alloc_object (ndim, shape, source->dtype,
+                                       source->device);
+  if (view == NULL)
+    return NULL;
+  view->data = source->data ? source->data + offset : NULL;
+  view->readonly = source->readonly;
+  /* A view of a view refers to the first owner, so chains stay short
+     and freeing the owner reaches every view.  */
+  view->base = Py_NewRef (source->base ? source->base : (PyObject *) source);
+  PyObject_GC_Track (view);
+  return (PyObject *) view;
+}
+
+/* Releases what ARRAY holds; safe to call more than once.  */
+static void
+release (arraypy_object *array)
+{
+  if (array->alloc != NULL || array->alloc_bytes != 0)
+    {
+      gm_status status = gm_mem_free (array->device, array->alloc,
+                                      array->alloc_bytes, NULL);
+      if (status != GM_OK && !PyErr_Occurred ())
+        PyErr_WriteUnraisable (gmpy_raise (status));
+      array->alloc = NULL;
+      array->alloc_bytes = 0;
+    }
+  array->released = true;
+}
+
+static int
+arraypy_traverse (PyObject *self, visitproc visit, void *arg)
+{
+  Py_VISIT (Py_TYPE (self));
+  Py_VISIT (((arraypy_object *) self)->base);
+  return 0;
+}
+
+static int
+arraypy_clear (PyObject *self)
+{
+  Py_CLEAR (((arraypy_object *) self)->base);
+  return 0;
+}
+
+static void
+arraypy_dealloc (PyObject *self)
+{
+  arraypy_object *array = (arraypy_object *) self;
+  PyTypeObject *type = Py_TYPE (self);
+
+  PyObject_GC_UnTrack (self);
+  if (array->weakreflist != NULL)
+    PyObject_ClearWeakRefs (self);
+  /* A dealloc never raises: a failed free is reported as unraisable.  */
+  if (array->alloc != NULL || array->alloc_bytes != 0)
+    {
+      PyObject *saved_type, *saved_value, *saved_tb;
+      PyErr_Fetch (&saved_type, &saved_value, &saved_tb);
+      release (array);
+      PyErr_Restore (saved_type, saved_value, saved_tb);
+    }
+  arraypy_clear (self);
+  type->tp_free (self);
+  Py_DECREF (type);
+}
+
+static PyObject *
+arraypy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+  PyErr_SetString (PyExc_TypeError,
+                   "DeviceArray cannot be made directly; use gpumem.empty, "
+                   "zeros, to_device or asarray");
+  return NULL;
+}
+
+/* Attributes.  */
+
+static PyObject *
+shape_tuple (const arraypy_object *array)
+{
+  PyObject *shape = PyTuple_New (array->ndim);
+  if (shape == NULL)
+    return NULL;
+  for (int i = 0; i < array->ndim; i++)
+    {
+      PyObject *dim = PyLong_FromSsize_t (array->shape[i]);
+      if (dim == NULL)
+        {
+          Py_DECREF (shape);
+          return NULL;
+        }
+      PyTuple_SET_ITEM (shape, i, dim);
+    }
+  return shape;
+}
+
+static PyObject *
+arraypy_get_shape (PyObject *self, void *closure)
+{
+  return shape_tuple ((arraypy_object *) self);
+}
+
+static PyObject *
+arraypy_get_dtype (PyObject *self, void *closure)
+{
+  return Py_NewRef (gmpy_state_get ()->np_dtypes[((arraypy_object *) self)
+                                                  ->dtype]);
+}
+
+static PyObject *
+arraypy_get_size (PyObject *self, void *closure)
+{
+  return PyLong_FromSsize_t (((arraypy_object *) self)->size);
+}
+
+static PyObject *
+arraypy_get_ndim (PyObject *self, void *closure)
+{
+  return PyLong_FromLong (((arraypy_object *) self)->ndim);
+}
+
+static PyObject *
+arraypy_get_itemsize (PyObject *self, void *closure)
+{
+  return PyLong_FromSize_t (gm_dtypes[((arraypy_object *) self)->dtype]
+                            .itemsize);
+}
+
+static PyObject *
+arraypy_get_nbytes (PyObject *self, void *closure)
+{
+  return PyLong_FromSize_t (gmpy_array_nbytes ((arraypy_object *) self));
+}
+
+static PyObject *
+arraypy_get_device (PyObject *self, void *closure)
+{
+  return gmpy_device_get (((arraypy_object *) self)->device);
+}
+
+static PyObject *
+arraypy_get_ptr (PyObject *self, void *closure)
+{
+  arraypy_object *array = (arraypy_object *) self;
+  if (gmpy_array_usable (array) < 0)
+    return NULL;
+  return PyLong_FromVoidPtr (array->data);
+}
+
+static PyObject *
+arraypy_get_base (PyObject *self, void *closure)
+{
+  PyObject *base = ((arraypy_object *) self)->base;
+  return Py_NewRef (base ? base : Py_None);
+}
+
+static PyObject *
+arraypy_get_cai (PyObject *self, void *closure)
+{
+  arraypy_object *array = (arraypy_object *) self;
+  char typestr[8];
+  PyObject *shape, *result;
+
+  if (gmpy_array_usable (array) < 0)
+    return NULL;
+  if (strcmp (gm_backend_current->name, "cuda") != 0)
+    {
+      PyErr_SetString (PyExc_AttributeError,
+                       "__cuda_array_interface__ is only offered by the "
+                       "cuda backend; host-backend arrays are in host "
+                       "memory");
+      return NULL;
+    }
+  gm_dtype_typestr (array->dtype, typestr);
+  shape = shape_tuple (array);
+  if (shape == NULL)
+    return NULL;
+  /* Default-stream work is complete before gpumem returns, so no stream
+     needs to be named (None).  */
+  result = Py_BuildValue ("{s:N,s:s,s:(NO),s:O,s:i,s:O}", "shape", shape,
+                          "typestr", typestr, "data",
+                          PyLong_FromVoidPtr (array->data),
+                          array->readonly ? Py_True : Py_False, "strides",
+                          Py_None, "version", 3, "stream", Py_None);
+  return result;
+}
+
+static PyGetSetDef arraypy_getset[] = {
+  {"shape", arraypy_get_shape, NULL, "Tuple of dimensions.", NULL},
+  {"dtype", arraypy_get_dtype, NULL, "The numpy.dtype of the elements.",
+   NULL},
+  {"size", arraypy_get_size, NULL, "Number of elements.", NULL},
+  {"ndim", arraypy_get_ndim, NULL, "Number of dimensions.", NULL},
+  {"itemsize", arraypy_get_itemsize, NULL, "Bytes per element.", NULL},
+  {"nbytes", arraypy_get_nbytes, NULL, "Bytes of all elements.", NULL},
+  {"device", arraypy_get_device, NULL, "The Device holding the memory.",
+   NULL},
+  {"ptr", arraypy_get_ptr, NULL, "The device address of element 0, an int.",
+   NULL},
+  {"base", arraypy_get_base, NULL,
+   "The owner of a view's memory, or None for an owner.", NULL},
+  {"__cuda_array_interface__", arraypy_get_cai, NULL,
+   "The CUDA Array Interface, version 3.", NULL},
+  {NULL, NULL, NULL, NULL, NULL}
+};
+
+/* Methods.  */
+
+static PyObject *
+arraypy_copy_to_host (PyObject *self, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"out", "stream", NULL};
+  arraypy_object *array = (arraypy_object *) self;
+  gmpy_state *state = gmpy_state_get ();
+  PyObject *out = Py_None, *stream_obj = Py_None, *shape;
+  gmpy_devbuf src;
+  gm_stream *stream;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|OO:copy_to_host",
+                                    keywords, &out, &stream_obj)
+      || gmpy_devbuf_get (self, &src, "self") < 0
+      || gmpy_stream_arg (stream_obj, array->device, &stream) < 0)
+    return NULL;
+  if (out == Py_None)
+    {
+      shape = shape_tuple (array);
+      if (shape == NULL)
+        return NULL;
+      out = PyObject_CallMethod (state->numpy, "empty", "NO", shape,
+                                 state->np_dtypes[array->dtype]);
+      if (out == NULL)
+        return NULL;
+    }
+  else
+    {
+      Py_INCREF (out);
+      PyObject *out_size = PyObject_GetAttrString (out, "size");
+      Py_ssize_t n = out_size ? PyLong_AsSsize_t (out_size) : -1;
+      Py_XDECREF (out_size);
+      if (n == -1 && PyErr_Occurred ())
+        {
+          PyErr_Clear ();
+          n = -2;
+        }
+      if (n != array->size)
+        {
+          Py_DECREF (out);
+          PyErr_Format (PyExc_ValueError,
+                        "out must be a host array of %zd elements", array->size);
+          return NULL;
+        }
+    }
+  if (gmpy_copy_device_to_host (out, &src, array->size, stream, "out") < 0)
+    {
+      Py_DECREF (out);
+      return NULL;
+    }
+  return out;
+}
+
+static PyObject *
+arraypy_copy_from_host (PyObject *self, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"src", "stream", NULL};
+  arraypy_object *array = (arraypy_object *) self;
+  PyObject *src, *stream_obj = Py_None, *src_size;
+  gmpy_devbuf dst;
+  gm_stream *stream;
+  Py_ssize_t n;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|O:copy_from_host",
+                                    keywords, &src, &stream_obj)
+      || gmpy_devbuf_get (self, &dst, "self") < 0
+      || gmpy_stream_arg (stream_obj, array->device, &stream) < 0)
+    return NULL;
+  src_size = PyObject_CallMethod (gmpy_state_get ()->numpy, "size", "O", src);
+  if (src_size == NULL)
+    return NULL;
+  n = PyLong_AsSsize_t (src_size);
+  Py_DECREF (src_size);
+  if (n == -1 && PyErr_Occurred ())
+    return NULL;
+  if (n != array->size)
+    {
+      PyErr_Format (PyExc_ValueError,
+                    "src has %zd elements; this DeviceArray has %zd", n,
+                    array->size);
+      return NULL;
+    }
+  if (gmpy_copy_host_to_device (&dst, src, n, stream, "src") < 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+arraypy_free (PyObject *self, PyObject *unused)
+{
+  arraypy_object *array = (arraypy_object *) self;
+
+  if (array->alloc != NULL || array->alloc_bytes != 0)
+    release (array);
+  else
+    {
+      /* A view or a wrapped foreign array lets go of what it holds.  */
+      array->released = true;
+      Py_CLEAR (array->base);
+    }
+  array->data = NULL;
+  if (PyErr_Occurred ())
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+arraypy_enter (PyObject *self, PyObject *unused)
+{
+  if (gmpy_array_usable ((arraypy_object *) self) < 0)
+    return NULL;
+  return Py_NewRef (self);
+}
+
+static PyObject *
+arraypy_exit (PyObject *self, PyObject *args)
+{
+  PyObject *result = arraypy_free (self, NULL);
+  if (result == NULL)
+    return NULL;
+  Py_DECREF (result);
+  Py_RETURN_FALSE;
+}
+
+static PyObject *
+arraypy_reshape (PyObject *self, PyObject *args)
+{
+  arraypy_object *array = (arraypy_object *) self;
+  PyObject *shape_obj;
+  Py_ssize_t dims[GM_MAX_NDIM], known = 1;
+  int ndim, unknown = -1;
+
+  if (gmpy_array_usable (array) < 0)
+    return NULL;
+  if (PyTuple_GET_SIZE (args) == 1)
+    shape_obj = PyTuple_GET_ITEM (args, 0);
+  else
+    shape_obj = args;
+  /* -1 stands for the one dimension the others leave.  */
+  {
+    PyObject *seq = PyLong_Check (shape_obj)
+                      ? PyTuple_Pack (1, shape_obj)
+                      : PySequence_Fast (shape_obj, "shape must be an int or "
+                                                    "a sequence of ints");
+    Py_ssize_t n;
+    if (seq == NULL)
+      return NULL;
+    n = PySequence_Fast_GET_SIZE (seq);
+    if (n > GM_MAX_NDIM)
+      {
+        Py_DECREF (seq);
+        PyErr_SetString (PyExc_ValueError, "too many dimensions");
+        return NULL;
+      }
+    for (Py_ssize_t i = 0; i < n; i++)
+      {
+        PyObject *item = PySequence_Fast_GET_ITEM (seq, i);
+        Py_ssize_t dim;
+        if (!PyIndex_Check (item))
+          {
+            Py_DECREF (seq);
+            PyErr_Format (PyExc_TypeError, "shape entries must be integers, "
+                          "not %.100s", Py_TYPE (item)->tp_name);
+            return NULL;
+          }
+        dim = PyNumber_AsSsize_t (item, PyExc_ValueError);
+        if (dim == -1 && PyErr_Occurred ())
+          {
+            Py_DECREF (seq);
+            return NULL;
+          }
+        if (dim == -1 && unknown < 0)
+          unknown = (int) i;
+        else if (dim < 0)
+          {
+            Py_DECREF (seq);
+            PyErr_Format (PyExc_ValueError, "invalid dimension %zd in shape",
+                          dim);
+            return NULL;
+          }
+        else if (__builtin_mul_overflow (known, dim, &known))
+          {
+            Py_DECREF (seq);
+            PyErr_SetString (PyExc_ValueError, "shape is too large");
+            return NULL;
+          }
+        dims[i] = dim;
+      }
+    Py_DECREF (seq);
+    ndim = (int) n;
+  }
+  if (unknown >= 0)
+    {
+      if (known == 0 || array->size % known != 0)
+        {
+          PyErr_Format (PyExc_ValueError, "cannot reshape an array of size "
+                        "%zd with an unknown dimension", array->size);
+          return NULL;
+        }
+      dims[unknown] = array->size / known;
+      known = array->size;
+    }
+  if (known != array->size)
+    {
+      PyErr_Format (PyExc_ValueError, "cannot reshape an array of size %zd "
+                    "into a shape of size %zd", array->size, known);
+      return NULL;
+    }
+  return make_view (array, 0, ndim, dims);
+}
+
+static PyObject *
+arraypy_repr (PyObject *self)
+{
+  arraypy_object *array = (arraypy_object *) self;
+  PyObject *shape = shape_tuple (array), *result;
+
+  if (shape == NULL)
+    return NULL;
+  result = PyUnicode_FromFormat ("DeviceArray(shape=%R, dtype=%s, device=%d%s%s)",
+                                 shape, gm_dtypes[array->dtype].name,
+                                 array->device,
+                                 array->base ? ", view" : "",
+                                 array->released || (owner_of (array)
+                                                     && owner_of (array)
+                                                          ->released)
+                                   ? ", freed" : "");
+  Py_DECREF (shape);
+  return result;
+}
+
+static Py_ssize_t
+arraypy_length (PyObject *self)
+{
+  arraypy_object *array = (arraypy_object *) self;
+
+  if (array->ndim == 0)
+    {
+      PyErr_SetString (PyExc_TypeError, "len() of a 0-d DeviceArray");
+      return -1;
+    }
+  return array->shape[0];
+}
+
+/* a[i:j] (step 1) and a[i]: views along the first axis.  */
+static PyObject *
+arraypy_subscript (PyObject *self, PyObject *key)
+{
+  arraypy_object *array = (arraypy_object *) self;
+  Py_ssize_t start, stop, step, length, row = 1;
+  Py_ssize_t dims[GM_MAX_NDIM];
+  size_t itemsize = gm_dtypes[array->dtype].itemsize;
+
+  if (gmpy_array_usable (array) < 0)
+    return NULL;
+  if (array->ndim == 0)
+    {
+      PyErr_SetString (PyExc_IndexError, "a 0-d DeviceArray cannot be "
+                                         "indexed");
+      return NULL;
+    }
+  for (int i = 1; i < array->ndim; i++)
+    row *= array->shape[i];
+  if (PySlice_Check (key))
+    {
+      if (PySlice_Unpack (key, &start, &stop, &step) < 0)
+        return NULL;
+      if (step != 1)
+        {
+          PyErr_SetString (PyExc_ValueError,
+                           "DeviceArray slices must have step 1 (views are "
+                           "contiguous)");
+          return NULL;
+        }
+      length = PySlice_AdjustIndices (array->shape[0], &start, &stop, step);
+      memcpy (dims, array->shape, sizeof *dims * (size_t) array->ndim);
+      dims[0] = length;
+      return make_view (array, (size_t) (start * row) * itemsize, array->ndim,
+                        dims);
+    }
+  if (PyIndex_Check (key))
+    {
+      Py_ssize_t index = PyNumber_AsSsize_t (key, PyExc_IndexError);
+      if (index == -1 && PyErr_Occurred ())
+        return NULL;
+      if (index < 0)
+        index += array->shape[0];
+      if (index < 0 || index >= array->shape[0])
+        {
+          PyErr_Format (PyExc_IndexError, "index %zd is out of bounds for "
+                        "axis 0 with size %zd", index, array->shape[0]);
+          return NULL;
+        }
+      return make_view (array, (size_t) (index * row) * itemsize,
+                        array->ndim - 1, array->shape + 1);
+    }
+  PyErr_Format (PyExc_TypeError, "DeviceArray indexes are integers or "
+                "slices along the first axis, not %.100s",
+                Py_TYPE (key)->tp_name);
+  return NULL;
+}
+
+PyObject *gmpy_array_dlpack (PyObject *, PyObject *, PyObject *);
+PyObject *gmpy_array_dlpack_device (PyObject *, PyObject *);
+
+static PyMethodDef arraypy_methods[] = {
+  {"copy_to_host", (PyCFunction) (void (*) (void)) arraypy_copy_to_host,
+   METH_VARARGS | METH_KEYWORDS,
+   "copy_to_host(out=None, stream=None)\n--\n\n"
+   "The array's contents in a numpy.ndarray (OUT, if given)."},
+  {"copy_from_host", (PyCFunction) (void (*) (void)) arraypy_copy_from_host,
+   METH_VARARGS | METH_KEYWORDS,
+   "copy_from_host(src, stream=None)\n--\n\n"
+   "Overwrite the array with host array SRC of the same size."},
+  {"free", arraypy_free, METH_NOARGS,
+   "free()\n--\n\nRelease the memory now; later use raises ValueError."},
+  {"reshape", arraypy_reshape, METH_VARARGS,
+   "reshape(shape)\n--\n\nA view of the same memory with another shape."},
+  {"__enter__", arraypy_enter, METH_NOARGS, NULL},
+  {"__exit__", arraypy_exit, METH_VARARGS, NULL},
+  {NULL, NULL, 0, NULL}
+};
+
+static PyMemberDef arraypy_members[] = {
+  {"__weaklistoffset__", T_PYSSIZET,
+   offsetof (arraypy_object, weakreflist), READONLY, NULL},
+  {NULL, 0, 0, 0, NULL}
+};
+
+static PyType_Slot arraypy_slots[] = {
+  {Py_tp_new, arraypy_new},
+  {Py_tp_dealloc, arraypy_dealloc},
+  {Py_tp_traverse, arraypy_traverse},
+  {Py_tp_clear, arraypy_clear},
+  {Py_tp_repr, arraypy_repr},
+  {Py_tp_getset, arraypy_getset},
+  {Py_tp_methods, arraypy_methods},
+  {Py_tp_members, arraypy_members},
+  {Py_mp_length, arraypy_length},
+  {Py_mp_subscript, arraypy_subscript},
+  {Py_sq_length, arraypy_length},
+  {Py_tp_doc,
+   "A typed, C-contiguous block of device memory, or a view into one.\n\n"
+   "Made by gpumem.empty, zeros, to_device, asarray, alloc_gpu_memory."},
+  {0, NULL}
+};
+
+static PyType_Spec arraypy_spec = {
+  .name = "gpumem.DeviceArray",
+  .basicsize = sizeof (arraypy_object),
+  .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+  .slots = arraypy_slots,
+};
+
+/* Module functions that make arrays.  */
+
+static PyObject *
+new_array (PyObject *args, PyObject *kwargs, const char *format, bool zero)
+{
+  static char *keywords[] = {"shape", "dtype", "device", NULL};
+  PyObject *shape_obj, *dtype_obj = Py_None, *device_obj = Py_None;
+  Py_ssize_t dims[GM_MAX_NDIM];
+  arraypy_object *array;
+  gm_dtype dtype;
+  int ndim, device;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, format, keywords,
+                                    &shape_obj, &dtype_obj, &device_obj)
+      || gmpy_dtype_arg (dtype_obj, &dtype) < 0
+      || gmpy_device_arg (device_obj, &device) < 0
+      || gmpy_shape_arg (shape_obj, gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
+    return NULL;
+  array = gmpy_array_new (ndim, dims, dtype, device, NULL);
+  if (array != NULL && zero)
+    {
+      gm_status status = gm_backend_current->memset (
+        array->data, device, 0, gmpy_array_nbytes (array), NULL);
+      if (status != GM_OK)
+        {
+          Py_DECREF (array);
+          return gmpy_raise (status);
+        }
+    }
+  return (PyObject *) array;
+}
+
+PyObject *gmpy_empty (PyObject *, PyObject *, PyObject *);
+PyObject *gmpy_zeros (PyObject *, PyObject *, PyObject *);
+PyObject *gmpy_alloc_gpu_memory (PyObject *, PyObject *, PyObject *);
+PyObject *gmpy_to_device (PyObject *, PyObject *, PyObject *);
+PyObject *gmpy_asarray (PyObject *, PyObject *);
+
+PyObject *
+gmpy_empty (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  return new_array (args, kwargs, "O|OO:empty", false);
+}
+
+PyObject *
+gmpy_zeros (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  return new_array (args, kwargs, "O|OO:zeros", true);
+}
+
+PyObject *
+gmpy_alloc_gpu_memory (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"size", "dtype", "device", NULL};
+  PyObject *size_obj, *dtype_obj = Py_None, *device_obj = Py_None;
+  Py_ssize_t dims[1];
+  gm_dtype dtype;
+  int device;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OO:alloc_gpu_memory",
+                                    keywords, &size_obj, &dtype_obj,
+                                    &device_obj)
+      || gmpy_size_arg (size_obj, "size", &dims[0]) < 0
+      || gmpy_dtype_arg (dtype_obj, &dtype) < 0
+      || gmpy_device_arg (device_obj, &device) < 0)
+    return NULL;
+  if (dims[0] > PY_SSIZE_T_MAX / (Py_ssize_t) gm_dtypes[dtype].itemsize)
+    {
+      PyErr_SetString (PyExc_ValueError, "size is too large");
+      return NULL;
+    }
+  return (PyObject *) gmpy_array_new (1, dims, dtype, device, NULL);
+}
+
+PyObject *
+gmpy_to_device (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"host", "device", "stream", NULL};
+  gmpy_state *state = gmpy_state_get ();
+  PyObject *host, *device_obj = Py_None, *stream_obj = Py_None;
+  PyObject *np_array, *dtype_obj, *shape_obj;
+  Py_ssize_t dims[GM_MAX_NDIM];
+  arraypy_object *array = NULL;
+  gm_stream *stream;
+  gm_dtype dtype;
+  gmpy_devbuf dst;
+  int ndim, device;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OO:to_device", keywords,
+                                    &host, &device_obj, &stream_obj)
+      || gmpy_device_arg (device_obj, &device) < 0
+      || gmpy_stream_arg (stream_obj, device, &stream) < 0)
+    return NULL;
+  np_array = PyObject_CallMethod (state->numpy, "asarray", "O", host);
+  if (np_array == NULL)
+    return NULL;
+  dtype_obj = PyObject_GetAttrString (np_array, "dtype");
+  shape_obj = PyObject_GetAttrString (np_array, "shape");
+  if (dtype_obj == NULL || shape_obj == NULL
+      || gmpy_dtype_arg (dtype_obj, &dtype) < 0
+      || gmpy_shape_arg (shape_obj, gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
+    goto done;
+  array = gmpy_array_new (ndim, dims, dtype, device, stream);
+  if (array == NULL)
+    goto done;
+  dst.data = array->data;
+  dst.size = array->size;
+  dst.dtype = dtype;
+  dst.device = device;
+  dst.readonly = false;
+  if (gmpy_copy_host_to_device (&dst, np_array, array->size, stream, "host")
+      < 0)
+    Py_CLEAR (array);
+done:
+  Py_DECREF (np_array);
+  Py_XDECREF (dtype_obj);
+  Py_XDECREF (shape_obj);
+  return (PyObject *) array;
+}
+
+/* Reads OBJ's __cuda_array_interface__ into BUF.  1, 0 when OBJ has
+   none, -1 with an exception.  */
+static int
+devbuf_from_cai (PyObject *obj, gmpy_devbuf *buf, const char *what)
+{
+  PyObject *cai, *item;
+  int result = -1, dtype;
+  Py_ssize_t dims[GM_MAX_NDIM];
+  int ndim;
+
+  cai = PyObject_GetAttrString (obj, "__cuda_array_interface__");
+  if (cai == NULL)
+    {
+      if (!PyErr_ExceptionMatches (PyExc_AttributeError))
+        return -1;
+      PyErr_Clear ();
+      return 0;
+    }
+  if (!PyDict_Check (cai))
+    {
+      PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ is not a "
+                    "dict", what);
+      goto done;
+    }
+  item = PyDict_GetItemString (cai, "typestr");
+  dtype = item && PyUnicode_Check (item)
+            ? gm_dtype_from_typestr (PyUnicode_AsUTF8 (item)) : -1;
+  if (dtype < 0)
+    {
+      PyErr_Format (PyExc_TypeError, "%s: element type %R is not supported",
+                    what, item ? item : Py_None);
+      goto done;
+    }
+  item = PyDict_GetItemString (cai, "shape");
+  if (item == NULL || gmpy_shape_arg (item, gm_dtypes[dtype].itemsize, &ndim, dims)
+                        < 0)
+    {
+      if (!PyErr_Occurred ())
+        PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ has no "
+                      "shape", what);
+      goto done;
+    }
+  buf->size = shape_size (ndim, dims);
+  buf->dtype = (gm_dtype) dtype;
+  item = PyDict_GetItemString (cai, "strides");
+  if (item != NULL && item != Py_None && buf->size > 1)
+    {
+      /* Strides that equal the C-contiguous ones are contiguous too.  */
+      Py_ssize_t expect = (Py_ssize_t) gm_dtypes[dtype].itemsize;
+      PyObject *seq = PySequence_Fast (item, "strides must be a sequence");
+      bool contiguous = seq != NULL
+                        && PySequence_Fast_GET_SIZE (seq) == ndim;
+      for (int i = ndim - 1; contiguous && i >= 0; i--)
+        {
+          Py_ssize_t s = PyLong_AsSsize_t (PySequence_Fast_GET_ITEM (seq, i));
+          if (dims[i] > 1 && s != expect)
+            contiguous = false;
+          expect *= dims[i];
+        }
+      Py_XDECREF (seq);
+      if (PyErr_Occurred ())
+        goto done;
+      if (!contiguous)
+        {
+          PyErr_Format (PyExc_ValueError, "%s is not C-contiguous; gpumem "
+                        "needs contiguous device memory", what);
+          goto done;
+        }
+    }
+  item = PyDict_GetItemString (cai, "data");
+  if (item == NULL || !PyTuple_Check (item) || PyTuple_GET_SIZE (item) != 2)
+    {
+      PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ data is "
+                    "not a (pointer, read_only) tuple", what);
+      goto done;
+    }
+  buf->data = PyLong_AsVoidPtr (PyTuple_GET_ITEM (item, 0));
+  if (buf->data == NULL && PyErr_Occurred ())
+    goto done;
+  buf->readonly = PyObject_IsTrue (PyTuple_GET_ITEM (item, 1)) == 1;
+  buf->device = gmpy_current_device ();
+  if (buf->data != NULL)
+    {
+      gm_status status = gm_backend_current->pointer_device (buf->data,
+                                                             &buf->device);
+      if (status != GM_OK)
+        {
+          gmpy_raise (status);
+          goto done;
+        }
+      if (buf->device < 0)
+        {
+          PyErr_Format (PyExc_ValueError, "%s: its __cuda_array_interface__ "
+                        "points to host memory", what);
+          goto done;
+        }
+    }
+  item = PyDict_GetItemString (cai, "stream");
+  if (item != NULL && item != Py_None)
+    {
+      /* The producer's work on that stream must finish before ours
+         reads the data.  */
+      gm_status status;
+      void *handle = PyLong_AsVoidPtr (item);
+      if (handle == NULL && PyErr_Occurred ())
+        goto done;
+      status = gm_backend_current->foreign_stream_sync (handle);
+      if (status != GM_OK)
+        {
+          gmpy_raise (status);
+          goto done;
+        }
+    }
+  result = 1;
+done:
+  Py_DECREF (cai);
+  return result;
+}
+
+int
+gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
+{
+  if (gmpy_array_check (obj))
+    {
+      arraypy_object *array = (arraypy_object *) obj;
+      if (gmpy_array_usable (array) < 0)
+        return -1;
+      buf->data = array->data;
+      buf->size = array->size;
+      buf->dtype = array->dtype;
+      buf->device = array->device;
+      buf->readonly = array->readonly;
+      return 1;
+    }
+  if (strcmp (gm_backend_current->name, "cuda") != 0)
+    return 0;
+  return devbuf_from_cai (obj, buf, what);
+}
+
+PyObject *
+gmpy_asarray (PyObject *module, PyObject *obj)
+{
+  Py_ssize_t dims[GM_MAX_NDIM];
+  gmpy_devbuf buf;
+  arraypy_object *array;
+  PyObject *cai, *shape;
+  int found, ndim;
+
+  if (gmpy_array_check (obj))
+    return Py_NewRef (obj);
+  found = gmpy_devbuf_get (obj, &buf, "obj");
+  if (found < 0)
+    return NULL;
+  if (found == 0)
+    {
+      PyErr_Format (PyExc_TypeError,
+                    "asarray needs device memory: a DeviceArray or an "
+                    "object with __cuda_array_interface__, not %.100s "
+                    "(use gpumem.to_device to copy host data)",
+                    Py_TYPE (obj)->tp_name);
+      return NULL;
+    }
+  cai = PyObject_GetAttrString (obj, "__cuda_array_interface__");
+  if (cai == NULL)
+    return NULL;
+  shape = PyDict_GetItemString (cai, "shape");
+  if (gmpy_shape_arg (shape, gm_dtypes[buf.dtype].itemsize, &ndim, dims) < 0)
+    {
+      Py_DECREF (cai);
+      return NULL;
+    }
+  Py_DECREF (cai);
+  array = alloc_object (ndim, dims, buf.dtype, buf.device);
+  if (array == NULL)
+    return NULL;
+  array->data = buf.data;
+  array->readonly = buf.readonly;
+  array->base = Py_NewRef (obj);
+  PyObject_GC_Track (array);
+  return (PyObject *) array;
+}
+
+int
+gmpy_array_init (PyObject *module, gmpy_state *state)
+{
+  state->array_type = (PyTypeObject *) PyType_FromModuleAndSpec (
+    module, &arraypy_spec, NULL);
+  if (state->array_type == NULL
+      || PyModule_AddType (module, state->array_type) < 0)
+    return -1;
+  return 0;
+}

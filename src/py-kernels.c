@@ -1,0 +1,483 @@
+/* py-kernels.c -- gpumem.kernels: one checked Python function per entry
+   of the kernel registry (kernels/kernels.def).
+
+   Each call is checked whole against the kernel's declared signature
+   before anything is launched: every pointer argument is device memory
+   of the declared dtype, all on one device, outputs writable, and at
+   least as long as the declared minimum-length expression says; every
+   scalar fits its type.  A mismatch raises TypeError or ValueError
+   naming the parameter.  */
+
+#include "gm-python.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gmpy_parse_args (PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames, const char *fname,
+                     const char *const *names, int required, PyObject **out);
+
+/* Per kernel: its Python method definition, argument names (the
+   parameters, then grid, block, stream) and docstring, made once.  */
+typedef struct kernel_entry
+{
+  PyMethodDef def;
+  const char *names[GM_MAX_KERNEL_PARAMS + 4];
+  char *doc;
+  char *signature;
+} kernel_entry;
+
+static kernel_entry *entries;
+
+/* Converts scalar OBJ to PARAM's type into *ARG.  */
+static int
+scalar_arg (const gm_kernel *kernel, const gm_kernel_param *param,
+            PyObject *obj, gm_arg *arg)
+{
+  gm_dtype dtype = param->dtype;
+
+  if (gm_dtypes[dtype].kind == 'f')
+    {
+      double value;
+      if (!PyFloat_Check (obj) && !PyLong_Check (obj) && !PyIndex_Check (obj)
+          && !PyObject_HasAttrString (obj, "__float__"))
+        goto wrong_type;
+      value = PyFloat_AsDouble (obj);
+      if (value == -1.0 && PyErr_Occurred ())
+        return -1;
+      if (dtype == GM_FLOAT32)
+        arg->f32 = (float) value;
+      else
+        arg->f64 = value;
+      return 0;
+    }
+  if (!PyIndex_Check (obj))
+    goto wrong_type;
+  {
+    PyObject *index = PyNumber_Index (obj);
+    int overflow = 0;
+    long long value;
+    unsigned long long uvalue = 0;
+    bool in_range;
+
+    if (index == NULL)
+      return -1;
+    value = PyLong_AsLongLongAndOverflow (index, &overflow);
+    if (overflow > 0 && dtype == GM_UINT64)
+      {
+        uvalue = PyLong_AsUnsignedLongLong (index);
+        if (PyErr_Occurred ())
+          {
+            PyErr_Clear ();
+            overflow = 1;
+            uvalue = 0;
+          }
+        else
+          overflow = 0;
+      }
+    Py_DECREF (index);
+    if (value == -1 && PyErr_Occurred ())
+      return -1;
+    switch (dtype)
+      {
+      case GM_INT8: in_range = value >= INT8_MIN && value <= INT8_MAX;
+        arg->i8 = (int8_t) value; break;
+      case GM_INT16: in_range = value >= INT16_MIN && value <= INT16_MAX;
+        arg->i16 = (int16_t) value; break;
+      case GM_INT32: in_range = value >= INT32_MIN && value <= INT32_MAX;
+        arg->i32 = (int32_t) value; break;
+      case GM_INT64: in_range = true; arg->i64 = value; break;
+      case GM_UINT8: in_range = value >= 0 && value <= UINT8_MAX;
+        arg->u8 = (uint8_t) value; break;
+      case GM_UINT16: in_range = value >= 0 && value <= UINT16_MAX;
+        arg->u16 = (uint16_t) value; break;
+      case GM_UINT32: in_range = value >= 0 && value <= (long long) UINT32_MAX;
+        arg->u32 = (uint32_t) value; break;
+      case GM_UINT64:
+        in_range = uvalue != 0 || value >= 0;
+        arg->u64 = uvalue != 0 ? uvalue : (unsigned long long) value;
+        break;
+      default: in_range = false; break;
+      }
+    if (overflow || !in_range)
+      {
+        PyErr_Format (PyExc_ValueError, "%s: parameter '%s' is out of range "
+                      "for %s", kernel->name, param->name,
+                      gm_dtypes[dtype].name);
+        return -1;
+      }
+    return 0;
+  }
+wrong_type:
+  PyErr_Format (PyExc_TypeError, "%s: parameter '%s' must be %s %s, not "
+                "%.100s", kernel->name, param->name,
+                gm_dtypes[dtype].kind == 'f' ? "a number for" : "an integer for",
+                gm_dtypes[dtype].name, Py_TYPE (obj)->tp_name);
+  return -1;
+}
+
+/* Reads a grid= or block= argument (an int or 1 to 3 ints, each >= 1
+   and at most LIMIT[i]) into DIMS.  */
+static int
+dims_arg (const char *kernel, const char *what, PyObject *obj,
+          const int limit[3], unsigned int dims[3])
+{
+  PyObject *seq;
+  Py_ssize_t n;
+
+  dims[0] = dims[1] = dims[2] = 1;
+  seq = PyLong_Check (obj) ? PyTuple_Pack (1, obj)
+                           : PySequence_Fast (obj, "");
+  if (seq == NULL || (n = PySequence_Fast_GET_SIZE (seq)) < 1 || n > 3)
+    {
+      Py_XDECREF (seq);
+      PyErr_Clear ();
+      PyErr_Format (PyExc_TypeError, "%s: %s must be an int or a tuple of 1 "
+                    "to 3 ints", kernel, what);
+      return -1;
+    }
+  for (Py_ssize_t i = 0; i < n; i++)
+    {
+      PyObject *item = PySequence_Fast_GET_ITEM (seq, i);
+      long value;
+      if (!PyLong_Check (item))
+        {
+          Py_DECREF (seq);
+          PyErr_Format (PyExc_TypeError, "%s: %s entries must be ints, not "
+                        "%.100s", kernel, what, Py_TYPE (item)->tp_name);
+          return -1;
+        }
+      value = PyLong_AsLong (item);
+      if (value == -1 && PyErr_Occurred ())
+        PyErr_Clear ();
+      if (value < 1 || value > limit[i])
+        {
+          Py_DECREF (seq);
+          PyErr_Format (PyExc_ValueError, "%s: %s[%zd] must be from 1 to %d",
+                        kernel, what, i, limit[i]);
+          return -1;
+        }
+      dims[i] = (unsigned int) value;
+    }
+  Py_DECREF (seq);
+  return 0;
+}
+
+static PyObject *
+kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames)
+{
+  long index = PyLong_AsLong (self);
+  const gm_kernel *kernel = &gm_kernel_table[index];
+  const kernel_entry *entry = &entries[index];
+  PyObject *arg[GM_MAX_KERNEL_PARAMS + 3];
+  gm_arg cargs[GM_MAX_KERNEL_PARAMS];
+  Py_ssize_t sizes[GM_MAX_KERNEL_PARAMS];
+  gm_launch_cfg cfg = {{0, 0, 0}, {0, 0, 0}, 0, 0};
+  const char *first_pointer = NULL;
+  PyObject *grid, *block, *stream_obj;
+  gm_stream *stream;
+  gm_status status;
+  int device = -1, n = kernel->nparams;
+
+  if (gmpy_parse_args (args, nargs, kwnames, kernel->name, entry->names, n,
+                       arg) < 0)
+    return NULL;
+  grid = arg[n];
+  block = arg[n + 1];
+  stream_obj = arg[n + 2];
+
+  for (int i = 0; i < n; i++)
+    {
+      const gm_kernel_param *param = &kernel->params[i];
+      gmpy_devbuf buf;
+      int found;
+
+      if (param->kind == GM_PARAM_SCALAR)
+        {
+          if (scalar_arg (kernel, param, arg[i], &cargs[i]) < 0)
+            return NULL;
+          continue;
+        }
+      found = gmpy_devbuf_get (arg[i], &buf, param->name);
+      if (found < 0)
+        return NULL;
+      if (found == 0)
+        {
+          PyErr_Format (PyExc_TypeError, "%s: parameter '%s' must be device "
+                        "memory (a DeviceArray or an object with "
+                        "__cuda_array_interface__), not %.100s", kernel->name,
+                        param->name, Py_TYPE (arg[i])->tp_name);
+          return NULL;
+        }
+      if (buf.dtype != param->dtype)
+        {
+          PyErr_Format (PyExc_TypeError, "%s: parameter '%s' must hold %s "
+                        "elements, not %s", kernel->name, param->name,
+                        gm_dtypes[param->dtype].name,
+                        gm_dtypes[buf.dtype].name);
+          return NULL;
+        }
+      if (param->kind != GM_PARAM_IN && buf.readonly)
+        {
+          PyErr_Format (PyExc_ValueError, "%s: parameter '%s' is written by "
+                        "the kernel but the array is read-only", kernel->name,
+                        param->name);
+          return NULL;
+        }
+      if (device < 0)
+        {
+          device = buf.device;
+          first_pointer = param->name;
+        }
+      else if (buf.device != device)
+        {
+          PyErr_Format (PyExc_ValueError, "%s: parameter '%s' is on device "
+                        "%d but '%s' is on device %d; all arrays of a launch "
+                        "must be on one device", kernel->name, param->name,
+                        buf.device, first_pointer, device);
+          return NULL;
+        }
+      cargs[i].ptr = buf.data;
+      sizes[i] = buf.size;
+    }
+
+  /* Lengths, once every scalar is known.  */
+  for (int i = 0; i < n; i++)
+    {
+      const gm_kernel_param *param = &kernel->params[i];
+      int64_t need;
+
+      if (param->kind == GM_PARAM_SCALAR)
+        continue;
+      status = gm_kernel_eval_length (kernel, param->length, cargs, &need);
+      if (status != GM_OK)
+        return gmpy_raise (status);
+      if (need < 0)
+        {
+          PyErr_Format (PyExc_ValueError, "%s: parameter '%s' would need %lld "
+                        "elements (%s): the scalar arguments are out of range",
+                        kernel->name, param->name, (long long) need,
+                        param->length);
+          return NULL;
+        }
+      if ((int64_t) sizes[i] < need)
+        {
+          PyErr_Format (PyExc_ValueError, "%s: parameter '%s' needs at least "
+                        "%lld elements (%s) but has %zd", kernel->name,
+                        param->name, (long long) need, param->length,
+                        sizes[i]);
+          return NULL;
+        }
+    }
+  if (device < 0)
+    device = gmpy_current_device ();
+
+  if ((grid != NULL && grid != Py_None) != (block != NULL && block != Py_None))
+    {
+      PyErr_Format (PyExc_TypeError, "%s: give grid and block together, or "
+                    "neither (then the launcher chooses)", kernel->name);
+      return NULL;
+    }
+  if (grid != NULL && grid != Py_None)
+    {
+      gm_device_props props;
+      status = gm_backend_current->device_props (device, &props);
+      if (status != GM_OK)
+        return gmpy_raise (status);
+      if (dims_arg (kernel->name, "grid", grid, props.max_grid, cfg.grid) < 0
+          || dims_arg (kernel->name, "block", block, props.max_block,
+                       cfg.block) < 0)
+        return NULL;
+      if ((long) cfg.block[0] * cfg.block[1] * cfg.block[2]
+          > props.max_threads_per_block)
+        {
+          PyErr_Format (PyExc_ValueError, "%s: a block of %u x %u x %u "
+                        "threads is more than the device's %d",
+                        kernel->name, cfg.block[0], cfg.block[1], cfg.block[2],
+                        props.max_threads_per_block);
+          return NULL;
+        }
+    }
+  if (gmpy_stream_arg (stream_obj, device, &stream) < 0)
+    return NULL;
+
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_backend_current->launch (kernel, cargs, &cfg, device, stream);
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  if (stream == NULL && gmpy_wait (device, NULL) < 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+kernels_list (PyObject *module, PyObject *unused)
+{
+  PyObject *list = PyList_New (gm_kernel_count);
+
+  if (list == NULL)
+    return NULL;
+  for (int k = 0; k < gm_kernel_count; k++)
+    {
+      PyObject *item = Py_BuildValue ("(ss)", gm_kernel_table[k].name,
+                                      entries[k].signature);
+      if (item == NULL)
+        {
+          Py_DECREF (list);
+          return NULL;
+        }
+      PyList_SET_ITEM (list, k, item);
+    }
+  return list;
+}
+
+static PyMethodDef kernels_list_def = {
+  "list", kernels_list, METH_NOARGS,
+  "list()\n--\n\nThe native kernels as (name, signature) pairs."
+};
+
+/* Appends printf-style text to the growing string *BUF.  */
+static int
+append (char **buf, size_t *len, const char *fmt, ...)
+  __attribute__ ((format (printf, 3, 4)));
+
+static int
+append (char **buf, size_t *len, const char *fmt, ...)
+{
+  va_list ap;
+  int n;
+  char *grown;
+
+  va_start (ap, fmt);
+  n = vsnprintf (NULL, 0, fmt, ap);
+  va_end (ap);
+  grown = realloc (*buf, *len + (size_t) n + 1);
+  if (grown == NULL)
+    return -1;
+  va_start (ap, fmt);
+  vsnprintf (grown + *len, (size_t) n + 1, fmt, ap);
+  va_end (ap);
+  *buf = grown;
+  *len += (size_t) n;
+  return 0;
+}
+
+/* Fills ENTRY for KERNEL: names, signature text and docstring.  */
+static int
+make_entry (const gm_kernel *kernel, kernel_entry *entry)
+{
+  size_t doc_len = 0, sig_len = 0;
+  char param[256];
+  int64_t unused;
+  int n = kernel->nparams, failed = 0;
+
+  for (int i = 0; i < n; i++)
+    {
+      entry->names[i] = kernel->params[i].name;
+      if (kernel->params[i].kind != GM_PARAM_SCALAR
+          && gm_kernel_eval_length (kernel, kernel->params[i].length, NULL,
+                                    &unused) != GM_OK)
+        {
+          PyErr_Format (PyExc_SystemError, "kernel registry: %s",
+                        gm_last_error ()->message);
+          return -1;
+        }
+    }
+  entry->names[n] = "grid";
+  entry->names[n + 1] = "block";
+  entry->names[n + 2] = "stream";
+  entry->names[n + 3] = NULL;
+
+  /* The first line is the text signature inspect.signature reads.  */
+  failed |= append (&entry->doc, &doc_len, "%s(", kernel->name);
+  for (int i = 0; i < n; i++)
+    failed |= append (&entry->doc, &doc_len, "%s, ", kernel->params[i].name);
+  failed |= append (&entry->doc, &doc_len,
+                    "*, grid=None, block=None, stream=None)\n--\n\n%s\n\n"
+                    "Parameters (name: dtype[minimum length] direction):\n",
+                    kernel->doc);
+  failed |= append (&entry->signature, &sig_len, "%s(", kernel->name);
+  for (int i = 0; i < n; i++)
+    {
+      gm_kernel_param_format (&kernel->params[i], param, sizeof param);
+      failed |= append (&entry->doc, &doc_len, "    %s\n", param);
+      failed |= append (&entry->signature, &sig_len, "%s%s", i ? ", " : "",
+                        param);
+    }
+  failed |= append (&entry->signature, &sig_len, ")");
+  failed |= append (&entry->doc, &doc_len,
+                    "\ngrid, block: launch shape (ints or tuples of up to 3); "
+                    "by default the\nlauncher chooses from the device.  "
+                    "stream: a gpumem.Stream to run in\nasynchronously; by "
+                    "default the call returns when the kernel is done.");
+  if (failed)
+    {
+      PyErr_NoMemory ();
+      return -1;
+    }
+  entry->def.ml_name = kernel->name;
+  entry->def.ml_meth = (PyCFunction) (void (*) (void)) kernelpy_call;
+  entry->def.ml_flags = METH_FASTCALL | METH_KEYWORDS;
+  entry->def.ml_doc = entry->doc;
+  return 0;
+}
+
+int
+gmpy_kernels_init (PyObject *module, gmpy_state *state)
+{
+  PyObject *kernels, *modules, *fn;
+
+  /* The entries outlive any one module object: the interpreter may keep
+     the functions made from them until it ends.  */
+  if (entries == NULL)
+    {
+      entries = calloc ((size_t) gm_kernel_count + 1, sizeof *entries);
+      if (entries == NULL)
+        {
+          PyErr_NoMemory ();
+          return -1;
+        }
+      for (int k = 0; k < gm_kernel_count; k++)
+        if (make_entry (&gm_kernel_table[k], &entries[k]) < 0)
+          return -1;
+    }
+
+  kernels = PyModule_New ("gpumem.kernels");
+  if (kernels == NULL)
+    return -1;
+  state->kernels = kernels;
+  if (PyModule_AddStringConstant (kernels, "__doc__",
+                                  "The native kernels built into gpumem, "
+                                  "one function each (kernels/kernels.def).")
+      < 0)
+    return -1;
+  for (int k = 0; k < gm_kernel_count; k++)
+    {
+      PyObject *index = PyLong_FromLong (k);
+      if (index == NULL)
+        return -1;
+      fn = PyCFunction_NewEx (&entries[k].def, index, NULL);
+      Py_DECREF (index);
+      if (fn == NULL || PyModule_AddObject (kernels, gm_kernel_table[k].name,
+                                            fn) < 0)
+        {
+          Py_XDECREF (fn);
+          return -1;
+        }
+    }
+  fn = PyCFunction_NewEx (&kernels_list_def, NULL, NULL);
+  if (fn == NULL || PyModule_AddObject (kernels, "list", fn) < 0)
+    {
+      Py_XDECREF (fn);
+      return -1;
+    }
+  if (PyModule_AddObjectRef (module, "kernels", kernels) < 0)
+    return -1;
+  /* `import gpumem.kernels` finds it here.  */
+  modules = PyImport_GetModuleDict ();
+  return PyDict_SetItemString (modules, "gpumem.kernels", kernels);
+}

@@ -1,0 +1,113 @@
+/* py-pinned.c -- pinned_empty: NumPy arrays in page-locked host memory.
+
+   The array's base is a small buffer object that owns the page-locked
+   block and frees it when the last array using it goes.  */
+
+#include "gm-python.h"
+
+typedef struct pinnedpy_object
+{
+  PyObject_HEAD
+  void *ptr;
+  Py_ssize_t nbytes;
+} pinnedpy_object;
+
+static int
+pinnedpy_getbuffer (PyObject *self, Py_buffer *view, int flags)
+{
+  pinnedpy_object *p = (pinnedpy_object *) self;
+  return PyBuffer_FillInfo (view, self, p->ptr, p->nbytes, 0, flags);
+}
+
+static void
+pinnedpy_releasebuffer (PyObject *self, Py_buffer *view)
+{
+}
+
+static void
+pinnedpy_dealloc (PyObject *self)
+{
+  pinnedpy_object *p = (pinnedpy_object *) self;
+  PyTypeObject *type = Py_TYPE (self);
+
+  if (p->ptr != NULL && gm_backend_current != NULL)
+    gm_backend_current->host_free (p->ptr);
+  type->tp_free (self);
+  Py_DECREF (type);
+}
+
+static PyType_Slot pinnedpy_slots[] = {
+  {Py_tp_dealloc, pinnedpy_dealloc},
+  {Py_bf_getbuffer, pinnedpy_getbuffer},
+  {Py_bf_releasebuffer, pinnedpy_releasebuffer},
+  {Py_tp_doc, "Page-locked host memory behind a pinned_empty array."},
+  {0, NULL}
+};
+
+static PyType_Spec pinnedpy_spec = {
+  .name = "gpumem.PinnedBuffer",
+  .basicsize = sizeof (pinnedpy_object),
+  .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE
+           | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+  .slots = pinnedpy_slots,
+};
+
+static PyTypeObject *pinned_type;
+
+PyObject *gmpy_pinned_empty (PyObject *, PyObject *, PyObject *);
+
+PyObject *
+gmpy_pinned_empty (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"shape", "dtype", NULL};
+  gmpy_state *state = gmpy_state_get ();
+  PyObject *shape, *dtype_obj = Py_None, *flat, *result;
+  pinnedpy_object *buffer;
+  Py_ssize_t size = 1, dims[GM_MAX_NDIM];
+  int ndim;
+  gm_dtype dtype;
+  gm_status status;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|O:pinned_empty",
+                                    keywords, &shape, &dtype_obj)
+      || gmpy_dtype_arg (dtype_obj, &dtype) < 0)
+    return NULL;
+  if (gmpy_shape_arg (shape, gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
+    return NULL;
+  for (int i = 0; i < ndim; i++)
+    size *= dims[i];
+  if (pinned_type == NULL)
+    {
+      pinned_type = (PyTypeObject *) PyType_FromSpec (&pinnedpy_spec);
+      if (pinned_type == NULL)
+        return NULL;
+    }
+  buffer = PyObject_New (pinnedpy_object, pinned_type);
+  if (buffer == NULL)
+    return NULL;
+  buffer->nbytes = size * (Py_ssize_t) gm_dtypes[dtype].itemsize;
+  buffer->ptr = NULL;
+  status = gm_backend_current->host_alloc ((size_t) buffer->nbytes,
+                                           &buffer->ptr);
+  if (status != GM_OK)
+    {
+      buffer->ptr = NULL;
+      Py_DECREF (buffer);
+      return gmpy_raise (status);
+    }
+  flat = PyObject_CallMethod (state->numpy, "frombuffer", "OO", buffer,
+                              state->np_dtypes[dtype]);
+  Py_DECREF (buffer);
+  if (flat == NULL)
+    return NULL;
+  {
+    PyObject *dims_tuple = PyTuple_New (ndim);
+    for (int i = 0; dims_tuple != NULL && i < ndim; i++)
+      PyTuple_SET_ITEM (dims_tuple, i, PyLong_FromSsize_t (dims[i]));
+    result = dims_tuple ? PyObject_CallMethod (flat, "reshape", "O",
+                                               dims_tuple) : NULL;
+    Py_XDECREF (dims_tuple);
+  }
+  Py_DECREF (flat);
+  return result;
+}
