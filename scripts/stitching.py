@@ -72,15 +72,16 @@ def reference(parted_images, update, iterations, kernel):
     update = update.copy()
     partial_update = np.empty((PARTITIONS, 4), np.float32)
     if kernel == "algo":
-        # The kernel sums in double and rounds the mean to float once.
-        stat = [np.float32(part.astype(np.float64).mean()) for part in
-                parted_images]
+        # The kernel adds the mean and the update in double and rounds
+        # once to float.
+        stat = [part.astype(np.float64).mean() for part in parted_images]
     else:
-        # The request's loop leaves the last image's value.
+        # The request's loop leaves the last image's value (in float).
         stat = [np.float32(part[-1]) for part in parted_images]
     for _ in range(iterations):
         for i in range(PARTITIONS):
-            partial_update[i] = stat[i] + update
+            partial_update[i] = (stat[i] + update.astype(stat[i].dtype)
+                                 ).astype(np.float32)
         stitching(update, partial_update)
     return update
 

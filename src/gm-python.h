@@ -166,6 +166,15 @@ int gmpy_backend_copy (void *dst, int dst_device, const void *src,
 int gmpy_shape_arg (PyObject *shape, size_t itemsize, int *ndim,
                     Py_ssize_t dims[GM_MAX_NDIM]);
 
+/* Reads fast-call arguments into OUT by position or keyword, following
+   NAMES (NULL-terminated); the first REQUIRED are required, the rest
+   default to NULL; at most POSITIONAL (-1: all) may come by position.
+   FNAME names the function in messages.  0 or -1 (TypeError).  */
+int gmpy_parse_args (PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames, const char *fname,
+                     const char *const *names, int required, int positional,
+                     PyObject **out);
+
 /* Parses a size argument: a non-negative Python int (TypeError if not an
    integer, ValueError if negative).  0 or -1.  */
 int gmpy_size_arg (PyObject *obj, const char *what, Py_ssize_t *value);

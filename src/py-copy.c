@@ -258,7 +258,18 @@ gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
                     dst_name, Py_TYPE (dst)->tp_name);
       return -1;
     }
-  array = PyObject_CallMethod (state->numpy, "asarray", "O", dst);
+  /* Through a memoryview, NumPy views an exporter's own memory (and
+     keeps its read-only flag) instead of copying it.  */
+  if (is_ndarray)
+    array = Py_NewRef (dst);
+  else
+    {
+      PyObject *view_obj = PyMemoryView_FromObject (dst);
+      if (view_obj == NULL)
+        goto done;
+      array = PyObject_CallMethod (state->numpy, "asarray", "O", view_obj);
+      Py_DECREF (view_obj);
+    }
   if (array == NULL)
     goto done;
   flags = PyObject_GetAttrString (array, "flags");
@@ -324,26 +335,23 @@ done:
   return result;
 }
 
-/* Reads fast-call arguments into OUT by position or keyword, following
-   NAMES (NULL-terminated); the first REQUIRED are required, the rest
-   default to NULL.  FNAME names the function in messages.  0 or -1.  */
-int gmpy_parse_args (PyObject *const *args, Py_ssize_t nargs,
-                     PyObject *kwnames, const char *fname,
-                     const char *const *names, int required, PyObject **out);
+
 
 int
 gmpy_parse_args (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                  const char *fname, const char *const *names, int required,
-                 PyObject **out)
+                 int positional, PyObject **out)
 {
   int count = 0;
 
   while (names[count] != NULL)
     count++;
-  if (nargs > count)
+  if (positional < 0)
+    positional = count;
+  if (nargs > positional)
     {
-      PyErr_Format (PyExc_TypeError, "%s() takes at most %d arguments (%zd "
-                    "given)", fname, count, nargs);
+      PyErr_Format (PyExc_TypeError, "%s() takes at most %d positional "
+                    "arguments (%zd given)", fname, positional, nargs);
       return -1;
     }
   for (int i = 0; i < count; i++)
@@ -390,7 +398,7 @@ gmpy_copy_to_gpu (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   Py_ssize_t size;
   int found;
 
-  if (gmpy_parse_args (args, nargs, kwnames, "copy_to_gpu", names, 3, arg)
+  if (gmpy_parse_args (args, nargs, kwnames, "copy_to_gpu", names, 3, -1, arg)
       < 0)
     return NULL;
   found = gmpy_devbuf_get (arg[1], &dest, "dest");
@@ -419,7 +427,7 @@ gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
   Py_ssize_t size;
   int found;
 
-  if (gmpy_parse_args (args, nargs, kwnames, "copy_from_gpu", names, 3, arg)
+  if (gmpy_parse_args (args, nargs, kwnames, "copy_from_gpu", names, 3, -1, arg)
       < 0)
     return NULL;
   found = gmpy_devbuf_get (arg[0], &src, "src");
@@ -464,7 +472,7 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   Py_ssize_t count = -1;
   int dst_dev, src_dev;
 
-  if (gmpy_parse_args (args, nargs, kwnames, "copy", names, 2, arg) < 0)
+  if (gmpy_parse_args (args, nargs, kwnames, "copy", names, 2, -1, arg) < 0)
     return NULL;
   dst_dev = gmpy_devbuf_get (arg[0], &dst, "dst");
   if (dst_dev < 0)

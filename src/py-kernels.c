@@ -15,9 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int gmpy_parse_args (PyObject *const *args, Py_ssize_t nargs,
-                     PyObject *kwnames, const char *fname,
-                     const char *const *names, int required, PyObject **out);
+
 
 /* Per kernel: its Python method definition, argument names (the
    parameters, then grid, block, stream) and docstring, made once.  */
@@ -183,7 +181,7 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   int device = -1, n = kernel->nparams;
 
   if (gmpy_parse_args (args, nargs, kwnames, kernel->name, entry->names, n,
-                       arg) < 0)
+                       n, arg) < 0)
     return NULL;
   grid = arg[n];
   block = arg[n + 1];
@@ -392,23 +390,30 @@ make_entry (const gm_kernel *kernel, kernel_entry *entry)
   entry->names[n + 2] = "stream";
   entry->names[n + 3] = NULL;
 
-  /* The first line is the text signature inspect.signature reads.  */
+  failed |= append (&entry->signature, &sig_len, "%s(", kernel->name);
+  for (int i = 0; i < n; i++)
+    {
+      gm_kernel_param_format (&kernel->params[i], param, sizeof param);
+      failed |= append (&entry->signature, &sig_len, "%s%s", i ? ", " : "",
+                        param);
+    }
+  failed |= append (&entry->signature, &sig_len, ")");
+
+  /* The first line is the text signature inspect.signature reads; the
+     typed signature follows, then the kernel's own doc line.  */
   failed |= append (&entry->doc, &doc_len, "%s(", kernel->name);
   for (int i = 0; i < n; i++)
     failed |= append (&entry->doc, &doc_len, "%s, ", kernel->params[i].name);
   failed |= append (&entry->doc, &doc_len,
                     "*, grid=None, block=None, stream=None)\n--\n\n%s\n\n"
-                    "Parameters (name: dtype[minimum length] direction):\n",
+                    "%s\n\nParameters (name: dtype[minimum length] "
+                    "direction):\n", entry->signature ? entry->signature : "",
                     kernel->doc);
-  failed |= append (&entry->signature, &sig_len, "%s(", kernel->name);
   for (int i = 0; i < n; i++)
     {
       gm_kernel_param_format (&kernel->params[i], param, sizeof param);
       failed |= append (&entry->doc, &doc_len, "    %s\n", param);
-      failed |= append (&entry->signature, &sig_len, "%s%s", i ? ", " : "",
-                        param);
     }
-  failed |= append (&entry->signature, &sig_len, ")");
   failed |= append (&entry->doc, &doc_len,
                     "\ngrid, block: launch shape (ints or tuples of up to 3); "
                     "by default the\nlauncher chooses from the device.  "

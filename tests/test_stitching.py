@@ -1,0 +1,42 @@
+"""The request's workload end to end (scripts/stitching.py)."""
+
+import os
+import subprocess
+
+import gmtest
+from gmtest import case
+
+SCRIPT = os.path.join(gmtest.SRCDIR, "scripts", "stitching.py")
+
+
+def run(*args):
+    proc = subprocess.run([gmtest.GPUMEM, "-q", SCRIPT, *args],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr)
+    assert "check: matches NumPy" in proc.stdout, proc.stdout
+    return proc.stdout
+
+
+@case
+def four_by_ten():
+    for kernel in ("algo", "algo_seed"):
+        out = run("--kernel", kernel, "--images", "40", "--iterations", "20",
+                  "--seed", str(gmtest.SEED))
+        assert "partitions on devices" in out
+
+
+@case
+def four_by_a_million_and_three():
+    for kernel in ("algo", "algo_seed"):
+        run("--kernel", kernel, "--images", str(4 * 1000003),
+            "--iterations", "5", "--seed", str(gmtest.SEED))
+
+
+@case
+def bad_arguments_exit_2():
+    proc = subprocess.run([gmtest.GPUMEM, "-q", SCRIPT, "--images", "2"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--images" in proc.stderr
+
+
+gmtest.main()
