@@ -300,8 +300,12 @@ typedef struct gm_run_options
 } gm_run_options;
 
 /* Runs Python as OPTIONS say and returns the exit status: 0, the
-   script's SystemExit code, 1 for an uncaught exception, 120 when
-   finalizing failed.  Python is finalized on return.  */
-int gm_interp_run (const gm_run_options *options);
+   script's SystemExit code, 1 for an uncaught exception (its traceback
+   printed), 2 when the script cannot be opened, 120 when finalizing
+   failed.  Python is finalized on return.  *INTERRUPTED tells whether
+   the script ended by an uncaught KeyboardInterrupt, which python
+   answers by ending itself with SIGINT.  The interactive console ends
+   the process itself on SystemExit, as CPython's does.  */
+int gm_interp_run (const gm_run_options *options, bool *interrupted);
 
 #endif /* GM_H */

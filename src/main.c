@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,24 @@ python_from_env (void)
   return path;
 }
 
+static bool print_stats;
+
+/* Prints --stats and ends the backend, once: called after the script on
+   the normal path, and from atexit when the interactive console ends the
+   process itself (CPython's console exits on SystemExit).  */
+static void
+finish (void)
+{
+  static bool finished;
+
+  if (finished)
+    return;
+  finished = true;
+  if (print_stats)
+    gm_mem_print_stats ();
+  gm_backend_shutdown ();
+}
+
 static void
 list_devices (void)
 {
@@ -156,8 +175,8 @@ main (int argc, char **argv)
   };
   gm_backend_choice backend = GM_BACKEND_AUTO;
   gm_run_options run = {0};
-  bool show_devices = false, show_kernels = false, stats = false;
-  bool quiet = false;
+  bool show_devices = false, show_kernels = false;
+  bool quiet = false, interrupted = false;
   const char *env_backend = getenv ("GPUMEM_BACKEND");
   int opt;
 
@@ -198,7 +217,7 @@ main (int argc, char **argv)
         show_kernels = true;
         break;
       case 's':
-        stats = true;
+        print_stats = true;
         break;
       case 'q':
         quiet = true;
@@ -266,9 +285,17 @@ main (int argc, char **argv)
       return 0;
     }
 
-  int status = gm_interp_run (&run);
-  if (stats)
-    gm_mem_print_stats ();
-  gm_backend_shutdown ();
+  /* Registered after the backend started, so it runs before the CUDA
+     runtime's own exit handlers.  */
+  atexit (finish);
+  int status = gm_interp_run (&run, &interrupted);
+  finish ();
+  if (interrupted)
+    {
+      /* As python: an uncaught KeyboardInterrupt ends the process by
+         SIGINT, so the shell sees the interrupt.  */
+      signal (SIGINT, SIG_DFL);
+      raise (SIGINT);
+    }
   return status;
 }

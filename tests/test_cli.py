@@ -1,0 +1,587 @@
+"""test_cli.py -- the gpumem command line: options, exit codes, sys.argv,
+sys.path, standard input, signals, environment, and the man page.
+
+Runs under gpumem (tests/gm-test.sh host tests/test_cli.py) and starts the
+product binary (gmtest.GPUMEM) in subprocesses.  Where the answer depends
+on whether a CUDA device answers, both branches assert.
+"""
+
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import gmtest
+
+GPUMEM = gmtest.GPUMEM
+TIMEOUT = 60
+
+# The options SPEC's "Command line" names, short and long.
+OPTIONS = ["-b", "--backend", "-c", "-m", "-i", "-l", "--list-devices",
+           "-k", "--list-kernels", "-s", "--stats", "-q", "--quiet",
+           "-h", "--help", "-V", "--version"]
+
+# Prints what a child sees, as one JSON line.
+PROBE = ("import gpumem, json, sys; print(json.dumps({'argv': sys.argv, "
+         "'path0': sys.path[0], 'backend': gpumem.backend}))")
+
+
+def child_env(backend=None, **extra):
+    """The environment of a child: ours without gpumem's own variables,
+    GPUMEM_BACKEND=BACKEND when given, and EXTRA (None removes)."""
+    env = dict(os.environ)
+    for name in ("GPUMEM_BACKEND", "GPUMEM_PYTHON", "GPUMEM_HOST_DEVICES",
+                 "PYTHONINSPECT"):
+        env.pop(name, None)
+    if backend is not None:
+        env["GPUMEM_BACKEND"] = backend
+    for name, value in extra.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
+def gpumem(*args, env=None, input=None, cwd=None, timeout=TIMEOUT):
+    """Runs gpumem ARGS and returns the CompletedProcess (text)."""
+    if env is None:
+        env = child_env("host")
+    return subprocess.run([GPUMEM, *args], env=env, input=input, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout,
+                          stdin=None if input is not None
+                          else subprocess.DEVNULL)
+
+
+def show(proc):
+    """PROC's status and output, for assertion messages."""
+    return (f"exit {proc.returncode}\nstdout: {proc.stdout!r}\n"
+            f"stderr: {proc.stderr!r}")
+
+
+def probe(proc):
+    """The JSON line PROBE printed in PROC."""
+    assert proc.returncode == 0, show(proc)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    assert len(lines) == 1, show(proc)
+    return json.loads(lines[0])
+
+
+_cuda = None
+
+
+def cuda_available():
+    """Whether --backend=cuda starts here (asked once)."""
+    global _cuda
+    if _cuda is None:
+        proc = gpumem("--backend=cuda", "-q", "-c", "pass",
+                      env=child_env(None))
+        assert proc.returncode in (0, 3), show(proc)
+        _cuda = proc.returncode == 0
+    return _cuda
+
+
+def help_options(text):
+    """The -x and --long options in the option lines of --help TEXT."""
+    found = []
+    for line in text.splitlines():
+        m = re.match(r"\s+(-\w)(?:,\s+(--[\w-]+))?", line)
+        if m:
+            found.extend(o for o in m.groups() if o)
+    return found
+
+
+def usage_error(proc, *words):
+    """Asserts PROC was a usage error whose message has WORDS."""
+    assert proc.returncode == 2, show(proc)
+    assert "Try 'gpumem --help'" in proc.stderr, show(proc)
+    assert proc.stdout == "", show(proc)
+    for word in words:
+        assert word in proc.stderr, f"{word!r} missing: " + show(proc)
+
+
+# --- --help, --version, usage errors ------------------------------------
+
+@gmtest.case
+def test_help_lists_every_option():
+    for flag in ("--help", "-h"):
+        proc = gpumem(flag)
+        assert proc.returncode == 0, show(proc)
+        assert proc.stdout.startswith("Usage: gpumem"), show(proc)
+        listed = help_options(proc.stdout)
+        for option in OPTIONS:
+            assert option in listed, f"{flag} lacks {option}: {listed}"
+        for word in ("GPUMEM_BACKEND", "GPUMEM_PYTHON",
+                     "GPUMEM_HOST_DEVICES", "CUDA_VISIBLE_DEVICES"):
+            assert word in proc.stdout, f"{flag} lacks {word}"
+
+
+@gmtest.case
+def test_version():
+    for flag in ("-V", "--version"):
+        proc = gpumem(flag)
+        assert proc.returncode == 0, show(proc)
+        assert re.match(r"gpumem \d+\.\d+(\.\d+)?\b", proc.stdout), show(proc)
+        version = "%d.%d" % sys.version_info[:2]
+        assert f"Python {version}" in proc.stdout, show(proc)
+        assert len(proc.stdout.splitlines()) == 1, show(proc)
+
+
+@gmtest.case
+def test_unknown_option():
+    usage_error(gpumem("--bogus", "-c", "pass"), "--bogus")
+    usage_error(gpumem("-Z", "-c", "pass"), "-Z")
+
+
+@gmtest.case
+def test_missing_argument():
+    usage_error(gpumem("-c"), "-c", "argument")
+    usage_error(gpumem("-m"), "-m", "argument")
+    usage_error(gpumem("-b"), "-b", "argument")
+    # (The message may name the option by either spelling.)
+    usage_error(gpumem("--backend"), "argument")
+
+
+@gmtest.case
+def test_bad_backend():
+    usage_error(gpumem("--backend=gpu", "-c", "pass"), "gpu")
+    usage_error(gpumem("-b", "nope", "-c", "pass"), "nope")
+    usage_error(gpumem("--backend=", "-c", "pass"))
+
+
+@gmtest.case
+def test_bad_backend_environment():
+    proc = gpumem("-c", "pass", env=child_env("bogus"))
+    usage_error(proc, "GPUMEM_BACKEND", "bogus")
+
+
+# --- backends --------------------------------------------------------------
+
+@gmtest.case
+def test_backend_host():
+    assert probe(gpumem("--backend=host", "-q", "-c", PROBE,
+                        env=child_env(None)))["backend"] == "host"
+    assert probe(gpumem("-b", "host", "-q", "-c", PROBE,
+                        env=child_env("cuda")))["backend"] == "host", \
+        "--backend must win over GPUMEM_BACKEND"
+    assert probe(gpumem("-q", "-c", PROBE,
+                        env=child_env("host")))["backend"] == "host"
+
+
+@gmtest.case
+def test_backend_cuda():
+    proc = gpumem("--backend=cuda", "-c", PROBE, env=child_env(None))
+    if cuda_available():
+        assert probe(proc)["backend"] == "cuda"
+        assert proc.stderr == "", show(proc)
+    else:
+        assert proc.returncode == 3, show(proc)
+        assert proc.stdout == "", show(proc)
+        assert "CUDA" in proc.stderr and "unavailable" in proc.stderr, \
+            show(proc)
+        # Never silently the host backend, -q or not.
+        proc = gpumem("-q", "-c", PROBE, env=child_env("cuda"))
+        assert proc.returncode == 3, show(proc)
+        assert proc.stderr.startswith("gpumem: "), show(proc)
+
+
+@gmtest.case
+def test_backend_auto_notice():
+    for args in (["-c", PROBE], ["--backend=auto", "-c", PROBE]):
+        loud = gpumem(*args, env=child_env(None))
+        quiet = gpumem("-q", *args, env=child_env(None))
+        for proc in (loud, quiet):
+            assert probe(proc)["backend"] == \
+                ("cuda" if cuda_available() else "host")
+        assert quiet.stderr == "", show(quiet)
+        if cuda_available():
+            assert loud.stderr == "", show(loud)
+        else:
+            lines = loud.stderr.splitlines()
+            assert len(lines) == 1, show(loud)
+            assert lines[0].startswith("gpumem: ") and "host" in lines[0], \
+                show(loud)
+
+
+# --- what the script sees ------------------------------------------------
+
+@gmtest.case
+def test_command_argv():
+    seen = probe(gpumem("-q", "-c", PROBE, "a", "b"))
+    assert seen["argv"] == ["-c", "a", "b"], seen
+    # Options after COMMAND belong to it.
+    seen = probe(gpumem("-q", "-c", PROBE, "-V", "--help"))
+    assert seen["argv"] == ["-c", "-V", "--help"], seen
+
+
+@gmtest.case
+def test_script_argv_and_path():
+    with tempfile.TemporaryDirectory() as folder:
+        script = os.path.join(folder, "probe_script.py")
+        with open(script, "w") as f:
+            f.write(PROBE + "\n")
+        with tempfile.TemporaryDirectory() as elsewhere:
+            seen = probe(gpumem("-q", script, "x", "-y", "--z",
+                                cwd=elsewhere))
+        assert seen["argv"] == [script, "x", "-y", "--z"], seen
+        assert os.path.realpath(seen["path0"]) == os.path.realpath(folder), \
+            seen
+        # A relative path: argv[0] as given, sys.path[0] its folder.
+        seen = probe(gpumem("-q", "probe_script.py", cwd=folder))
+        assert seen["argv"] == ["probe_script.py"], seen
+        assert os.path.realpath(seen["path0"]) == os.path.realpath(folder), \
+            seen
+
+
+@gmtest.case
+def test_script_imports_beside_it():
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "helper_beside.py"), "w") as f:
+            f.write("VALUE = 41\n")
+        script = os.path.join(folder, "main_script.py")
+        with open(script, "w") as f:
+            f.write("import helper_beside; print(helper_beside.VALUE + 1)\n")
+        with tempfile.TemporaryDirectory() as elsewhere:
+            proc = gpumem("-q", script, cwd=elsewhere)
+        assert proc.returncode == 0 and proc.stdout == "42\n", show(proc)
+
+
+@gmtest.case
+def test_missing_script():
+    proc = gpumem("-q", "/nonexistent/folder/script.py")
+    assert proc.returncode not in (0, 3), show(proc)
+    assert "script.py" in proc.stderr, show(proc)
+
+
+@gmtest.case
+def test_module():
+    with tempfile.TemporaryDirectory() as folder:
+        module = os.path.join(folder, "gm_cli_probe_module.py")
+        with open(module, "w") as f:
+            f.write(PROBE + "\n")
+        path = os.pathsep.join(
+            p for p in (folder, os.environ.get("PYTHONPATH")) if p)
+        with tempfile.TemporaryDirectory() as elsewhere:
+            seen = probe(gpumem("-q", "-m", "gm_cli_probe_module", "a", "-b",
+                                env=child_env("host", PYTHONPATH=path),
+                                cwd=elsewhere))
+        assert os.path.realpath(seen["argv"][0]) == os.path.realpath(module), \
+            seen
+        assert seen["argv"][1:] == ["a", "-b"], seen
+    proc = gpumem("-q", "-m", "gm_cli_no_such_module")
+    assert proc.returncode == 1, show(proc)
+    assert "gm_cli_no_such_module" in proc.stderr, show(proc)
+
+
+@gmtest.case
+def test_dash_reads_stdin():
+    seen = probe(gpumem("-q", "-", "x", "y", input=PROBE + "\n"))
+    assert seen["argv"] == ["-", "x", "y"], seen
+
+
+@gmtest.case
+def test_piped_stdin():
+    seen = probe(gpumem("-q", input=PROBE + "\n"))
+    assert seen["argv"] == [""], seen
+    proc = gpumem("-q", input="import sys\nprint(6 * 7)\nsys.exit(4)\n")
+    assert proc.returncode == 4 and proc.stdout == "42\n", show(proc)
+
+
+# --- exit status -----------------------------------------------------------
+
+@gmtest.case
+def test_uncaught_exception():
+    with tempfile.TemporaryDirectory() as folder:
+        script = os.path.join(folder, "raises.py")
+        with open(script, "w") as f:
+            f.write("def f():\n    raise ValueError('boom 17')\nf()\n")
+        proc = gpumem("-q", script)
+    assert proc.returncode == 1, show(proc)
+    assert "Traceback (most recent call last)" in proc.stderr, show(proc)
+    assert "ValueError: boom 17" in proc.stderr, show(proc)
+    assert "raises.py" in proc.stderr, show(proc)
+
+
+@gmtest.case
+def test_system_exit_codes():
+    proc = gpumem("-q", "-c", "import sys; sys.exit(7)")
+    assert proc.returncode == 7 and proc.stderr == "", show(proc)
+    proc = gpumem("-q", "-c", "raise SystemExit(0)")
+    assert proc.returncode == 0, show(proc)
+    proc = gpumem("-q", "-c", "import sys; sys.exit('bad thing 99')")
+    assert proc.returncode == 1, show(proc)
+    assert "bad thing 99" in proc.stderr, show(proc)
+    assert "Traceback" not in proc.stderr, show(proc)
+    proc = gpumem("-q", "-c", "import sys; sys.exit(None)")
+    assert proc.returncode == 0 and proc.stderr == "", show(proc)
+    proc = gpumem("-q", "-c", "import sys; sys.exit()")
+    assert proc.returncode == 0 and proc.stderr == "", show(proc)
+
+
+@gmtest.case
+def test_inspect_after_command():
+    # -i: the command runs, then the console reads standard input (not a
+    # terminal here) with the command's globals, as python -i does.
+    proc = gpumem("-q", "-i", "-c", "x = 5; print('command ran')",
+                  input="print('stdin ran', x * 2)\n")
+    assert proc.returncode == 0, show(proc)
+    assert proc.stdout.splitlines() == ["command ran", "stdin ran 10"], \
+        show(proc)
+
+
+def interrupt(binary, backend, command, delay=0.0):
+    """Starts BINARY -q -c COMMAND, waits for it to print "ready" and
+    DELAY seconds more, sends SIGINT, and returns (returncode, stderr,
+    seconds from the signal to the end)."""
+    proc = subprocess.Popen(
+        [binary, "-q", "-c", command], env=child_env(backend),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        # A shell's background job inherits SIGINT ignored, and Python
+        # then installs no handler: give the child the default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            assert sel.select(timeout=TIMEOUT), "no 'ready' in time"
+        line = proc.stdout.readline()
+        assert line == "ready\n", repr(line)
+        time.sleep(delay)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+        elapsed = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err, elapsed
+
+
+def assert_interrupted(returncode, err, elapsed):
+    assert elapsed < 10, elapsed
+    # Python re-raises SIGINT after an uncaught KeyboardInterrupt.
+    assert returncode in (-signal.SIGINT, 130, 1), \
+        f"exit {returncode}: {err!r}"
+    assert "KeyboardInterrupt" in err, err
+
+
+@gmtest.case
+def test_ctrl_c():
+    command = ('import time, sys; print("ready", flush=True); '
+               'time.sleep(30)')
+    assert_interrupted(*interrupt(GPUMEM, "host", command))
+
+
+@gmtest.case
+def test_ctrl_c_while_waiting_on_gpu():
+    # The test build's spin kernel keeps the GPU busy for 20 s.
+    if not cuda_available() or gmtest.GPUMEM_TEST == GPUMEM \
+       or not os.access(gmtest.GPUMEM_TEST, os.X_OK):
+        print("# no CUDA device or no gpumem-test: Ctrl-C while waiting "
+              "on the GPU not tried")
+        return
+    command = ("import gpumem; out = gpumem.zeros(1, dtype='int32'); "
+               "print('ready', flush=True); "
+               "gpumem.kernels.spin(20000, out)")
+    returncode, err, elapsed = interrupt(gmtest.GPUMEM_TEST, "cuda", command,
+                                         delay=1.0)
+    assert_interrupted(returncode, err, elapsed)
+    assert "spin" in err, err
+
+
+# --- listings and statistics ---------------------------------------------
+
+def device_lines(text):
+    return [l for l in text.splitlines() if re.match(r"\d+\s", l)]
+
+
+@gmtest.case
+def test_list_devices():
+    proc = gpumem("--backend=host", "-l",
+                  env=child_env(None, GPUMEM_HOST_DEVICES="3"))
+    assert proc.returncode == 0, show(proc)
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "backend: host", show(proc)
+    assert "index" in lines[1] and "name" in lines[1], show(proc)
+    devices = device_lines(proc.stdout)
+    assert len(devices) == 3, show(proc)
+    assert [int(l.split()[0]) for l in devices] == [0, 1, 2], show(proc)
+    assert len(lines) == 2 + 3, show(proc)
+    assert "0.0" in devices[0], show(proc)   # the host's compute capability
+    proc = gpumem("--list-devices", "-b", "host", env=child_env(None))
+    assert proc.returncode == 0, show(proc)
+    assert len(device_lines(proc.stdout)) == 4, show(proc)
+    if cuda_available():
+        proc = gpumem("-l", "-b", "cuda", env=child_env(None))
+        assert proc.returncode == 0, show(proc)
+        assert proc.stdout.startswith("backend: cuda\n"), show(proc)
+        assert len(device_lines(proc.stdout)) >= 1, show(proc)
+
+
+@gmtest.case
+def test_bad_host_devices():
+    for value in ("0", "abc", "65", "-1", "3x"):
+        proc = gpumem("--backend=host", "-q", "-c", "pass",
+                      env=child_env(None, GPUMEM_HOST_DEVICES=value))
+        assert proc.returncode == 3, f"{value}: " + show(proc)
+        assert "GPUMEM_HOST_DEVICES" in proc.stderr, show(proc)
+    proc = gpumem("--backend=host", "-l",
+                  env=child_env(None, GPUMEM_HOST_DEVICES="0"))
+    assert proc.returncode == 3 and proc.stdout == "", show(proc)
+    for value in ("1", "64"):
+        proc = gpumem("--backend=host", "-q", "-c",
+                      "import gpumem; print(gpumem.device_count())",
+                      env=child_env(None, GPUMEM_HOST_DEVICES=value))
+        assert proc.returncode == 0 and proc.stdout == value + "\n", \
+            show(proc)
+
+
+@gmtest.case
+def test_list_kernels():
+    import gpumem as gm
+    for flag in ("-k", "--list-kernels"):
+        proc = gpumem(flag)
+        assert proc.returncode == 0, show(proc)
+        lines = proc.stdout.splitlines()
+        signatures = [l for l in lines if not l.startswith(" ")]
+        names = [s.split("(")[0] for s in signatures]
+        for name in ("algo_seed", "algo", "saxpy"):
+            assert name in names, show(proc)
+        for name in ("fault", "spin"):
+            assert name not in names, f"test kernel {name}: " + show(proc)
+        # Each kernel's line is the signature kernels.list() gives, and a
+        # documentation line follows it.
+        assert sorted(signatures) == sorted(s for _, s in gm.kernels.list()), \
+            show(proc)
+        for i, line in enumerate(lines):
+            if not line.startswith(" "):
+                assert i + 1 < len(lines) and lines[i + 1].startswith("    "), \
+                    show(proc)
+    assert ("algo_seed(images: float32[number_of_images] in, "
+            "update: float32[4] in, partial_update: float32[4] out, "
+            "number_of_images: int64)") in signatures
+    assert ("saxpy(n: int64, a: float32, x: float32[n] in, "
+            "y: float32[n] inout)") in signatures
+    # Listing needs no device.
+    proc = gpumem("-b", "host", "-k",
+                  env=child_env(None, GPUMEM_HOST_DEVICES="0"))
+    assert proc.returncode == 0 and "saxpy(" in proc.stdout, show(proc)
+
+
+@gmtest.case
+def test_stats():
+    command = ("import gpumem; a = gpumem.empty(1000, dtype='uint8', "
+               "device=1); b = gpumem.empty(10, dtype='float32'); b.free()")
+    proc = gpumem("-q", "-s", "-c", command,
+                  env=child_env("host", GPUMEM_HOST_DEVICES="2"))
+    assert proc.returncode == 0, show(proc)
+    assert proc.stdout == "", show(proc)
+    lines = proc.stderr.splitlines()
+    assert "memory statistics" in lines[0] and "host" in lines[0], show(proc)
+    assert "peak" in lines[1], show(proc)
+    rows = device_lines(proc.stderr)
+    assert len(rows) == 2, show(proc)
+    assert "40 B" in rows[0] and rows[0].split()[-1] == "1", show(proc)
+    assert "1000 B" in rows[1] and rows[1].split()[-1] == "1", show(proc)
+    # --stats also after a failing script; none without the option.
+    proc = gpumem("-q", "--stats", "-c", "raise ValueError")
+    assert proc.returncode == 1 and "memory statistics" in proc.stderr, \
+        show(proc)
+    proc = gpumem("-q", "-c", command)
+    assert proc.returncode == 0 and proc.stderr == "", show(proc)
+
+
+@gmtest.case
+def test_stats_after_system_exit():
+    # "At exit" includes an exit through SystemExit, whatever its code.
+    for code in ("3", "0", "None", "'message'"):
+        proc = gpumem("-q", "-s", "-c", f"import sys; sys.exit({code})")
+        assert "memory statistics" in proc.stderr, \
+            f"sys.exit({code}): " + show(proc)
+
+
+# --- the Python environment ---------------------------------------------
+
+@gmtest.case
+def test_python_nonexistent():
+    proc = gpumem("-q", "-c", "pass",
+                  env=child_env("host", GPUMEM_PYTHON="/nonexistent/python3"))
+    usage_error(proc, "GPUMEM_PYTHON", "/nonexistent/python3")
+    with tempfile.TemporaryDirectory() as folder:
+        proc = gpumem("-q", "-c", "pass",
+                      env=child_env("host", GPUMEM_PYTHON=folder))
+        usage_error(proc, "GPUMEM_PYTHON")
+
+
+@gmtest.case
+def test_python_same_interpreter():
+    # Ours, as an interpreter path and (in a virtual environment) as the
+    # environment's folder.
+    choices = [sys.executable]
+    if sys.prefix != sys.base_prefix:
+        choices.append(sys.prefix)
+    command = ("import sys, numpy, gpumem; "
+               "print(sys.version_info[:2], numpy.__version__)")
+    import numpy
+    expected = f"{tuple(sys.version_info[:2])} {numpy.__version__}\n"
+    for python in choices:
+        proc = gpumem("-q", "-c", command,
+                      env=child_env("host", GPUMEM_PYTHON=python))
+        assert proc.returncode == 0 and proc.stdout == expected, \
+            f"GPUMEM_PYTHON={python}: " + show(proc)
+
+
+@gmtest.case
+def test_python_venv_folder():
+    # A virtual environment made from our interpreter, given by folder:
+    # its prefix becomes sys.prefix.
+    with tempfile.TemporaryDirectory() as folder:
+        venv = os.path.join(folder, "venv")
+        made = subprocess.run([sys.executable, "-m", "venv", "--without-pip",
+                               "--system-site-packages",
+                               venv], capture_output=True, text=True,
+                              timeout=TIMEOUT, env=child_env(None))
+        assert made.returncode == 0, made.stderr
+        proc = gpumem("-q", "-c", "import sys, gpumem; print(sys.prefix)",
+                      env=child_env("host", GPUMEM_PYTHON=venv))
+        assert proc.returncode == 0, show(proc)
+        assert os.path.realpath(proc.stdout.strip()) == \
+            os.path.realpath(venv), show(proc)
+
+
+@gmtest.case
+def test_numpy_inside():
+    import numpy as np
+    assert int(np.arange(10).sum()) == 45
+    proc = gpumem("-q", "-c", "import numpy as np; print(np.arange(4) * 2)")
+    assert proc.returncode == 0 and proc.stdout == "[0 2 4 6]\n", show(proc)
+
+
+# --- the man page -----------------------------------------------------------
+
+@gmtest.case
+def test_man_page_names_every_option():
+    path = os.path.join(gmtest.SRCDIR, "man", "gpumem.1")
+    with open(path) as f:
+        text = f.read().replace("\\", "")
+    listed = help_options(gpumem("--help").stdout)
+    assert set(OPTIONS) <= set(listed), listed
+    for option in listed:
+        assert re.search(re.escape(option) + r"(?![\w-])", text), \
+            f"{path} does not name {option}"
+    for word in ("GPUMEM_BACKEND", "GPUMEM_PYTHON", "GPUMEM_HOST_DEVICES",
+                 "CUDA_VISIBLE_DEVICES", "KeyboardInterrupt", "SystemExit"):
+        assert word in text, f"{path} does not name {word}"
+    for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS",
+                    "ENVIRONMENT", "EXIT STATUS", "EXAMPLES", "SEE ALSO"):
+        assert re.search(r"^\.SH \"?" + section + r"\"?$", text, re.M), \
+            f"{path} has no section {section}"
+
+
+gmtest.main()
