@@ -20,6 +20,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda-staging.h"
 #include "gm.h"
 
 #define CUDA_MAX_DEVICES 1024
@@ -391,7 +392,11 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
         CUDA_CHECK (cudaStreamSynchronize (handle));
       goto done;
     }
-  if (stream == NULL)
+  if (stream == NULL && (dst_device < 0) != (src_device < 0)
+      && gm_staging_wanted (dst_device < 0 ? dst : src, nbytes))
+    CUDA_CHECK (gm_staging_copy (dst, src, nbytes, device, device_count,
+                                 dst_device >= 0));
+  else if (stream == NULL)
     CUDA_CHECK (cudaMemcpy (dst, src, nbytes, cudaMemcpyDefault));
   else
     CUDA_CHECK (cudaMemcpyAsync (dst, src, nbytes, cudaMemcpyDefault,
@@ -686,6 +691,33 @@ done:
 }
 
 static gm_status
+cuda_foreign_stream_wait (int device, gm_stream *stream, void *handle)
+{
+  gm_status status = use_device (stream ? stream->device : device);
+  uintptr_t value = (uintptr_t) handle;
+  cudaStream_t waiter = value == 1 ? cudaStreamLegacy
+                        : value == 2 ? cudaStreamPerThread
+                        : (cudaStream_t) handle;
+  cudaStream_t source = stream ? stream->handle : cudaStreamLegacy;
+  cudaEvent_t event = NULL;
+
+  if (status != GM_OK)
+    return status;
+  /* A stream is ordered after its own work already.  */
+  if (waiter == source)
+    return GM_OK;
+  CUDA_CHECK (cudaEventCreateWithFlags (&event, cudaEventDisableTiming));
+  CUDA_CHECK (cudaEventRecord (event, source));
+  CUDA_CHECK (cudaStreamWaitEvent (waiter, event, 0));
+done:
+  /* The wait already enqueued holds on to what it needs: the event can
+     go at once.  */
+  if (event != NULL && cudaEventDestroy (event) != cudaSuccess)
+    cudaGetLastError ();
+  return status;
+}
+
+static gm_status
 cuda_pointer_device (const void *ptr, int *device)
 {
   gm_status status = GM_OK;
@@ -706,6 +738,7 @@ cuda_shutdown (void)
   /* Resetting each device used ends its context in order, after Python
      has released every buffer; compute-sanitizer's leak check reports at
      this point.  */
+  gm_staging_shutdown (lost_error == cudaSuccess);
   if (lost_error != cudaSuccess)
     return;
   for (int d = 0; d < device_count; d++)

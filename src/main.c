@@ -7,11 +7,15 @@
 
 #include <getopt.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include "gm.h"
 
@@ -73,26 +77,78 @@ parse_backend (const char *name, gm_backend_choice *choice)
   return true;
 }
 
+/* Writes the "X.Y" version of the interpreter PYTHON into VERSION;
+   false if it cannot be run.  */
+static bool
+python_version (const char *python, char *version, size_t size)
+{
+  char *argv[] = {(char *) python, (char *) "-c",
+                  (char *) "import sys; print('%d.%d' % sys.version_info[:2])",
+                  NULL};
+  posix_spawn_file_actions_t actions;
+  int fds[2], status = 1;
+  ssize_t n = -1;
+  pid_t pid;
+
+  if (pipe (fds) != 0)
+    return false;
+  posix_spawn_file_actions_init (&actions);
+  posix_spawn_file_actions_adddup2 (&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose (&actions, fds[0]);
+  if (posix_spawn (&pid, python, &actions, NULL, argv, environ) == 0)
+    {
+      close (fds[1]);
+      fds[1] = -1;
+      n = read (fds[0], version, size - 1);
+      waitpid (pid, &status, 0);
+    }
+  posix_spawn_file_actions_destroy (&actions);
+  close (fds[0]);
+  if (fds[1] >= 0)
+    close (fds[1]);
+  if (n <= 0 || !WIFEXITED (status) || WEXITSTATUS (status) != 0)
+    return false;
+  version[n] = '\0';
+  version[strcspn (version, "\n")] = '\0';
+  return true;
+}
+
 /* Resolves GPUMEM_PYTHON: an interpreter, or a virtual environment's
    folder (then its bin/python3).  Exits with a usage error when the
-   path names neither.  */
+   path names neither, or an interpreter of another Python version than
+   the one built in (its standard library would not fit).  */
 static const char *
 python_from_env (void)
 {
   static char path[4096];
   const char *value = getenv ("GPUMEM_PYTHON");
+  char version[32];
   struct stat st;
 
   if (value == NULL || *value == '\0')
     return GM_PYTHON_EXECUTABLE;
   if (stat (value, &st) != 0)
     usage_error ("GPUMEM_PYTHON: '%s' does not exist", value);
-  if (!S_ISDIR (st.st_mode))
-    return value;
-  snprintf (path, sizeof path, "%s/bin/python3", value);
-  if (access (path, X_OK) != 0)
-    usage_error ("GPUMEM_PYTHON: '%s' is a folder without bin/python3", value);
-  return path;
+  if (S_ISDIR (st.st_mode))
+    {
+      snprintf (path, sizeof path, "%s/bin/python3", value);
+      if (access (path, X_OK) != 0)
+        usage_error ("GPUMEM_PYTHON: '%s' is a folder without bin/python3",
+                     value);
+      value = path;
+    }
+  if (!python_version (value, version, sizeof version))
+    usage_error ("GPUMEM_PYTHON: '%s' does not run as a Python interpreter",
+                 value);
+  if (strcmp (version, GM_PYTHON_VERSION_TEXT) != 0)
+    {
+      fprintf (stderr, "gpumem: GPUMEM_PYTHON: '%s' is Python %s, but this "
+               "gpumem embeds Python %s; name an interpreter or virtual "
+               "environment of Python %s\n", value, version,
+               GM_PYTHON_VERSION_TEXT, GM_PYTHON_VERSION_TEXT);
+      exit (GM_EXIT_USAGE);
+    }
+  return value;
 }
 
 static bool print_stats;
@@ -238,9 +294,9 @@ main (int argc, char **argv)
       case ':':
         {
           char name[3] = {'-', (char) optopt, '\0'};
-          if (optopt == 0)
-            usage_error ("option '%s' needs an argument", argv[optind - 1]);
-          usage_error ("option '%s' needs an argument", name);
+          const char *given = argv[optind - 1];
+          usage_error ("option '%s' needs an argument",
+                       strncmp (given, "--", 2) == 0 ? given : name);
         }
         break;
       default:

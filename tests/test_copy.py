@@ -1,6 +1,8 @@
 """Copies in every direction, partial copies, casting, and every error
 leaving the destination as it was (py-copy.c)."""
 
+import os
+
 import numpy as np
 
 import gmtest
@@ -199,6 +201,56 @@ def to_device_and_copy_from_host_sizes():
     assert s.shape == () and s.copy_to_host() == 2.5
     t = gpumem.to_device([[1, 2], [3, 4]])
     assert t.shape == (2, 2) and t.dtype == np.int64
+
+
+def staged_round_trip(sizes_offsets):
+    """Copies random bytes of each (size, offset) both ways through
+    views at odd offsets; asserts exact results and untouched edges."""
+    for n, off in sizes_offsets:
+        src = random_array(n + off + 3, "uint8")
+        dev = gpumem.to_device(poison(n + off + 3, "uint8"))
+        gpumem.copy(dev[off:off + n], src[off:off + n])
+        back = dev.copy_to_host()
+        assert np.array_equal(back[off:off + n], src[off:off + n]), (n, off)
+        assert (back[:off] == 77).all() and (back[off + n:] == 77).all()
+        host = poison(n + 2 * off + 1, "uint8")
+        gpumem.copy(host[off + 1:off + 1 + n], dev[off:off + n])
+        assert np.array_equal(host[off + 1:off + 1 + n], src[off:off + n])
+        assert (host[:off + 1] == 77).all() and (host[off + 1 + n:] == 77).all()
+
+
+@case
+def large_copies_exact_around_chunk_boundaries():
+    """The CUDA backend stages large pageable copies in chunks (default
+    8 MiB): sizes around chunk multiples, odd alignments."""
+    mib = 1 << 20
+    staged_round_trip([(n, off) for n in (8 * mib - 1, 8 * mib, 8 * mib + 1,
+                                          4 * mib, 3 * 8 * mib + 5)
+                       for off in (0, 1, 3)])
+
+
+@case
+def small_chunks_in_a_child():
+    """The same with 64 KiB chunks and 3 threads, so that one copy
+    crosses many chunk boundaries and ring wrap-arounds."""
+    import subprocess
+    env = dict(os.environ, GPUMEM_COPY_CHUNK=str(64 << 10),
+               GPUMEM_COPY_THREADS="3", GM_TEST_ONLY="staged_child")
+    proc = subprocess.run([gmtest.GPUMEM, "-q", os.path.abspath(__file__)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed, 0 failed" in proc.stdout, proc.stdout
+
+
+def staged_child():
+    k = 64 << 10
+    staged_round_trip([(n, off) for n in (4 << 20, (4 << 20) + k - 1,
+                                          (4 << 20) + k + 1, 77 * k + 13)
+                       for off in (0, 5)])
+
+
+if os.environ.get("GM_TEST_ONLY") == "staged_child":
+    case(staged_child)
 
 
 gmtest.main()

@@ -1,0 +1,31 @@
+/* cuda-staging.h -- fast copies between pageable host memory and a
+   device, through a ring of page-locked buffers (cuda-staging.c).
+   Part of the CUDA backend; nothing else includes it.  */
+
+#ifndef GM_CUDA_STAGING_H
+#define GM_CUDA_STAGING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+/* Copies smaller than this go to cudaMemcpy directly (bench/NOTES.md).  */
+#define GM_STAGING_MIN ((size_t) 4 << 20)
+
+/* Whether a synchronous copy of NBYTES to or from HOST should be staged:
+   large enough, HOST pageable, and staging not turned off
+   (GPUMEM_COPY_THREADS=0).  */
+bool gm_staging_wanted (const void *host, size_t nbytes);
+
+/* Copies NBYTES from SRC to DST, one of them pageable host memory and
+   the other memory of DEVICE (current on the calling thread), TO_DEVICE
+   saying which way; returns when the copy is complete.  DEVICE_COUNT
+   sizes the per-device rings on first use.  A cudaError_t.  */
+cudaError_t gm_staging_copy (void *dst, const void *src, size_t nbytes,
+                             int device, int device_count, bool to_device);
+
+/* Stops the copying threads and, if CUDA_USABLE, frees the rings.  */
+void gm_staging_shutdown (bool cuda_usable);
+
+#endif /* GM_CUDA_STAGING_H */
