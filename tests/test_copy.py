@@ -222,10 +222,12 @@ def staged_round_trip(sizes_offsets):
 @case
 def large_copies_exact_around_chunk_boundaries():
     """The CUDA backend stages large pageable copies in chunks (default
-    8 MiB): sizes around chunk multiples, odd alignments."""
+    16 MiB, from 16 MiB on): sizes around chunk multiples, odd
+    alignments, shares that do not divide evenly among the threads."""
     mib = 1 << 20
-    staged_round_trip([(n, off) for n in (8 * mib - 1, 8 * mib, 8 * mib + 1,
-                                          4 * mib, 3 * 8 * mib + 5)
+    staged_round_trip([(n, off) for n in (16 * mib - 1, 16 * mib,
+                                          16 * mib + 1, 16 * mib + 4093,
+                                          3 * 16 * mib + 5)
                        for off in (0, 1, 3)])
 
 
@@ -244,8 +246,8 @@ def small_chunks_in_a_child():
 
 def staged_child():
     k = 64 << 10
-    staged_round_trip([(n, off) for n in (4 << 20, (4 << 20) + k - 1,
-                                          (4 << 20) + k + 1, 77 * k + 13)
+    staged_round_trip([(n, off) for n in (16 << 20, (16 << 20) + k - 1,
+                                          (16 << 20) + k + 1, 300 * k + 13)
                        for off in (0, 5)])
 
 
