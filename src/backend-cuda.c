@@ -784,6 +784,7 @@ const gm_backend gm_backend_cuda = {
   .host_alloc = cuda_host_alloc,
   .host_free = cuda_host_free,
   .foreign_stream_sync = cuda_foreign_stream_sync,
+  .foreign_stream_wait = cuda_foreign_stream_wait,
   .pointer_device = cuda_pointer_device,
   .shutdown = cuda_shutdown,
 };

@@ -313,6 +313,16 @@ host_foreign_stream_sync (void *handle)
   return GM_OK;
 }
 
+/* All host work is complete when it returns: nothing to wait for.  */
+static gm_status
+host_foreign_stream_wait (int device, gm_stream *stream, void *handle)
+{
+  (void) device;
+  (void) stream;
+  (void) handle;
+  return GM_OK;
+}
+
 static gm_status
 host_pointer_device (const void *ptr, int *device)
 {
@@ -355,6 +365,7 @@ const gm_backend gm_backend_host = {
   .host_alloc = host_host_alloc,
   .host_free = host_host_free,
   .foreign_stream_sync = host_foreign_stream_sync,
+  .foreign_stream_wait = host_foreign_stream_wait,
   .pointer_device = host_pointer_device,
   .shutdown = host_shutdown,
 };

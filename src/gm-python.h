@@ -56,6 +56,8 @@ int gmpy_device_init (PyObject *module, gmpy_state *state);
 int gmpy_array_init (PyObject *module, gmpy_state *state);
 int gmpy_stream_init (PyObject *module, gmpy_state *state);
 int gmpy_kernels_init (PyObject *module, gmpy_state *state);
+/* gpumem.comm (py-comm.c), built only with MPI.  */
+int gmpy_comm_init (PyObject *module, gmpy_state *state);
 
 /* gpumem.Device.  */
 typedef struct devicepy_object
@@ -106,6 +108,13 @@ typedef struct arraypy_object
   /* A view's owner (a DeviceArray), or the foreign object that owns the
      memory; NULL for an owner.  Kept alive while this object lives.  */
   PyObject *base;
+  /* The gpumem.Stream whose work last wrote this memory (kept on the
+     owner; on the array itself when it has none), or NULL: named as
+     the stream by __cuda_array_interface__ while that work is pending.  */
+  PyObject *last_stream;
+  /* DLPack exports of this array (and, on an owner, of its views) that
+     their consumers still hold: free () leaves the memory to them.  */
+  Py_ssize_t exports;
   PyObject *weakreflist;
 } arraypy_object;
 
@@ -117,6 +126,33 @@ arraypy_object *gmpy_array_new (int ndim, const Py_ssize_t *shape,
 /* 0 when ARRAY's memory may be used, else -1 with ValueError (freed).  */
 int gmpy_array_usable (arraypy_object *array);
 size_t gmpy_array_nbytes (const arraypy_object *array);
+/* A new array of SHAPE and DTYPE on DEVICE over memory gpumem did not
+   allocate, at DATA; it holds a strong reference to BASE, which keeps
+   that memory alive.  New reference or NULL.  */
+PyObject *gmpy_array_wrap (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
+                           int device, void *data, bool readonly,
+                           PyObject *base);
+/* Records that work queued on STREAM_OBJ (a gpumem.Stream; NULL or None,
+   the default stream, records nothing: it completes before the call
+   returns) writes OBJ's memory, when OBJ is a DeviceArray.  */
+void gmpy_array_note_stream (PyObject *obj, PyObject *stream_obj);
+/* The gpumem stream whose work writing ARRAY's memory is still pending,
+   in *STREAM; NULL when none is.  0, or -1 with an exception.  */
+int gmpy_array_pending_stream (arraypy_object *array, gm_stream **stream);
+/* Adds DELTA (+1 or -1) to the live DLPack exports of ARRAY and of its
+   owner; when they drop to 0 on an array free () was called on, its
+   memory is released then.  Never fails (errors are unraisable).  */
+void gmpy_array_exports_add (arraypy_object *array, int delta);
+
+/* DLPack (py-dlpack.c).  */
+PyObject *gmpy_array_dlpack (PyObject *self, PyObject *args,
+                             PyObject *kwargs);
+PyObject *gmpy_array_dlpack_device (PyObject *self, PyObject *unused);
+PyObject *gmpy_from_dlpack (PyObject *module, PyObject *obj);
+/* gmpy_from_dlpack (OBJ) when OBJ is a DLPack producer whose data is in
+   device memory (as asarray takes it): 1 with *RESULT a new reference,
+   0 when OBJ is not such a producer, -1 with an exception.  */
+int gmpy_dlpack_asarray (PyObject *obj, PyObject **result);
 
 /* Device memory described by anything a kernel or copy accepts: a
    DeviceArray or a __cuda_array_interface__ object.  */

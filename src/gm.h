@@ -221,6 +221,15 @@ typedef struct gm_backend
      streams, as the CUDA Array Interface says).  */
   gm_status (*foreign_stream_sync) (void *handle);
 
+  /* Makes the stream another library made (HANDLE, numbered as for
+     foreign_stream_sync) wait, without blocking the host, for the work
+     gpumem queued on DEVICE so far: an event is recorded on STREAM
+     (NULL: the device's legacy default stream, which follows every
+     stream gpumem made) and HANDLE waits for it.  The producer's half of
+     the DLPack stream handshake.  */
+  gm_status (*foreign_stream_wait) (int device, gm_stream *stream,
+                                    void *handle);
+
   /* The device an address belongs to, or -1 for host memory.  */
   gm_status (*pointer_device) (const void *ptr, int *device);
 

@@ -18,6 +18,7 @@
 extern char **environ;
 
 #include "gm.h"
+#include "comm.h"
 
 enum
 {
@@ -329,14 +330,22 @@ main (int argc, char **argv)
         return 0;
     }
 
-  if (gm_backend_init (backend, quiet) != GM_OK)
+  /* MPI first, when mpirun started us: the rank decides the default
+     device.  */
+  if (gm_comm_init () != GM_OK)
     {
       fprintf (stderr, "gpumem: %s\n", gm_last_error ()->message);
       return GM_EXIT_UNAVAILABLE;
     }
+  if (gm_backend_init (backend, quiet) != GM_OK)
+    {
+      fprintf (stderr, "gpumem: %s\n", gm_last_error ()->message);
+      return gm_comm_finalize (GM_EXIT_UNAVAILABLE);
+    }
   if (show_devices)
     {
       list_devices ();
+      gm_comm_finalize (0);
       gm_backend_shutdown ();
       return 0;
     }
@@ -345,13 +354,22 @@ main (int argc, char **argv)
      runtime's own exit handlers.  */
   atexit (finish);
   int status = gm_interp_run (&run, &interrupted);
-  finish ();
+  /* In an MPI job a failed rank ends the whole job, which would
+     otherwise wait for it for ever; MPI ends before the backend, as a
+     CUDA-aware MPI may still hold device memory.  */
+  status = gm_comm_finalize (status);
   if (interrupted)
     {
       /* As python: an uncaught KeyboardInterrupt ends the process by
-         SIGINT, so the shell sees the interrupt.  */
+         SIGINT, so the shell sees the interrupt.  The backend is not
+         shut down: that would wait for the kernels still running, which
+         the interrupt meant to leave; the driver ends them with the
+         process.  */
+      if (print_stats)
+        gm_mem_print_stats ();
       signal (SIGINT, SIG_DFL);
       raise (SIGINT);
     }
+  finish ();
   return status;
 }

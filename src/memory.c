@@ -51,6 +51,10 @@ gm_mem_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr)
   *ptr = NULL;
   if (status != GM_OK)
     return status;
+  /* Zero bytes take no memory and stay out of the books, so that an
+     empty array, which never calls gm_mem_free, leaves no count behind.  */
+  if (nbytes == 0)
+    return GM_OK;
   stats = book (device);
   if (nbytes > stats->limit || stats->allocated_bytes > stats->limit - nbytes)
     {
@@ -102,6 +106,8 @@ gm_mem_free (int device, void *ptr, size_t nbytes, gm_stream *stream)
   gm_mem_stats *stats = book (device);
   gm_status status = GM_OK;
 
+  if (ptr == NULL && nbytes == 0)
+    return GM_OK;
   if (ptr != NULL)
     status = gm_backend_current->free (device, ptr, stream);
   stats->allocated_bytes -= nbytes;

@@ -262,8 +262,15 @@ static PyMethodDef gmpy_methods[] = {
    "A new one-dimensional DeviceArray of SIZE elements (the request's API)."},
   {"asarray", gmpy_asarray, METH_O,
    "asarray(obj)\n--\n\n"
-   "OBJ as a DeviceArray without a copy: a DeviceArray itself, or any\n"
-   "object with __cuda_array_interface__ (kept alive by the result)."},
+   "OBJ as a DeviceArray without a copy: a DeviceArray itself, any\n"
+   "object with __cuda_array_interface__, or a DLPack producer of CUDA\n"
+   "memory (kept alive by the result)."},
+  {"from_dlpack", gmpy_from_dlpack, METH_O,
+   "from_dlpack(obj)\n--\n\n"
+   "A DeviceArray over the memory of DLPack producer OBJ (an object with\n"
+   "__dlpack__, or a DLPack capsule), without a copy; the producer's\n"
+   "memory stays alive until the array and its views go.  CUDA memory on\n"
+   "the cuda backend, host memory (e.g. a NumPy array) on the host one."},
   {"copy_to_gpu", (PyCFunction) (void (*) (void)) gmpy_copy_to_gpu,
    METH_FASTCALL | METH_KEYWORDS,
    "copy_to_gpu(src, dest, size)\n--\n\n"
@@ -377,6 +384,10 @@ gmpy_exec (PyObject *module)
       || gmpy_stream_init (module, state) < 0
       || gmpy_kernels_init (module, state) < 0)
     return -1;
+#ifdef GM_HAVE_MPI
+  if (gmpy_comm_init (module, state) < 0)
+    return -1;
+#endif
   return 0;
 }
 

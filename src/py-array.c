@@ -194,6 +194,8 @@ alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
   array->alloc = NULL;
   array->alloc_bytes = 0;
   array->base = NULL;
+  array->last_stream = NULL;
+  array->exports = 0;
   array->weakreflist = NULL;
   return array;
 }
@@ -255,11 +257,111 @@ release (arraypy_object *array)
   array->released = true;
 }
 
+/* What free () does once no DLPack consumer holds ARRAY's memory: an
+   owner releases its allocation, a view or a wrapped foreign array lets
+   go of what it holds.  */
+static void
+let_go (arraypy_object *array)
+{
+  if (array->alloc != NULL || array->alloc_bytes != 0)
+    release (array);
+  else
+    {
+      array->released = true;
+      Py_CLEAR (array->base);
+    }
+  Py_CLEAR (array->last_stream);
+  array->data = NULL;
+}
+
+PyObject *
+gmpy_array_wrap (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
+                 int device, void *data, bool readonly, PyObject *base)
+{
+  arraypy_object *array = alloc_object (ndim, shape, dtype, device);
+
+  if (array == NULL)
+    return NULL;
+  array->data = data;
+  array->readonly = readonly;
+  array->base = Py_NewRef (base);
+  PyObject_GC_Track (array);
+  return (PyObject *) array;
+}
+
+/* The array that keeps the books (last stream, exports) for ARRAY's
+   memory: its owner, or ARRAY itself when it wraps foreign memory.  */
+static arraypy_object *
+books_of (arraypy_object *array)
+{
+  arraypy_object *owner = owner_of (array);
+  return owner != NULL ? owner : array;
+}
+
+void
+gmpy_array_note_stream (PyObject *obj, PyObject *stream_obj)
+{
+  arraypy_object *books;
+
+  if (stream_obj == NULL || stream_obj == Py_None || !gmpy_array_check (obj)
+      || !PyObject_TypeCheck (stream_obj, gmpy_state_get ()->stream_type))
+    return;
+  books = books_of ((arraypy_object *) obj);
+  Py_XSETREF (books->last_stream, Py_NewRef (stream_obj));
+}
+
+int
+gmpy_array_pending_stream (arraypy_object *array, gm_stream **stream)
+{
+  arraypy_object *books = books_of (array);
+  streampy_object *last = (streampy_object *) books->last_stream;
+  gm_status status;
+  bool done;
+
+  *stream = NULL;
+  if (last == NULL)
+    return 0;
+  status = gm_backend_current->stream_query (last->stream, &done);
+  if (status != GM_OK)
+    return gmpy_raise_int (status);
+  if (done)
+    Py_CLEAR (books->last_stream);
+  else
+    *stream = last->stream;
+  return 0;
+}
+
+void
+gmpy_array_exports_add (arraypy_object *array, int delta)
+{
+  /* Called from DLPack deleters, perhaps while the interpreter ends:
+     the owner is found without the module's state (owner_of needs it),
+     and held while its view may let go of it.  */
+  arraypy_object *owner
+    = array->base != NULL && Py_IS_TYPE (array->base, Py_TYPE (array))
+        ? (arraypy_object *) Py_NewRef (array->base) : NULL;
+  arraypy_object *counted[2] = {array, owner};
+
+  for (int i = 0; i < 2; i++)
+    {
+      arraypy_object *each = counted[i];
+      if (each == NULL)
+        continue;
+      each->exports += delta;
+      if (each->exports == 0 && each->released
+          && (each->alloc != NULL || each->alloc_bytes != 0
+              || each->base != NULL))
+        let_go (each);
+    }
+  Py_XDECREF (owner);
+}
+
 static int
 arraypy_traverse (PyObject *self, visitproc visit, void *arg)
 {
   Py_VISIT (Py_TYPE (self));
   Py_VISIT (((arraypy_object *) self)->base);
+  Py_VISIT (((arraypy_object *) self)->last_stream);
   return 0;
 }
 
@@ -267,6 +369,7 @@ static int
 arraypy_clear (PyObject *self)
 {
   Py_CLEAR (((arraypy_object *) self)->base);
+  Py_CLEAR (((arraypy_object *) self)->last_stream);
   return 0;
 }
 
@@ -386,11 +489,10 @@ static PyObject *
 arraypy_get_cai (PyObject *self, void *closure)
 {
   arraypy_object *array = (arraypy_object *) self;
+  gm_stream *pending;
+  PyObject *shape, *stream;
   char typestr[8];
-  PyObject *shape, *result;
 
-  if (gmpy_array_usable (array) < 0)
-    return NULL;
   if (strcmp (gm_backend_current->name, "cuda") != 0)
     {
       PyErr_SetString (PyExc_AttributeError,
@@ -399,18 +501,32 @@ arraypy_get_cai (PyObject *self, void *closure)
                        "memory");
       return NULL;
     }
-  gm_dtype_typestr (array->dtype, typestr);
+  if (gmpy_array_usable (array) < 0
+      || gmpy_array_pending_stream (array, &pending) < 0)
+    return NULL;
+  /* Default-stream work is complete before gpumem returns, so a stream
+     is named only while work queued on a gpumem.Stream that writes the
+     array may still run.  */
+  if (pending != NULL)
+    stream = PyLong_FromVoidPtr (gm_backend_current->stream_handle (pending));
+  else
+    stream = Py_NewRef (Py_None);
+  if (stream == NULL)
+    return NULL;
   shape = shape_tuple (array);
   if (shape == NULL)
-    return NULL;
-  /* Default-stream work is complete before gpumem returns, so no stream
-     needs to be named (None).  */
-  result = Py_BuildValue ("{s:N,s:s,s:(NO),s:O,s:i,s:O}", "shape", shape,
-                          "typestr", typestr, "data",
-                          PyLong_FromVoidPtr (array->data),
-                          array->readonly ? Py_True : Py_False, "strides",
-                          Py_None, "version", 3, "stream", Py_None);
-  return result;
+    {
+      Py_DECREF (stream);
+      return NULL;
+    }
+  gm_dtype_typestr (array->dtype, typestr);
+  /* The interface asks for a pointer of 0 for an empty array.  */
+  return Py_BuildValue ("{s:N,s:s,s:(NO),s:O,s:i,s:N}", "shape", shape,
+                        "typestr", typestr, "data",
+                        PyLong_FromVoidPtr (array->size > 0 ? array->data
+                                                            : NULL),
+                        array->readonly ? Py_True : Py_False, "strides",
+                        Py_None, "version", 3, "stream", stream);
 }
 
 static PyGetSetDef arraypy_getset[] = {
@@ -517,6 +633,7 @@ arraypy_copy_from_host (PyObject *self, PyObject *args, PyObject *kwargs)
     }
   if (gmpy_copy_host_to_device (&dst, src, n, stream, "src") < 0)
     return NULL;
+  gmpy_array_note_stream (self, stream_obj);
   Py_RETURN_NONE;
 }
 
@@ -525,15 +642,12 @@ arraypy_free (PyObject *self, PyObject *unused)
 {
   arraypy_object *array = (arraypy_object *) self;
 
-  if (array->alloc != NULL || array->alloc_bytes != 0)
-    release (array);
-  else
-    {
-      /* A view or a wrapped foreign array lets go of what it holds.  */
-      array->released = true;
-      Py_CLEAR (array->base);
-    }
-  array->data = NULL;
+  /* While DLPack consumers hold the memory, it stays theirs: gpumem
+     refuses to use it from now on, and it goes when the last of them
+     lets go (gmpy_array_exports_add).  */
+  array->released = true;
+  if (array->exports == 0)
+    let_go (array);
   if (PyErr_Occurred ())
     return NULL;
   Py_RETURN_NONE;
@@ -735,9 +849,6 @@ arraypy_subscript (PyObject *self, PyObject *key)
   return NULL;
 }
 
-PyObject *gmpy_array_dlpack (PyObject *, PyObject *, PyObject *);
-PyObject *gmpy_array_dlpack_device (PyObject *, PyObject *);
-
 static PyMethodDef arraypy_methods[] = {
   {"copy_to_host", (PyCFunction) (void (*) (void)) arraypy_copy_to_host,
    METH_VARARGS | METH_KEYWORDS,
@@ -753,6 +864,17 @@ static PyMethodDef arraypy_methods[] = {
    "reshape(shape)\n--\n\nA view of the same memory with another shape."},
   {"__enter__", arraypy_enter, METH_NOARGS, NULL},
   {"__exit__", arraypy_exit, METH_VARARGS, NULL},
+  {"__dlpack__", (PyCFunction) (void (*) (void)) gmpy_array_dlpack,
+   METH_VARARGS | METH_KEYWORDS,
+   "__dlpack__(*, stream=None, max_version=None, dl_device=None, "
+   "copy=None)\n--\n\n"
+   "The array as a DLPack capsule, without a copy (unless COPY is True).\n"
+   "A versioned capsule when MAX_VERSION >= (1, 0), else a legacy one.\n"
+   "STREAM is the consumer's: it is made to wait for gpumem's work."},
+  {"__dlpack_device__", gmpy_array_dlpack_device, METH_NOARGS,
+   "__dlpack_device__()\n--\n\n"
+   "(device_type, device_id) as DLPack numbers them: (2, index) for a\n"
+   "CUDA device, (1, 0) for the host backend's memory."},
   {NULL, NULL, 0, NULL}
 };
 
@@ -900,6 +1022,8 @@ gmpy_to_device (PyObject *module, PyObject *args, PyObject *kwargs)
   if (gmpy_copy_host_to_device (&dst, np_array, array->size, stream, "host")
       < 0)
     Py_CLEAR (array);
+  else
+    gmpy_array_note_stream ((PyObject *) array, stream_obj);
 done:
   Py_DECREF (np_array);
   Py_XDECREF (dtype_obj);
@@ -907,15 +1031,18 @@ done:
   return (PyObject *) array;
 }
 
-/* Reads OBJ's __cuda_array_interface__ into BUF.  1, 0 when OBJ has
-   none, -1 with an exception.  */
+/* Reads OBJ's __cuda_array_interface__ (versions 0 to 3) into BUF, and
+   its shape into *NDIM and DIMS; waits for the stream it names, if any,
+   so that the data may be read.  1, 0 when OBJ has no interface, -1 with
+   an exception (TypeError for a malformed interface or an unsupported
+   type, ValueError for strides that are not C-contiguous, a mask, a
+   pointer to host memory, or stream 0).  */
 static int
-devbuf_from_cai (PyObject *obj, gmpy_devbuf *buf, const char *what)
+cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
+          Py_ssize_t dims[GM_MAX_NDIM], const char *what)
 {
   PyObject *cai, *item;
-  int result = -1, dtype;
-  Py_ssize_t dims[GM_MAX_NDIM];
-  int ndim;
+  int result = -1, dtype, readonly;
 
   cai = PyObject_GetAttrString (obj, "__cuda_array_interface__");
   if (cai == NULL)
@@ -934,6 +1061,8 @@ devbuf_from_cai (PyObject *obj, gmpy_devbuf *buf, const char *what)
   item = PyDict_GetItemString (cai, "typestr");
   dtype = item && PyUnicode_Check (item)
             ? gm_dtype_from_typestr (PyUnicode_AsUTF8 (item)) : -1;
+  if (PyErr_Occurred ())
+    goto done;
   if (dtype < 0)
     {
       PyErr_Format (PyExc_TypeError, "%s: element type %R is not supported",
@@ -941,27 +1070,37 @@ devbuf_from_cai (PyObject *obj, gmpy_devbuf *buf, const char *what)
       goto done;
     }
   item = PyDict_GetItemString (cai, "shape");
-  if (item == NULL || gmpy_shape_arg (item, gm_dtypes[dtype].itemsize, &ndim, dims)
-                        < 0)
+  if (item == NULL)
     {
-      if (!PyErr_Occurred ())
-        PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ has no "
-                      "shape", what);
+      PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ has no "
+                    "shape", what);
       goto done;
     }
-  buf->size = shape_size (ndim, dims);
+  if (gmpy_shape_arg (item, gm_dtypes[dtype].itemsize, ndim, dims) < 0)
+    goto done;
+  buf->size = shape_size (*ndim, dims);
   buf->dtype = (gm_dtype) dtype;
+  item = PyDict_GetItemString (cai, "mask");
+  if (item != NULL && item != Py_None)
+    {
+      PyErr_Format (PyExc_ValueError, "%s: masked arrays (a "
+                    "__cuda_array_interface__ mask) are not supported", what);
+      goto done;
+    }
   item = PyDict_GetItemString (cai, "strides");
   if (item != NULL && item != Py_None && buf->size > 1)
     {
-      /* Strides that equal the C-contiguous ones are contiguous too.  */
+      /* Strides that equal the C-contiguous ones are contiguous too;
+         a dimension of length 1 may have any stride.  */
       Py_ssize_t expect = (Py_ssize_t) gm_dtypes[dtype].itemsize;
       PyObject *seq = PySequence_Fast (item, "strides must be a sequence");
       bool contiguous = seq != NULL
-                        && PySequence_Fast_GET_SIZE (seq) == ndim;
-      for (int i = ndim - 1; contiguous && i >= 0; i--)
+                        && PySequence_Fast_GET_SIZE (seq) == *ndim;
+      for (int i = *ndim - 1; contiguous && i >= 0; i--)
         {
           Py_ssize_t s = PyLong_AsSsize_t (PySequence_Fast_GET_ITEM (seq, i));
+          if (s == -1 && PyErr_Occurred ())
+            break;
           if (dims[i] > 1 && s != expect)
             contiguous = false;
           expect *= dims[i];
@@ -971,8 +1110,9 @@ devbuf_from_cai (PyObject *obj, gmpy_devbuf *buf, const char *what)
         goto done;
       if (!contiguous)
         {
-          PyErr_Format (PyExc_ValueError, "%s is not C-contiguous; gpumem "
-                        "needs contiguous device memory", what);
+          PyErr_Format (PyExc_ValueError, "%s is not C-contiguous (its "
+                        "strides are %R); gpumem needs contiguous device "
+                        "memory", what, item);
           goto done;
         }
     }
@@ -986,8 +1126,17 @@ devbuf_from_cai (PyObject *obj, gmpy_devbuf *buf, const char *what)
   buf->data = PyLong_AsVoidPtr (PyTuple_GET_ITEM (item, 0));
   if (buf->data == NULL && PyErr_Occurred ())
     goto done;
-  buf->readonly = PyObject_IsTrue (PyTuple_GET_ITEM (item, 1)) == 1;
+  readonly = PyObject_IsTrue (PyTuple_GET_ITEM (item, 1));
+  if (readonly < 0)
+    goto done;
+  buf->readonly = readonly;
   buf->device = gmpy_current_device ();
+  if (buf->data == NULL && buf->size > 0)
+    {
+      PyErr_Format (PyExc_ValueError, "%s: its __cuda_array_interface__ "
+                    "has a null pointer for %zd elements", what, buf->size);
+      goto done;
+    }
   if (buf->data != NULL)
     {
       gm_status status = gm_backend_current->pointer_device (buf->data,
@@ -1010,10 +1159,25 @@ devbuf_from_cai (PyObject *obj, gmpy_devbuf *buf, const char *what)
       /* The producer's work on that stream must finish before ours
          reads the data.  */
       gm_status status;
-      void *handle = PyLong_AsVoidPtr (item);
-      if (handle == NULL && PyErr_Occurred ())
-        goto done;
+      void *handle;
+
+      if (!PyLong_Check (item))
+        {
+          PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ "
+                        "stream is not an int or None", what);
+          goto done;
+        }
+      handle = PyLong_AsVoidPtr (item);
+      if (handle == NULL)
+        {
+          if (!PyErr_Occurred ())
+            PyErr_Format (PyExc_ValueError, "%s: __cuda_array_interface__ "
+                          "stream 0 is not allowed (it is ambiguous)", what);
+          goto done;
+        }
+      Py_BEGIN_ALLOW_THREADS
       status = gm_backend_current->foreign_stream_sync (handle);
+      Py_END_ALLOW_THREADS
       if (status != GM_OK)
         {
           gmpy_raise (status);
@@ -1029,6 +1193,9 @@ done:
 int
 gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
 {
+  Py_ssize_t dims[GM_MAX_NDIM];
+  int ndim;
+
   if (gmpy_array_check (obj))
     {
       arraypy_object *array = (arraypy_object *) obj;
@@ -1043,50 +1210,39 @@ gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
     }
   if (strcmp (gm_backend_current->name, "cuda") != 0)
     return 0;
-  return devbuf_from_cai (obj, buf, what);
+  return cai_read (obj, buf, &ndim, dims, what);
 }
 
 PyObject *
 gmpy_asarray (PyObject *module, PyObject *obj)
 {
   Py_ssize_t dims[GM_MAX_NDIM];
+  PyObject *result;
   gmpy_devbuf buf;
-  arraypy_object *array;
-  PyObject *cai, *shape;
-  int found, ndim;
+  int found = 0, ndim;
 
   if (gmpy_array_check (obj))
     return Py_NewRef (obj);
-  found = gmpy_devbuf_get (obj, &buf, "obj");
+  /* The CUDA Array Interface first: it is what kernels take too.  */
+  if (strcmp (gm_backend_current->name, "cuda") == 0)
+    found = cai_read (obj, &buf, &ndim, dims, "obj");
   if (found < 0)
     return NULL;
-  if (found == 0)
-    {
-      PyErr_Format (PyExc_TypeError,
-                    "asarray needs device memory: a DeviceArray or an "
-                    "object with __cuda_array_interface__, not %.100s "
-                    "(use gpumem.to_device to copy host data)",
-                    Py_TYPE (obj)->tp_name);
-      return NULL;
-    }
-  cai = PyObject_GetAttrString (obj, "__cuda_array_interface__");
-  if (cai == NULL)
+  if (found)
+    return gmpy_array_wrap (ndim, dims, buf.dtype, buf.device, buf.data,
+                            buf.readonly, obj);
+  found = gmpy_dlpack_asarray (obj, &result);
+  if (found < 0)
     return NULL;
-  shape = PyDict_GetItemString (cai, "shape");
-  if (gmpy_shape_arg (shape, gm_dtypes[buf.dtype].itemsize, &ndim, dims) < 0)
-    {
-      Py_DECREF (cai);
-      return NULL;
-    }
-  Py_DECREF (cai);
-  array = alloc_object (ndim, dims, buf.dtype, buf.device);
-  if (array == NULL)
-    return NULL;
-  array->data = buf.data;
-  array->readonly = buf.readonly;
-  array->base = Py_NewRef (obj);
-  PyObject_GC_Track (array);
-  return (PyObject *) array;
+  if (found)
+    return result;
+  PyErr_Format (PyExc_TypeError,
+                "asarray needs device memory: a DeviceArray, an object with "
+                "__cuda_array_interface__ or a DLPack producer of CUDA "
+                "memory, not %.100s (use gpumem.to_device to copy host "
+                "data; on the host backend gpumem.from_dlpack wraps it)",
+                Py_TYPE (obj)->tp_name);
+  return NULL;
 }
 
 int

@@ -529,6 +529,7 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
       if (gmpy_backend_copy (dst.data, dst.device, src.data, src.device,
                              nbytes, stream) < 0)
         return NULL;
+      gmpy_array_note_stream (arg[0], arg[3]);
       Py_RETURN_NONE;
     }
   if (dst_dev)
@@ -543,6 +544,7 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
       if (gmpy_copy_host_to_device (&dst, arg[1], count, stream, "copy") < 0)
         return NULL;
+      gmpy_array_note_stream (arg[0], arg[3]);
       Py_RETURN_NONE;
     }
   if (src_dev)

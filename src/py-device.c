@@ -2,12 +2,18 @@
 
 #include "gm-python.h"
 
-/* The current device of each thread; `with Device(i):` changes it.  */
-static _Thread_local int current_device;
+#include "comm.h"
+
+/* The current device of each thread; `with Device(i):` changes it.  -1
+   until the thread first asks: then the process's default device, which
+   in an MPI job is the node-local rank's (gm_comm_default_device).  */
+static _Thread_local int current_device = -1;
 
 int
 gmpy_current_device (void)
 {
+  if (current_device < 0)
+    current_device = gm_comm_default_device ();
   return current_device;
 }
 
@@ -52,7 +58,7 @@ gmpy_device_arg (PyObject *obj, int *index)
 
   if (obj == NULL || obj == Py_None)
     {
-      *index = current_device;
+      *index = gmpy_current_device ();
       return 0;
     }
   if (PyObject_TypeCheck (obj, state->device_type))
@@ -203,7 +209,7 @@ static PyObject *
 devicepy_enter (PyObject *self, PyObject *unused)
 {
   PyObject *stack = ((devicepy_object *) self)->previous;
-  PyObject *previous = PyLong_FromLong (current_device);
+  PyObject *previous = PyLong_FromLong (gmpy_current_device ());
   int failed = previous == NULL || PyList_Append (stack, previous) < 0;
 
   Py_XDECREF (previous);

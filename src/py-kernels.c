@@ -163,11 +163,22 @@ dims_arg (const char *kernel, const char *what, PyObject *obj,
   return 0;
 }
 
+/* Each kernel function is bound to a small module object whose state is
+   the kernel's index in the registry: a module, so that pydoc shows the
+   function as a plain function of gpumem.kernels (not as a method of
+   some object), and module state, so the call finds its kernel without
+   a lookup.  */
+static PyModuleDef kernel_binding_def = {
+  PyModuleDef_HEAD_INIT,
+  .m_name = "gpumem.kernels",
+  .m_size = sizeof (int),
+};
+
 static PyObject *
 kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                PyObject *kwnames)
 {
-  long index = PyLong_AsLong (self);
+  int index = *(int *) PyModule_GetState (self);
   const gm_kernel *kernel = &gm_kernel_table[index];
   const kernel_entry *entry = &entries[index];
   PyObject *arg[GM_MAX_KERNEL_PARAMS + 3];
@@ -309,6 +320,11 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     return gmpy_raise (status);
   if (stream == NULL && gmpy_wait (device, NULL) < 0)
     return NULL;
+  /* Outputs written on a stream: the CUDA Array Interface names it.  */
+  for (int i = 0; stream != NULL && i < n; i++)
+    if (kernel->params[i].kind == GM_PARAM_OUT
+        || kernel->params[i].kind == GM_PARAM_INOUT)
+      gmpy_array_note_stream (arg[i], stream_obj);
   Py_RETURN_NONE;
 }
 
@@ -462,11 +478,12 @@ gmpy_kernels_init (PyObject *module, gmpy_state *state)
     return -1;
   for (int k = 0; k < gm_kernel_count; k++)
     {
-      PyObject *index = PyLong_FromLong (k);
-      if (index == NULL)
+      PyObject *binding = PyModule_Create (&kernel_binding_def);
+      if (binding == NULL)
         return -1;
-      fn = PyCFunction_NewEx (&entries[k].def, index, NULL);
-      Py_DECREF (index);
+      *(int *) PyModule_GetState (binding) = k;
+      fn = PyCFunction_NewEx (&entries[k].def, binding, NULL);
+      Py_DECREF (binding);
       if (fn == NULL || PyModule_AddObject (kernels, gm_kernel_table[k].name,
                                             fn) < 0)
         {

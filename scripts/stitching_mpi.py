@@ -1,0 +1,175 @@
+"""The request's reference workload spread over the processes of an MPI
+job (SPEC.md, "Scale-out"): the same algorithm and result as
+scripts/stitching.py, with its 4 partitions on the ranks.
+
+Partition i goes to rank i % size; within a rank, its partitions go
+round the node's devices from the rank's own (its node-local rank modulo
+device_count(), so 4 ranks on a 4-GPU node use one GPU each, and 4 ranks
+sharing one GPU all use it).  Each iteration, every rank computes its
+partitions' partial updates with the native kernel and writes them into
+its rows of a (4, 4) DeviceArray, zeros elsewhere; one allreduce(sum)
+stitches the rows of all ranks together (adding zeros is exact, so the
+result is bit for bit scripts/stitching.py's); then every rank computes
+
+    update[i] = p[i][0] + p[i][1] + p[i][2] - p[i][3]
+
+and copies it to its devices.  Rank 0 prints the report and checks the
+result against NumPy.
+
+    mpirun -n 4 gpumem scripts/stitching_mpi.py [--images N]
+        [--iterations K] [--kernel algo|algo_seed] [--seed S] [--no-check]
+
+Outside mpirun it runs as one rank holding all 4 partitions.  Without
+MPI built in (gpumem.comm absent) it says so and exits 1.
+"""
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+import gpumem
+
+# scripts/ leads sys.path: the single-process script supplies the split,
+# the stitching and the NumPy reference, so both compute alike.
+from stitching import PARTITIONS, reference, split, stitching
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="gpumem scripts/stitching_mpi.py",
+        description="The request's iterative 4-partition workload, its "
+                    "partitions spread over the ranks of an MPI job.")
+    parser.add_argument("--images", type=int, default=40,
+                        help="number of images in all (default 40)")
+    parser.add_argument("--iterations", type=int, default=10,
+                        help="iterations (default 10)")
+    parser.add_argument("--kernel", choices=["algo", "algo_seed"],
+                        default="algo",
+                        help="the partial-update kernel (default algo)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the random initial update (every "
+                             "rank draws the same)")
+    parser.add_argument("--no-check", action="store_true",
+                        help="skip the NumPy check (for timing huge runs)")
+    args = parser.parse_args(argv)
+    if args.images < PARTITIONS:
+        parser.error(f"--images must be at least {PARTITIONS}")
+    if args.iterations < 1:
+        parser.error("--iterations must be at least 1")
+    return args
+
+
+def main(argv):
+    args = parse_args(argv)
+    comm = getattr(gpumem, "comm", None)
+    if comm is None:
+        print("gpumem was built without MPI (gpumem.comm is absent); "
+              "run scripts/stitching.py, or rebuild with Open MPI",
+              file=sys.stderr)
+        return 1
+    rank, size = comm.rank, comm.size
+    kernel = getattr(gpumem.kernels, args.kernel)
+    ndev = gpumem.device_count()
+    home = gpumem.current_device().index       # local rank % ndev
+
+    mine = [i for i in range(PARTITIONS) if i % size == rank]
+    # The j-th partition of this rank: the node's ranks interleave on
+    # its devices, starting from this rank's own.
+    devices = {i: (home + comm.local_size * j) % ndev
+               for j, i in enumerate(mine)}
+
+    images = np.arange(args.images)                 # each image one value
+    parted_images = split(images, PARTITIONS)        # [4][N/4]
+    # Every rank draws the same initial update from the same seed; the
+    # root's is broadcast anyway, so an unseeded run agrees too.
+    update = np.random.default_rng(args.seed).random(4).astype(np.float32)
+    seeded = gpumem.to_device(update, device=home)
+    comm.bcast(seeded, root=0)
+    update = seeded.copy_to_host()
+    initial_update = update.copy()
+
+    gpu_update_memory = {d: gpumem.alloc_gpu_memory(4, device=d)
+                         for d in sorted(set(devices.values()))}
+    gpu_image_memory = {}
+    gpu_partial_update_memory = {}
+    for i in mine:
+        n = len(parted_images[i])
+        gpu_image_memory[i] = gpumem.alloc_gpu_memory(n, device=devices[i])
+        gpu_partial_update_memory[i] = gpumem.alloc_gpu_memory(
+            4, device=devices[i])
+    # This rank's rows of the stitched partial updates, zeros elsewhere;
+    # the allreduce fills in every other rank's rows.
+    zero_rows = gpumem.zeros((PARTITIONS, 4), device=home)
+    stitched = gpumem.zeros((PARTITIONS, 4), device=home)
+    partial_update = np.empty((PARTITIONS, 4), np.float32)
+
+    for mem in gpu_update_memory.values():
+        gpumem.copy_to_gpu(update, mem, 4)          # src, dest, size
+    for i in mine:
+        gpumem.copy_to_gpu(parted_images[i], gpu_image_memory[i],
+                           len(parted_images[i]))
+
+    comm.barrier()
+    times = []
+    last_report = time.perf_counter()
+    for k in range(args.iterations):
+        start = time.perf_counter()
+        gpumem.copy(stitched, zero_rows)
+        for i in mine:
+            kernel(gpu_image_memory[i], gpu_update_memory[devices[i]],
+                   gpu_partial_update_memory[i], len(parted_images[i]))
+            gpumem.copy(stitched[i], gpu_partial_update_memory[i])
+        comm.allreduce(stitched, op="sum")
+        gpumem.copy_from_gpu(stitched, partial_update, 4 * PARTITIONS)
+        stitching(update, partial_update)
+        for mem in gpu_update_memory.values():
+            gpumem.copy_to_gpu(update, mem, 4)
+        now = time.perf_counter()
+        times.append(now - start)
+        if rank == 0 and now - last_report > 1.0:
+            print(f"iteration {k + 1}/{args.iterations}: "
+                  f"{times[-1] * 1e6:.1f} us", flush=True)
+            last_report = now
+
+    # Where every partition ran, gathered on rank 0 for the report.
+    placement = np.full(PARTITIONS, -1, np.int64)
+    for i in mine:
+        placement[i] = devices[i]
+    placement_all = comm.gather(gpumem.to_device(placement, device=home))
+    if rank != 0:
+        return 0
+
+    where = placement_all.copy_to_host()
+    on = [f"{i % size}:{where[i % size][i]}" for i in range(PARTITIONS)]
+    print(f"backend {gpumem.backend}; {size} rank{'s' if size > 1 else ''}; "
+          f"partitions on rank:device {on} (rank 0's device {home}: "
+          f"{gpumem.Device(home).name})")
+    print(f"{args.images} images, {args.iterations} iterations, kernel "
+          f"{args.kernel}: {np.median(times) * 1e6:.1f} us per iteration "
+          f"(median, rank 0), {sum(times):.3f} s in all")
+    print("update:", update)
+
+    if args.no_check:
+        return 0
+    expect = reference(parted_images, initial_update, args.iterations,
+                       args.kernel)
+    if not np.all(np.isfinite(expect)):
+        print("check: the values overflowed float32 in the NumPy run too "
+              "(the stitching doubles them each iteration); use fewer "
+              "iterations to compare")
+        return 0
+    scale = max(float(np.max(np.abs(expect))), 1.0)
+    error = float(np.max(np.abs(update.astype(np.float64) - expect))) / scale
+    if not error <= 1e-4:
+        print(f"check: FAILED: relative error {error:.3g} against NumPy",
+              file=sys.stderr)
+        print("expected:", expect, file=sys.stderr)
+        return 1
+    print(f"check: matches NumPy (relative error {error:.2g})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,96 @@
+/* comm.h -- the processes of an MPI job working together: the C layer
+   under gpumem.comm.
+
+   No Python and no MPI headers here.  Without MPI built in (configure
+   --without-mpi), or when the program was not started by an MPI launcher
+   (mpirun, srun), the job is this one process: rank 0 of 1, and every
+   collective is local.  */
+
+#ifndef GM_COMM_H
+#define GM_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gm.h"
+
+/* Starts MPI when the program was started by an MPI launcher (its
+   environment names a rank: OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK or
+   PMI_SIZE; GPUMEM_MPI=1 forces a start, GPUMEM_MPI=0 forbids one), and
+   learns this process's rank and node-local rank.  Call once, before the
+   backend starts.  GM_OK, or GM_ERR_UNAVAILABLE saying why.  */
+gm_status gm_comm_init (void);
+
+/* Ends MPI, once Python has finished.  When STATUS (the program's exit
+   status) is not 0 and the job has more than one process, prints
+   "gpumem: rank R failed (exit N); aborting the job" and ends the whole
+   job with MPI_Abort, so that the other ranks do not wait for this one
+   for ever; does not return then.  Returns STATUS.  Call before the
+   backend shuts down (a CUDA-aware MPI may still hold device memory).  */
+int gm_comm_finalize (int status);
+
+int gm_comm_rank (void);            /* this process's rank (0 alone) */
+int gm_comm_size (void);            /* the number of processes (1 alone) */
+int gm_comm_local_rank (void);      /* the rank among this node's */
+int gm_comm_local_size (void);      /* the processes on this node */
+bool gm_comm_cuda_aware (void);     /* MPI takes device addresses */
+
+/* The device this process uses by default: its node-local rank modulo
+   the backend's device count (0 without MPI).  After gm_backend_init.  */
+int gm_comm_default_device (void);
+
+typedef enum gm_comm_kind
+{
+  GM_COMM_BARRIER, GM_COMM_BCAST, GM_COMM_ALLREDUCE, GM_COMM_GATHER
+} gm_comm_kind;
+
+typedef enum gm_comm_op
+{
+  GM_COMM_SUM, GM_COMM_MAX, GM_COMM_MIN
+} gm_comm_op;
+
+/* The name of KIND ("bcast") and of OP ("sum").  */
+const char *gm_comm_kind_name (gm_comm_kind kind);
+const char *gm_comm_op_name (gm_comm_op op);
+
+/* GM_OK when arrays of DTYPE can be reduced with OP; else GM_ERR_TYPE
+   saying why (float16 has no MPI type to reduce; complex numbers have
+   no order, so no max or min).  */
+gm_status gm_comm_op_check (gm_dtype dtype, gm_comm_op op);
+
+/* One rank's part in a collective.  */
+typedef struct gm_comm_call
+{
+  gm_comm_kind kind;
+  /* This rank refused its own arguments (and has its own error to
+     report): the collective still meets the other ranks, so that they
+     fail too instead of waiting for this one.  */
+  bool refused;
+  gm_comm_op op;            /* allreduce */
+  int root;                 /* bcast, gather */
+  gm_dtype dtype;
+  int ndim;
+  const int64_t *shape;     /* NDIM dimensions */
+  size_t count;             /* elements */
+  void *data;               /* in place for bcast and allreduce; gather's
+                               source */
+  int device;               /* DATA's device */
+  void *result;             /* gather on the root: size * COUNT elements
+                               on DEVICE */
+} gm_comm_call;
+
+/* Runs CALL together with the other ranks' calls.  First every rank
+   learns what every other passes (kind, dtype, shape, op, root, refusal)
+   with one small all-gather, and all of them fail alike, before any data
+   moves, when the calls differ.  Then the data moves: directly where MPI
+   can read the memory (the host backend's, or device memory with a
+   CUDA-aware MPI), else through pinned host memory, in chunks.  Blocks
+   until this rank's part is done; call without the GIL.
+   GM_OK; GM_ERR_VALUE when the ranks' calls differ or one refused its
+   arguments (gm_last_error says which, unless CALL->refused); a
+   backend's status when staging through host memory failed (the
+   collective is still completed with the other ranks).  */
+gm_status gm_comm_run (const gm_comm_call *call);
+
+#endif /* GM_COMM_H */

@@ -1,0 +1,327 @@
+/* py-comm.c -- gpumem.comm: the processes of an MPI job, and collectives
+   on DeviceArrays.
+
+   Built only with MPI (configure found it); without it gpumem.comm does
+   not exist.  `mpirun -n N gpumem script.py` runs N processes; each sees
+   its rank and the job's size here, and moves DeviceArrays between them
+   with barrier, bcast, allreduce and gather (comm.c moves the bytes).
+   Outside a launcher the job is one process: rank 0 of 1.
+
+   Every collective meets the other ranks even when this rank refuses its
+   own arguments: it then raises its own error while every other rank
+   raises ValueError naming it, so a mistake on one rank never leaves the
+   others waiting.  */
+
+#include "gm-python.h"
+
+#include "comm.h"
+
+/* Runs CALL with the other ranks, without the GIL.  When CALL->refused,
+   the exception this rank already has is kept.  0 or -1.  */
+static int
+run (const gm_comm_call *call)
+{
+  PyObject *type = NULL, *value = NULL, *traceback = NULL;
+  gm_status status;
+
+  if (call->refused)
+    PyErr_Fetch (&type, &value, &traceback);
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_comm_run (call);
+  Py_END_ALLOW_THREADS
+  if (call->refused)
+    {
+      PyErr_Restore (type, value, traceback);
+      return -1;
+    }
+  if (status != GM_OK)
+    return gmpy_raise_int (status);
+  return 0;
+}
+
+/* Reads OBJ, a DeviceArray in use, into CALL, its dimensions into DIMS;
+   WRITES says the collective writes into it.  0 or -1 (TypeError,
+   ValueError).  */
+static int
+array_arg (PyObject *obj, bool writes, const char *fname, gm_comm_call *call,
+           int64_t dims[GM_MAX_NDIM])
+{
+  arraypy_object *array;
+
+  if (!gmpy_array_check (obj))
+    {
+      PyErr_Format (PyExc_TypeError,
+                    "gpumem.comm.%s: a must be a gpumem.DeviceArray, not "
+                    "%.100s (gpumem.asarray or to_device make one)", fname,
+                    Py_TYPE (obj)->tp_name);
+      return -1;
+    }
+  array = (arraypy_object *) obj;
+  if (gmpy_array_usable (array) < 0)
+    return -1;
+  if (writes && array->readonly)
+    {
+      PyErr_Format (PyExc_ValueError,
+                    "gpumem.comm.%s: the array is read-only", fname);
+      return -1;
+    }
+  for (int i = 0; i < array->ndim; i++)
+    dims[i] = array->shape[i];
+  call->dtype = array->dtype;
+  call->ndim = array->ndim;
+  call->shape = dims;
+  call->count = (size_t) array->size;
+  call->data = array->data;
+  call->device = array->device;
+  return 0;
+}
+
+/* Reads a root= argument (NULL: 0) into *ROOT: a rank of the job.
+   0 or -1.  */
+static int
+root_arg (PyObject *obj, const char *fname, int *root)
+{
+  Py_ssize_t value;
+  int size = gm_comm_size ();
+
+  if (obj == NULL)
+    return 0;
+  if (!PyIndex_Check (obj) || PyBool_Check (obj))
+    {
+      PyErr_Format (PyExc_TypeError,
+                    "gpumem.comm.%s: root must be an int, not %.100s", fname,
+                    Py_TYPE (obj)->tp_name);
+      return -1;
+    }
+  value = PyNumber_AsSsize_t (obj, NULL);
+  if (value == -1 && PyErr_Occurred ())
+    return -1;
+  if (value < 0 || value >= size)
+    {
+      PyErr_Format (PyExc_ValueError,
+                    "gpumem.comm.%s: root %zd is not a rank: the job has %d "
+                    "process%s (ranks 0 to %d)", fname, value, size,
+                    size == 1 ? "" : "es", size - 1);
+      return -1;
+    }
+  *root = (int) value;
+  return 0;
+}
+
+/* Reads an op= argument (NULL: 'sum') into *OP.  0 or -1.  */
+static int
+op_arg (PyObject *obj, gm_comm_op *op)
+{
+  static const gm_comm_op ops[] = {GM_COMM_SUM, GM_COMM_MAX, GM_COMM_MIN};
+
+  if (obj == NULL)
+    {
+      *op = GM_COMM_SUM;
+      return 0;
+    }
+  if (!PyUnicode_Check (obj))
+    {
+      PyErr_Format (PyExc_TypeError,
+                    "gpumem.comm.allreduce: op must be 'sum', 'max' or "
+                    "'min', not %.100s", Py_TYPE (obj)->tp_name);
+      return -1;
+    }
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (PyUnicode_CompareWithASCIIString (obj, gm_comm_op_name (ops[i])) == 0)
+      {
+        *op = ops[i];
+        return 0;
+      }
+  PyErr_Format (PyExc_ValueError,
+                "gpumem.comm.allreduce: op must be 'sum', 'max' or 'min', "
+                "not %R", obj);
+  return -1;
+}
+
+static PyObject *
+commpy_barrier (PyObject *module, PyObject *unused)
+{
+  gm_comm_call call = {.kind = GM_COMM_BARRIER};
+
+  if (run (&call) < 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+commpy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+              PyObject *kwnames)
+{
+  static const char *const names[] = {"a", "root", NULL};
+  PyObject *arg[2];
+  int64_t dims[GM_MAX_NDIM];
+  gm_comm_call call = {.kind = GM_COMM_BCAST};
+
+  if (gmpy_parse_args (args, nargs, kwnames, "bcast", names, 1, -1, arg) < 0
+      || root_arg (arg[1], "bcast", &call.root) < 0
+      || array_arg (arg[0], gm_comm_rank () != call.root, "bcast", &call,
+                    dims) < 0)
+    call.refused = true;
+  if (run (&call) < 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+commpy_allreduce (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                  PyObject *kwnames)
+{
+  static const char *const names[] = {"a", "op", NULL};
+  PyObject *arg[2];
+  int64_t dims[GM_MAX_NDIM];
+  gm_comm_call call = {.kind = GM_COMM_ALLREDUCE};
+  gm_status status;
+
+  if (gmpy_parse_args (args, nargs, kwnames, "allreduce", names, 1, -1, arg)
+        < 0
+      || op_arg (arg[1], &call.op) < 0
+      || array_arg (arg[0], true, "allreduce", &call, dims) < 0)
+    call.refused = true;
+  else if ((status = gm_comm_op_check (call.dtype, call.op)) != GM_OK)
+    {
+      gmpy_raise (status);
+      call.refused = true;
+    }
+  if (run (&call) < 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+/* The root's result of a gather of CALL's array: a new DeviceArray of
+   shape (size,) + the array's shape on its device, or NULL with an
+   exception set.  */
+static arraypy_object *
+gather_result (const gm_comm_call *call)
+{
+  Py_ssize_t shape[GM_MAX_NDIM];
+  size_t total;
+
+  if (call->ndim + 1 > GM_MAX_NDIM)
+    {
+      PyErr_Format (PyExc_ValueError,
+                    "gpumem.comm.gather: the result would have %d "
+                    "dimensions; at most %d are supported", call->ndim + 1,
+                    GM_MAX_NDIM);
+      return NULL;
+    }
+  if (__builtin_mul_overflow (call->count, (size_t) gm_comm_size (), &total)
+      || __builtin_mul_overflow (total, gm_dtypes[call->dtype].itemsize,
+                                 &total)
+      || total > PY_SSIZE_T_MAX)
+    {
+      PyErr_SetString (PyExc_ValueError,
+                       "gpumem.comm.gather: the result is too large");
+      return NULL;
+    }
+  shape[0] = gm_comm_size ();
+  for (int i = 0; i < call->ndim; i++)
+    shape[i + 1] = (Py_ssize_t) call->shape[i];
+  return gmpy_array_new (call->ndim + 1, shape, call->dtype, call->device,
+                         NULL);
+}
+
+static PyObject *
+commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames)
+{
+  static const char *const names[] = {"a", "root", NULL};
+  PyObject *arg[2];
+  int64_t dims[GM_MAX_NDIM];
+  gm_comm_call call = {.kind = GM_COMM_GATHER};
+  arraypy_object *result = NULL;
+
+  if (gmpy_parse_args (args, nargs, kwnames, "gather", names, 1, -1, arg) < 0
+      || root_arg (arg[1], "gather", &call.root) < 0
+      || array_arg (arg[0], false, "gather", &call, dims) < 0)
+    call.refused = true;
+  else if (gm_comm_rank () == call.root)
+    {
+      result = gather_result (&call);
+      if (result == NULL)
+        call.refused = true;
+      else
+        call.result = result->data;
+    }
+  if (run (&call) < 0)
+    {
+      Py_XDECREF (result);
+      return NULL;
+    }
+  if (result == NULL)
+    Py_RETURN_NONE;
+  return (PyObject *) result;
+}
+
+static PyMethodDef commpy_methods[] = {
+  {"barrier", commpy_barrier, METH_NOARGS,
+   "barrier()\n--\n\n"
+   "Wait until every rank has called barrier()."},
+  {"bcast", (PyCFunction) (void (*) (void)) commpy_bcast,
+   METH_FASTCALL | METH_KEYWORDS,
+   "bcast(a, root=0)\n--\n\n"
+   "Copy the root's DeviceArray A into every other rank's A, in place.\n"
+   "A has the same shape and dtype on every rank."},
+  {"allreduce", (PyCFunction) (void (*) (void)) commpy_allreduce,
+   METH_FASTCALL | METH_KEYWORDS,
+   "allreduce(a, op='sum')\n--\n\n"
+   "Replace every rank's DeviceArray A, in place, with the elementwise\n"
+   "OP ('sum', 'max' or 'min') of all ranks' A.  A has the same shape and\n"
+   "dtype on every rank.  On bool arrays sum and max are a logical or, min\n"
+   "a logical and; complex arrays have sum only; float16 arrays cannot be\n"
+   "reduced (TypeError)."},
+  {"gather", (PyCFunction) (void (*) (void)) commpy_gather,
+   METH_FASTCALL | METH_KEYWORDS,
+   "gather(a, root=0)\n--\n\n"
+   "On the root, a new DeviceArray of shape (size,) + a.shape on A's\n"
+   "device whose row r is rank r's A; None on the other ranks.  A has the\n"
+   "same shape and dtype on every rank."},
+  {NULL, NULL, 0, NULL}
+};
+
+int
+gmpy_comm_init (PyObject *module, gmpy_state *state)
+{
+  PyObject *comm = PyModule_New ("gpumem.comm");
+  PyObject *modules;
+  int failed;
+
+  if (comm == NULL)
+    return -1;
+  failed
+    = PyModule_AddStringConstant (
+        comm, "__doc__",
+        "The processes of an MPI job (mpirun -n N gpumem script.py).\n\n"
+        "rank, size: this process's rank and the number of processes;\n"
+        "local_rank, local_size: the same among this node's processes;\n"
+        "cuda_aware: whether MPI reads device memory itself (else it is\n"
+        "staged through pinned host memory).  barrier(), bcast(a, root=0),\n"
+        "allreduce(a, op='sum'), gather(a, root=0) work on DeviceArrays of\n"
+        "the same shape and dtype on every rank; a rank whose arguments\n"
+        "differ makes every rank raise ValueError.  Outside mpirun the job\n"
+        "is this process alone: rank 0 of 1.")
+        < 0
+      || PyModule_AddFunctions (comm, commpy_methods) < 0
+      || PyModule_AddIntConstant (comm, "rank", gm_comm_rank ()) < 0
+      || PyModule_AddIntConstant (comm, "size", gm_comm_size ()) < 0
+      || PyModule_AddIntConstant (comm, "local_rank", gm_comm_local_rank ())
+           < 0
+      || PyModule_AddIntConstant (comm, "local_size", gm_comm_local_size ())
+           < 0
+      || PyModule_AddObjectRef (comm, "cuda_aware",
+                                gm_comm_cuda_aware () ? Py_True : Py_False)
+           < 0
+      || PyModule_AddObjectRef (module, "comm", comm) < 0;
+  /* `import gpumem.comm` finds it here.  */
+  if (!failed)
+    {
+      modules = PyImport_GetModuleDict ();
+      failed = PyDict_SetItemString (modules, "gpumem.comm", comm) < 0;
+    }
+  Py_DECREF (comm);
+  return failed ? -1 : 0;
+}

@@ -1,0 +1,321 @@
+"""gpumem.comm under mpirun (py-comm.c, comm.c): every collective against
+NumPy, and every mismatch raising on every rank.
+
+Run by tests/gm-mpi-test.sh as `mpirun -n 4 gpumem test_comm.py`.  Each
+rank's data comes from the shared seed and its rank, so every rank can
+compute what every other rank holds, and with it the expected result.
+After each case the ranks agree on whether any of them failed, so one
+rank's failure fails the case everywhere and the ranks stay in step.
+"""
+
+import numpy as np
+
+import gmtest
+from gmtest import raises, DTYPES
+
+import gpumem
+
+comm = getattr(gpumem, "comm", None)
+if comm is None:
+    gmtest.skip_file("gpumem was built without MPI")
+if comm.size < 2:
+    gmtest.skip_file("needs an MPI job of 2 or more ranks (mpirun -n 4)")
+
+RANK, SIZE = comm.rank, comm.size
+REDUCIBLE = [d for d in DTYPES if d != "float16"]
+ORDERED = [d for d in REDUCIBLE if np.dtype(d).kind != "c"]
+SHAPES = [(0,), (1,), (7,), (3, 5), (2, 1, 4), (1000,)]
+
+
+def data(shape, dtype, rank, salt=0):
+    """Rank RANK's array of SHAPE and DTYPE: small values, so that sums of
+    every rank's stay exact in every integer dtype."""
+    rng = np.random.default_rng([gmtest.SEED, salt, rank])
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape))
+    if dt.kind == "b":
+        a = rng.integers(0, 2, n).astype(bool)
+    elif dt.kind == "i":
+        a = rng.integers(-20, 21, n).astype(dt)
+    elif dt.kind == "u":
+        a = rng.integers(0, 41, n).astype(dt)
+    elif dt.kind == "f":
+        a = rng.standard_normal(n).astype(dt)
+    else:
+        a = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dt)
+    return a.reshape(shape)
+
+
+def every_rank(shape, dtype, salt=0):
+    return np.stack([data(shape, dtype, r, salt) for r in range(SIZE)])
+
+
+def reduce_all(stack, dtype, op):
+    """NumPy's answer for allreduce(op) over STACK's first axis."""
+    if np.dtype(dtype).kind == "b":
+        return np.logical_and.reduce(stack) if op == "min" \
+            else np.logical_or.reduce(stack)
+    fn = {"sum": np.add, "max": np.maximum, "min": np.minimum}[op]
+    return fn.reduce(stack, axis=0, dtype=dtype)
+
+
+def assert_close(got, expect, dtype):
+    if np.dtype(dtype).kind in "fc":
+        # MPI may add the ranks' values in another order.
+        tol = 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) \
+            else 1e-12
+        assert np.allclose(got, expect, rtol=tol, atol=tol), (got, expect)
+    else:
+        assert np.array_equal(got, expect), (got, expect)
+
+
+def collective_case(fn):
+    """A case every rank runs; it fails on every rank if it fails on any."""
+    def run():
+        error = None
+        try:
+            fn()
+        except Exception as exc:
+            error = exc
+        # A shape no case uses, so a rank left behind in a case's own
+        # collective fails it (mismatch) instead of matching this one.
+        failed = gpumem.zeros((SIZE, 3), dtype="int64")
+        if error is not None:
+            failed[RANK:RANK + 1].copy_from_host(np.ones((1, 3), np.int64))
+        comm.allreduce(failed, op="max")
+        ranks = [r for r in range(SIZE) if failed.copy_to_host()[r, 0]]
+        if error is not None:
+            raise error
+        if ranks:
+            raise AssertionError(f"the case failed on rank(s) {ranks}")
+    run.__name__ = fn.__name__
+    return gmtest.case(run)
+
+
+@collective_case
+def rank_size_and_default_device():
+    assert 0 <= RANK < SIZE and isinstance(SIZE, int)
+    assert 0 <= comm.local_rank < comm.local_size <= SIZE
+    assert isinstance(comm.cuda_aware, bool)
+    expect = comm.local_rank % gpumem.device_count()
+    assert gpumem.current_device().index == expect
+    assert gpumem.empty(3).device.index == expect
+    import gpumem.comm as again
+    assert again is comm
+    ranks = comm.gather(gpumem.to_device(np.array([RANK, comm.local_rank])))
+    if RANK == 0:
+        assert np.array_equal(ranks.copy_to_host()[:, 0], np.arange(SIZE))
+
+
+@collective_case
+def barrier_returns_none():
+    for _ in range(3):
+        assert comm.barrier() is None
+
+
+@collective_case
+def allreduce_every_dtype_and_op():
+    for salt, dtype in enumerate(REDUCIBLE):
+        ops = ["sum", "max", "min"] if dtype in ORDERED else ["sum"]
+        for op in ops:
+            for shape in SHAPES:
+                a = gpumem.to_device(data(shape, dtype, RANK, salt))
+                assert comm.allreduce(a, op=op) is None
+                got = a.copy_to_host()
+                assert got.shape == shape and got.dtype == np.dtype(dtype)
+                assert_close(got, reduce_all(every_rank(shape, dtype, salt),
+                                             dtype, op), dtype)
+
+
+@collective_case
+def allreduce_default_op_is_sum_and_views_stay_in_place():
+    a = gpumem.to_device(np.arange(10, dtype=np.float64) + RANK)
+    comm.allreduce(a[2:5])
+    got = a.copy_to_host()
+    expect = np.arange(10, dtype=np.float64) + RANK
+    expect[2:5] = SIZE * np.arange(2, 5) + SIZE * (SIZE - 1) // 2
+    assert np.array_equal(got, expect), got
+
+
+@collective_case
+def bcast_every_dtype_from_every_root():
+    for salt, dtype in enumerate(DTYPES):
+        for root in range(SIZE):
+            for shape in [(0,), (5,), (2, 3), (1000,)]:
+                a = gpumem.to_device(data(shape, dtype, RANK, salt))
+                assert comm.bcast(a, root=root) is None
+                got = a.copy_to_host()
+                assert got.shape == shape and got.dtype == np.dtype(dtype)
+                assert np.array_equal(got.view(np.uint8),
+                                      data(shape, dtype, root, salt)
+                                      .view(np.uint8))
+
+
+@collective_case
+def gather_every_dtype_to_every_root():
+    for salt, dtype in enumerate(DTYPES):
+        for root in range(SIZE):
+            for shape in [(0,), (4,), (2, 3), (999,)]:
+                a = gpumem.to_device(data(shape, dtype, RANK, salt))
+                out = comm.gather(a, root=root)
+                # The source is left as it was.
+                assert np.array_equal(a.copy_to_host(),
+                                      data(shape, dtype, RANK, salt))
+                if RANK != root:
+                    assert out is None
+                    continue
+                assert isinstance(out, gpumem.DeviceArray)
+                assert out.shape == (SIZE,) + shape
+                assert out.dtype == np.dtype(dtype)
+                assert out.device.index == a.device.index
+                got = out.copy_to_host()
+                assert np.array_equal(got.view(np.uint8),
+                                      every_rank(shape, dtype, salt)
+                                      .view(np.uint8))
+
+
+@collective_case
+def gather_default_root_and_keywords():
+    a = gpumem.to_device(np.full((2, 2), RANK, np.int32))
+    out = comm.gather(a=a)
+    if RANK == 0:
+        assert out.shape == (SIZE, 2, 2)
+        assert np.array_equal(out.copy_to_host()[:, 0, 0], np.arange(SIZE))
+    else:
+        assert out is None
+
+
+@collective_case
+def float16_and_complex_reductions_raise_type_error_everywhere():
+    h = gpumem.to_device(data((4,), "float16", RANK))
+    for op in ("sum", "max", "min"):
+        raises(TypeError, comm.allreduce, h, op=op, match="float16")
+    assert np.array_equal(h.copy_to_host(), data((4,), "float16", RANK))
+    c = gpumem.to_device(data((4,), "complex64", RANK))
+    for op in ("max", "min"):
+        raises(TypeError, comm.allreduce, c, op=op, match="complex")
+    assert np.array_equal(c.copy_to_host(), data((4,), "complex64", RANK))
+
+
+@collective_case
+def bad_arguments_raise_everywhere():
+    a = gpumem.zeros(4)
+    raises(ValueError, comm.allreduce, a, op="prod", match="op must be")
+    raises(TypeError, comm.allreduce, a, op=1)
+    raises(TypeError, comm.allreduce, np.zeros(4, np.float32),
+           match="DeviceArray")
+    raises(ValueError, comm.bcast, a, root=SIZE, match="not a rank")
+    raises(ValueError, comm.gather, a, root=-1, match="not a rank")
+    raises(TypeError, comm.bcast, a, root="0")
+    raises(TypeError, comm.bcast)
+    raises(TypeError, comm.gather, a, 0, 1)
+    freed = gpumem.zeros(4)
+    freed.free()
+    raises(ValueError, comm.allreduce, freed, match="freed")
+
+
+@collective_case
+def one_rank_refusing_makes_every_rank_raise():
+    bad = SIZE - 1
+    a = gpumem.to_device(np.full(4, RANK, np.float32))
+    arg = np.zeros(4, np.float32) if RANK == bad else a
+    if RANK == bad:
+        raises(TypeError, comm.allreduce, arg)
+    else:
+        raises(ValueError, comm.allreduce, arg,
+               match=f"rank {bad} refused")
+    # Nothing moved anywhere.
+    assert np.array_equal(a.copy_to_host(), np.full(4, RANK, np.float32))
+
+
+@collective_case
+def mismatched_sizes_raise_value_error_everywhere():
+    n = 5 if RANK == 1 else 4
+    for fn in (comm.allreduce, comm.bcast, comm.gather):
+        a = gpumem.to_device(np.full(n, RANK + 1, np.float32))
+        raises(ValueError, fn, a, match="rank 1")
+        assert np.array_equal(a.copy_to_host(), np.full(n, RANK + 1,
+                                                        np.float32))
+
+
+@collective_case
+def mismatched_dtypes_raise_value_error_everywhere():
+    dtype = "float64" if RANK == SIZE - 1 else "float32"
+    for fn in (comm.allreduce, comm.bcast, comm.gather):
+        a = gpumem.to_device(np.full(4, RANK + 1, dtype))
+        raises(ValueError, fn, a, match="float64")
+        assert np.array_equal(a.copy_to_host(), np.full(4, RANK + 1, dtype))
+
+
+@collective_case
+def mismatched_shapes_ops_roots_and_calls_raise_everywhere():
+    shape = (3, 2) if RANK == 1 else (2, 3)
+    raises(ValueError, comm.allreduce, gpumem.zeros(shape), match="shapes")
+    a = gpumem.zeros(4)
+    raises(ValueError, comm.allreduce, a, op="max" if RANK else "min",
+           match="op")
+    raises(ValueError, comm.bcast, a, root=RANK % 2, match="root")
+    raises(ValueError, comm.gather, a, root=1 if RANK == 0 else 0,
+           match="root")
+    if RANK == 0:
+        raises(ValueError, comm.barrier, match="different collectives")
+    else:
+        raises(ValueError, comm.bcast, a, match="different collectives")
+
+
+@collective_case
+def the_job_goes_on_after_errors():
+    a = gpumem.to_device(np.full(3, RANK, np.int64))
+    comm.allreduce(a)
+    assert np.array_equal(a.copy_to_host(),
+                          np.full(3, SIZE * (SIZE - 1) // 2))
+
+
+@collective_case
+def long_arrays_cross_chunks():
+    # Chunks are 64 MiB unless GPUMEM_MPI_CHUNK makes them small (the
+    # staged runs of the suite set 64 bytes): then these cross many.
+    small = gmtest.os.environ.get("GPUMEM_MPI_CHUNK")
+    for dtype in ("uint8", "float64", "complex128"):
+        shape = (3 * 64 + 5,) if small else (1 << 18,)
+        a = gpumem.to_device(data(shape, dtype, RANK, 99))
+        comm.allreduce(a)
+        assert_close(a.copy_to_host(),
+                     reduce_all(every_rank(shape, dtype, 99), dtype, "sum"),
+                     dtype)
+        b = gpumem.to_device(data(shape, dtype, RANK, 98))
+        comm.bcast(b, root=SIZE - 1)
+        assert np.array_equal(b.copy_to_host(),
+                              data(shape, dtype, SIZE - 1, 98))
+        out = comm.gather(b, root=1)
+        if RANK == 1:
+            assert np.array_equal(out.copy_to_host(),
+                                  np.stack([data(shape, dtype, SIZE - 1, 98)]
+                                           * SIZE))
+
+
+@collective_case
+def collectives_leave_no_allocations_behind():
+    a = gpumem.zeros((3, 4))
+    before = gpumem.memory_stats()["allocations"]
+    for i in range(50):
+        out = comm.gather(a, root=i % SIZE)
+        del out
+        comm.allreduce(a)
+        comm.bcast(a)
+        raises(ValueError, comm.gather, gpumem.zeros(5 + (RANK == 1)))
+    assert gpumem.memory_stats()["allocations"] == before
+
+
+@collective_case
+def arrays_on_other_devices():
+    device = (comm.local_rank + 1) % gpumem.device_count()
+    a = gpumem.to_device(np.full(6, RANK, np.int32), device=device)
+    comm.allreduce(a, op="max")
+    assert np.array_equal(a.copy_to_host(), np.full(6, SIZE - 1))
+    out = comm.gather(a, root=0)
+    if RANK == 0:
+        assert out.device.index == device
+
+
+gmtest.main()

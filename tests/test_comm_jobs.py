@@ -1,0 +1,174 @@
+"""Whole MPI jobs (comm.c, main.c, scripts/stitching_mpi.py): run as one
+plain process, which is rank 0 of 1, and starting jobs of several ranks
+through tests/gm-mpi-test.sh (mpirun, within a time limit): the
+distributed workload gives the single-process result, and a rank that
+fails ends the whole job with a clear message instead of leaving the
+others waiting.
+"""
+
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+
+import gmtest
+from gmtest import case, raises
+
+import gpumem
+
+comm = getattr(gpumem, "comm", None)
+if comm is None:
+    gmtest.skip_file("gpumem was built without MPI")
+MPI_TEST = os.environ.get("GM_MPI_TEST")
+if not MPI_TEST:
+    gmtest.skip_file("GM_MPI_TEST (tests/gm-mpi-test.sh) is not set")
+BACKEND = os.environ["GPUMEM_BACKEND"]
+SCRIPTS = os.path.join(gmtest.SRCDIR, "scripts")
+
+
+def job(np_, *args, timeout=60):
+    """Runs gpumem ARGS in an MPI job of NP_ ranks; the CompletedProcess.
+    The wrapper ends a job that outlives TIMEOUT seconds (exit 124)."""
+    env = dict(os.environ, GM_MPI_TIMEOUT=str(timeout))
+    return subprocess.run([MPI_TEST, BACKEND, str(np_), *args], env=env,
+                          capture_output=True, text=True,
+                          timeout=timeout + 60)
+
+
+def script(text):
+    """A temporary script file holding TEXT; its path."""
+    handle = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False)
+    with handle:
+        handle.write(text)
+    return handle.name
+
+
+def update_line(stdout):
+    """The workload's "update: [...]" line (without mpirun's tag)."""
+    lines = [line.split("update:", 1)[1].strip()
+             for line in stdout.splitlines() if "update:" in line]
+    assert len(lines) == 1, stdout
+    return lines[0]
+
+
+@case
+def alone_the_job_is_rank_0_of_1():
+    assert comm.rank == 0 and comm.size == 1
+    assert comm.local_rank == 0 and comm.local_size == 1
+    assert gpumem.current_device().index == 0
+    comm.barrier()
+    a = gpumem.to_device(np.arange(6, dtype=np.int16).reshape(2, 3))
+    comm.allreduce(a, op="max")
+    comm.bcast(a)
+    assert np.array_equal(a.copy_to_host(), np.arange(6).reshape(2, 3))
+    out = comm.gather(a)
+    assert out.shape == (1, 2, 3) and out.dtype == np.int16
+    assert np.array_equal(out.copy_to_host()[0], a.copy_to_host())
+    raises(ValueError, comm.bcast, a, root=1, match="not a rank")
+    raises(TypeError, comm.allreduce,
+           gpumem.zeros(2, dtype="complex64"), op="max")
+    raises(TypeError, comm.allreduce, gpumem.zeros(2, dtype="float16"))
+
+
+@case
+def distributed_workload_equals_the_single_process_one():
+    for kernel in ("algo", "algo_seed"):
+        args = ["--kernel", kernel, "--images", "1003", "--iterations", "12",
+                "--seed", str(gmtest.SEED)]
+        single = subprocess.run(
+            [gmtest.GPUMEM, "-q", os.path.join(SCRIPTS, "stitching.py"),
+             *args], capture_output=True, text=True, timeout=300)
+        assert single.returncode == 0, (single.stdout, single.stderr)
+        expect = update_line(single.stdout)
+        for ranks in (4, 3, 1):
+            proc = job(ranks, os.path.join(SCRIPTS, "stitching_mpi.py"),
+                       *args, timeout=120)
+            assert proc.returncode == 0, (ranks, proc.stdout, proc.stderr)
+            assert "check: matches NumPy" in proc.stdout, proc.stdout
+            assert f"{ranks} rank" in proc.stdout, proc.stdout
+            assert update_line(proc.stdout) == expect, (ranks, proc.stdout,
+                                                        expect)
+
+
+@case
+def the_ranks_default_devices():
+    path = script("import gpumem\n"
+                  "from gpumem import comm\n"
+                  "import sys\n"
+                  "# One write of a whole line: mpirun interleaves the\n"
+                  "# ranks' output between writes.\n"
+                  "sys.stdout.write(f'placement: {comm.rank} {comm.local_rank} '\n"
+                  "                 f'{gpumem.current_device().index} '\n"
+                  "                 f'{gpumem.device_count()}\\n')\n"
+                  "sys.stdout.flush()\n")
+    try:
+        proc = job(4, path)
+    finally:
+        os.unlink(path)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    seen = set()
+    for line in proc.stdout.splitlines():
+        if "placement:" in line:
+            rank, local, device, count = map(
+                int, line.split("placement:", 1)[1].split())
+            assert device == local % count, line
+            seen.add(rank)
+    assert seen == {0, 1, 2, 3}, proc.stdout
+
+
+@case
+def an_exception_on_one_rank_aborts_the_job():
+    path = script("import gpumem\n"
+                  "from gpumem import comm\n"
+                  "a = gpumem.zeros(4)\n"
+                  "comm.barrier()\n"
+                  "if comm.rank == 2:\n"
+                  "    raise RuntimeError('boom on rank 2')\n"
+                  "comm.allreduce(a)   # the others would wait here\n"
+                  "print('not reached')\n")
+    try:
+        proc = job(4, path, timeout=60)
+    finally:
+        os.unlink(path)
+    assert proc.returncode not in (0, 124, 137), (proc.returncode,
+                                                  proc.stderr)
+    assert "RuntimeError: boom on rank 2" in proc.stderr, proc.stderr
+    assert "gpumem: rank 2 failed (exit 1); aborting the job" in proc.stderr
+    assert "not reached" not in proc.stdout
+
+
+@case
+def a_nonzero_exit_on_one_rank_aborts_the_job():
+    path = script("import sys, gpumem\n"
+                  "from gpumem import comm\n"
+                  "if comm.rank == 1:\n"
+                  "    sys.exit(3)\n"
+                  "comm.barrier()\n")
+    try:
+        proc = job(3, path, timeout=60)
+    finally:
+        os.unlink(path)
+    assert proc.returncode not in (0, 124, 137), (proc.returncode,
+                                                  proc.stderr)
+    assert "gpumem: rank 1 failed (exit 3); aborting the job" in proc.stderr
+
+
+@case
+def mismatched_arrays_in_a_job_raise_not_hang():
+    path = script("import gpumem\n"
+                  "from gpumem import comm\n"
+                  "a = gpumem.zeros(4 + comm.rank)\n"
+                  "try:\n"
+                  "    comm.allreduce(a)\n"
+                  "except ValueError as exc:\n"
+                  "    print('raised', comm.rank, exc)\n")
+    try:
+        proc = job(4, path, timeout=60)
+    finally:
+        os.unlink(path)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert proc.stdout.count("raised") == 4, proc.stdout
+
+
+gmtest.main()
