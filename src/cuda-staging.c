@@ -220,9 +220,18 @@ gm_staging_wanted (const void *host, size_t nbytes)
 {
   struct cudaPointerAttributes attr;
 
-  /* GPUMEM_COPY_MIN (bytes) moves the threshold, for measuring it.  */
-  if (nbytes < env_size ("GPUMEM_COPY_MIN", GM_STAGING_MIN, 0, SIZE_MAX)
-      || env_size ("GPUMEM_COPY_THREADS", 2, 0, 256) == 0)
+  /* GPUMEM_COPY_MIN (bytes) moves the threshold, for measuring it;
+     both settings are read once.  */
+  static size_t threshold = 0;
+  static bool staging_off, read_settings;
+
+  if (!read_settings)
+    {
+      threshold = env_size ("GPUMEM_COPY_MIN", GM_STAGING_MIN, 0, SIZE_MAX);
+      staging_off = env_size ("GPUMEM_COPY_THREADS", 2, 0, 256) == 0;
+      read_settings = true;
+    }
+  if (nbytes < threshold || staging_off)
     return false;
   if (cudaPointerGetAttributes (&attr, host) != cudaSuccess)
     {
@@ -232,9 +241,28 @@ gm_staging_wanted (const void *host, size_t nbytes)
   return attr.type == cudaMemoryTypeUnregistered;
 }
 
+/* One staged copy at a time: Python threads may copy at once (the GIL
+   is released during large copies), and they share the pool and rings.  */
+static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static cudaError_t staged_copy (void *dst, const void *src, size_t nbytes,
+                                int device, int device_count, bool to_device);
+
 cudaError_t
 gm_staging_copy (void *dst, const void *src, size_t nbytes, int device,
                  int device_count, bool to_device)
+{
+  cudaError_t err;
+
+  pthread_mutex_lock (&engine_lock);
+  err = staged_copy (dst, src, nbytes, device, device_count, to_device);
+  pthread_mutex_unlock (&engine_lock);
+  return err;
+}
+
+static cudaError_t
+staged_copy (void *dst, const void *src, size_t nbytes, int device,
+             int device_count, bool to_device)
 {
   cudaError_t err;
   size_t nchunks;

@@ -75,10 +75,21 @@ gmpy_raise_int (gm_status status)
 int
 gmpy_wait (int device, gm_stream *stream)
 {
+  /* Short work (a small kernel, the workload's) is over within tens of
+     microseconds: wait that long with the GIL, then let other threads
+     run while waiting in calls of 50 ms.  */
+  gm_status status = gm_backend_current->wait (device, stream, 50);
+
+  if (status == GM_OK)
+    return 0;
+  if (status != GM_ERR_NOT_READY)
+    return gmpy_raise_int (status);
   for (;;)
     {
-      gm_status status;
-
+      /* Ctrl-C raises KeyboardInterrupt here; the queued work goes on,
+         and a later wait sees it finish.  */
+      if (PyErr_CheckSignals () < 0)
+        return -1;
       Py_BEGIN_ALLOW_THREADS
       status = gm_backend_current->wait (device, stream, 50000);
       Py_END_ALLOW_THREADS
@@ -86,10 +97,6 @@ gmpy_wait (int device, gm_stream *stream)
         return 0;
       if (status != GM_ERR_NOT_READY)
         return gmpy_raise_int (status);
-      /* Ctrl-C raises KeyboardInterrupt here; the queued work goes on,
-         and a later wait sees it finish.  */
-      if (PyErr_CheckSignals () < 0)
-        return -1;
     }
 }
 

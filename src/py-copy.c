@@ -15,6 +15,9 @@
    Ctrl-C is answered between chunks (some 10 ms apart at the pageable
    copy's speed; larger pieces keep its pipeline full longer).  */
 #define COPY_CHUNK ((size_t) 256 << 20)
+/* Copies smaller than this take tens of microseconds at most and keep
+   the GIL: releasing and retaking it would cost more than it frees.  */
+#define COPY_KEEP_GIL_MAX ((size_t) 1 << 20)
 
 /* The dtype of a buffer-protocol FORMAT with ITEMSIZE, or -1.  */
 static int
@@ -63,9 +66,14 @@ dtype_from_format (const char *format, Py_ssize_t itemsize)
     }
 }
 
-int
-gmpy_backend_copy (void *dst, int dst_device, const void *src,
-                   int src_device, size_t nbytes, gm_stream *stream)
+/* gmpy_backend_copy, checking before each chunk that DST_BUF and
+   SRC_BUF (NULL for host memory) may still be used (gmpy_devbuf_usable):
+   the Python code run since they were read, or between chunks, may have
+   freed one.  */
+static int
+guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
+              void *dst, int dst_device, const void *src, int src_device,
+              size_t nbytes, gm_stream *stream)
 {
   size_t done = 0;
 
@@ -76,11 +84,21 @@ gmpy_backend_copy (void *dst, int dst_device, const void *src,
       size_t n = nbytes - done < chunk ? nbytes - done : chunk;
       gm_status status;
 
-      Py_BEGIN_ALLOW_THREADS
-      status = gm_backend_current->copy ((char *) dst + done, dst_device,
-                                         (const char *) src + done,
-                                         src_device, n, stream);
-      Py_END_ALLOW_THREADS
+      if ((dst_buf != NULL && gmpy_devbuf_usable (dst_buf) < 0)
+          || (src_buf != NULL && gmpy_devbuf_usable (src_buf) < 0))
+        return -1;
+      if (n < COPY_KEEP_GIL_MAX)
+        status = gm_backend_current->copy ((char *) dst + done, dst_device,
+                                           (const char *) src + done,
+                                           src_device, n, stream);
+      else
+        {
+          Py_BEGIN_ALLOW_THREADS
+          status = gm_backend_current->copy ((char *) dst + done, dst_device,
+                                             (const char *) src + done,
+                                             src_device, n, stream);
+          Py_END_ALLOW_THREADS
+        }
       if (status != GM_OK)
         return gmpy_raise_int (status);
       done += n;
@@ -89,6 +107,14 @@ gmpy_backend_copy (void *dst, int dst_device, const void *src,
     }
   while (done < nbytes);
   return 0;
+}
+
+int
+gmpy_backend_copy (void *dst, int dst_device, const void *src,
+                   int src_device, size_t nbytes, gm_stream *stream)
+{
+  return guarded_copy (NULL, NULL, dst, dst_device, src, src_device, nbytes,
+                       stream);
 }
 
 /* Raises TypeError unless FROM may be cast to TO under NumPy's
@@ -158,8 +184,9 @@ gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
           if (count > n)
             result = count_error (src_name, count, "source", n);
           else
-            result = gmpy_backend_copy (dst->data, dst->device, view.buf, -1,
-                                        (size_t) count * itemsize, stream);
+            result = guarded_copy (dst, NULL, dst->data, dst->device,
+                                   view.buf, -1, (size_t) count * itemsize,
+                                   stream);
           PyBuffer_Release (&view);
           return result;
         }
@@ -196,8 +223,8 @@ gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
   if (contiguous == NULL
       || PyObject_GetBuffer (contiguous, &view, PyBUF_C_CONTIGUOUS) < 0)
     goto done;
-  result = gmpy_backend_copy (dst->data, dst->device, view.buf, -1,
-                              (size_t) count * itemsize, stream);
+  result = guarded_copy (dst, NULL, dst->data, dst->device, view.buf, -1,
+                         (size_t) count * itemsize, stream);
   PyBuffer_Release (&view);
 done:
   Py_XDECREF (array);
@@ -233,8 +260,9 @@ gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
           if (count > n)
             result = count_error (dst_name, count, "destination", n);
           else
-            result = gmpy_backend_copy (view.buf, -1, src->data, src->device,
-                                        (size_t) count * itemsize, stream);
+            result = guarded_copy (NULL, src, view.buf, -1, src->data,
+                                   src->device, (size_t) count * itemsize,
+                                   stream);
           PyBuffer_Release (&view);
           return result;
         }
@@ -310,8 +338,8 @@ gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
       || PyObject_GetBuffer (staging, &view, PyBUF_C_CONTIGUOUS
                                                | PyBUF_WRITABLE) < 0)
     goto done;
-  result = gmpy_backend_copy (view.buf, -1, src->data, src->device,
-                              (size_t) count * itemsize, stream);
+  result = guarded_copy (NULL, src, view.buf, -1, src->data, src->device,
+                         (size_t) count * itemsize, stream);
   PyBuffer_Release (&view);
   if (result < 0)
     goto done;
@@ -526,8 +554,8 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
             }
         }
       nbytes = (size_t) count * gm_dtypes[dst.dtype].itemsize;
-      if (gmpy_backend_copy (dst.data, dst.device, src.data, src.device,
-                             nbytes, stream) < 0)
+      if (guarded_copy (&dst, &src, dst.data, dst.device, src.data,
+                        src.device, nbytes, stream) < 0)
         return NULL;
       gmpy_array_note_stream (arg[0], arg[3]);
       Py_RETURN_NONE;

@@ -312,10 +312,16 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     }
   if (gmpy_stream_arg (stream_obj, device, &stream) < 0)
     return NULL;
+  /* Reading the scalars and grid ran Python code (__index__, __float__,
+     an iterator) that may have freed an array checked above.  */
+  for (int i = 0; i < n; i++)
+    if (kernel->params[i].kind != GM_PARAM_SCALAR && gmpy_array_check (arg[i])
+        && gmpy_array_usable ((arraypy_object *) arg[i]) < 0)
+      return NULL;
 
-  Py_BEGIN_ALLOW_THREADS
+  /* A launch only enqueues, in microseconds: the GIL is kept, as
+     releasing and taking it back would cost a tenth of the launch.  */
   status = gm_backend_current->launch (kernel, cargs, &cfg, device, stream);
-  Py_END_ALLOW_THREADS
   if (status != GM_OK)
     return gmpy_raise (status);
   if (stream == NULL && gmpy_wait (device, NULL) < 0)
