@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,11 @@ struct gm_event
 
 static int host_devices = 4;
 static size_t host_reserved[HOST_MAX_DEVICES];
+/* Held while a copy, memset or kernel runs (callers may release the GIL
+   around those), and taken by free: memory freed from another thread
+   waits for the work using it to end, as cudaFreeAsync on the default
+   stream waits for the work queued before it.  */
+static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static gm_status
 host_init (void)
@@ -127,9 +133,11 @@ host_free (int device, void *ptr, gm_stream *stream)
   size_t nbytes;
   (void) stream;
 
+  pthread_mutex_lock (&work_lock);
   memcpy (&nbytes, block, sizeof nbytes);
   host_reserved[device] -= nbytes;
   free (block);
+  pthread_mutex_unlock (&work_lock);
   return GM_OK;
 }
 
@@ -154,8 +162,10 @@ host_copy (void *dst, int dst_device, const void *src, int src_device,
   (void) dst_device;
   (void) src_device;
   (void) stream;
+  pthread_mutex_lock (&work_lock);
   if (nbytes > 0)
     memmove (dst, src, nbytes);
+  pthread_mutex_unlock (&work_lock);
   return GM_OK;
 }
 
@@ -165,8 +175,10 @@ host_memset (void *dst, int device, int value, size_t nbytes,
 {
   (void) device;
   (void) stream;
+  pthread_mutex_lock (&work_lock);
   if (nbytes > 0)
     memset (dst, value, nbytes);
+  pthread_mutex_unlock (&work_lock);
   return GM_OK;
 }
 
@@ -185,7 +197,9 @@ host_launch (const gm_kernel *kernel, const gm_arg *args,
   (void) cfg;
   (void) device;
   (void) stream;
+  pthread_mutex_lock (&work_lock);
   kernel->run_host (args);
+  pthread_mutex_unlock (&work_lock);
   return GM_OK;
 }
 

@@ -163,6 +163,9 @@ typedef struct gmpy_devbuf
   gm_dtype dtype;
   int device;
   bool readonly;
+  /* The DeviceArray it describes (borrowed from the caller), or NULL:
+     see gmpy_devbuf_usable.  */
+  PyObject *array;
 } gmpy_devbuf;
 
 /* Fills BUF from OBJ if OBJ is device memory: 1 if it is, 0 if it is
@@ -170,6 +173,12 @@ typedef struct gmpy_devbuf
    cannot be used (freed, unsupported dtype, not contiguous).  WHAT
    names the argument in messages.  */
 int gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what);
+/* 0 when BUF's memory may still be used, else -1 with ValueError: the
+   Python code a call runs after gmpy_devbuf_get (an argument's __index__
+   or __array__, a signal handler, another thread while the GIL is
+   released) may have freed its DeviceArray.  Check again after any such
+   code, right before the memory is handed to the backend.  */
+int gmpy_devbuf_usable (const gmpy_devbuf *buf);
 
 /* The numpy.dtype for a dtype= argument (name, type or dtype), as a
    gm_dtype in *DTYPE.  0 or -1 (TypeError naming the supported ones).  */

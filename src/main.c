@@ -5,7 +5,6 @@
 
 #include "config.h"
 
-#include <getopt.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 extern char **environ;
 
 #include "gm.h"
+#include "cli.h"
 #include "comm.h"
 
 enum
@@ -61,21 +61,6 @@ usage_error (const char *fmt, const char *arg)
   fprintf (stderr, fmt, arg);
   fputs ("\nTry 'gpumem --help' for more information.\n", stderr);
   exit (GM_EXIT_USAGE);
-}
-
-/* Parses a backend name into *CHOICE; false if NAME is none.  */
-static bool
-parse_backend (const char *name, gm_backend_choice *choice)
-{
-  if (strcmp (name, "auto") == 0)
-    *choice = GM_BACKEND_AUTO;
-  else if (strcmp (name, "cuda") == 0)
-    *choice = GM_BACKEND_CUDA;
-  else if (strcmp (name, "host") == 0)
-    *choice = GM_BACKEND_HOST;
-  else
-    return false;
-  return true;
 }
 
 /* Writes the "X.Y" version of the interpreter PYTHON into VERSION;
@@ -220,107 +205,38 @@ list_kernels (void)
 int
 main (int argc, char **argv)
 {
-  static const struct option long_options[] = {
-    {"backend", required_argument, NULL, 'b'},
-    {"list-devices", no_argument, NULL, 'l'},
-    {"list-kernels", no_argument, NULL, 'k'},
-    {"stats", no_argument, NULL, 's'},
-    {"quiet", no_argument, NULL, 'q'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {NULL, 0, NULL, 0}
-  };
-  gm_backend_choice backend = GM_BACKEND_AUTO;
-  gm_run_options run = {0};
-  bool show_devices = false, show_kernels = false;
-  bool quiet = false, interrupted = false;
-  const char *env_backend = getenv ("GPUMEM_BACKEND");
-  int opt;
+  gm_cli_options cli;
+  gm_backend_choice backend;
+  gm_run_options run;
+  bool show_devices, show_kernels, quiet, interrupted = false;
 
-  if (env_backend != NULL && *env_backend != '\0'
-      && !parse_backend (env_backend, &backend))
-    usage_error ("GPUMEM_BACKEND: unknown backend '%s' "
-                 "(choose cuda, host or auto)", env_backend);
-
-  run.mode = GM_RUN_STDIN;
-  opterr = 0;
-  /* '+': options end at SCRIPT, whose own options go to the script.
-     -c and -m end them too, as in python.  */
-  while (run.mode == GM_RUN_STDIN
-         && (opt = getopt_long (argc, argv, "+:b:c:m:ilksqhV", long_options,
-                                NULL)) != -1)
-    switch (opt)
-      {
-      case 'b':
-        if (!parse_backend (optarg, &backend))
-          usage_error ("unknown backend '%s' (choose cuda, host or auto)",
-                       optarg);
-        break;
-      case 'c':
-        run.mode = GM_RUN_COMMAND;
-        run.target = optarg;
-        break;
-      case 'm':
-        run.mode = GM_RUN_MODULE;
-        run.target = optarg;
-        break;
-      case 'i':
-        run.inspect = true;
-        break;
-      case 'l':
-        show_devices = true;
-        break;
-      case 'k':
-        show_kernels = true;
-        break;
-      case 's':
-        print_stats = true;
-        break;
-      case 'q':
-        quiet = true;
-        break;
-      case 'h':
-        fputs (usage_text, stdout);
-        return 0;
-      case 'V':
-        printf ("gpumem %s (Python %s, %s)\n", PACKAGE_VERSION,
-                GM_PYTHON_VERSION_TEXT,
-#ifdef GM_HAVE_CUDA
-                "CUDA backend built in"
-#else
-                "host backend only"
-#endif
-                );
-        return 0;
-      case ':':
-        {
-          char name[3] = {'-', (char) optopt, '\0'};
-          const char *given = argv[optind - 1];
-          usage_error ("option '%s' needs an argument",
-                       strncmp (given, "--", 2) == 0 ? given : name);
-        }
-        break;
-      default:
-        {
-          char name[3] = {'-', (char) optopt, '\0'};
-          usage_error ("unknown option '%s'",
-                       optopt ? name : argv[optind - 1]);
-        }
-      }
-
-  if (run.mode == GM_RUN_STDIN && optind < argc)
+  switch (gm_cli_parse (argc, argv, &cli))
     {
-      if (strcmp (argv[optind], "-") == 0)
-        run.stdin_is_dash = true;
-      else
-        {
-          run.mode = GM_RUN_FILE;
-          run.target = argv[optind];
-        }
-      optind++;
+    case GM_CLI_HELP:
+      fputs (usage_text, stdout);
+      return 0;
+    case GM_CLI_VERSION:
+      printf ("gpumem %s (Python %s, %s)\n", PACKAGE_VERSION,
+              GM_PYTHON_VERSION_TEXT,
+#ifdef GM_HAVE_CUDA
+              "CUDA backend built in"
+#else
+              "host backend only"
+#endif
+              );
+      return 0;
+    case GM_CLI_USAGE_ERROR:
+      usage_error (cli.error_fmt, cli.error_arg);
+      break;
+    case GM_CLI_RUN:
+      break;
     }
-  run.argc = argc - optind;
-  run.argv = argv + optind;
+  backend = cli.backend;
+  run = cli.run;
+  show_devices = cli.show_devices;
+  show_kernels = cli.show_kernels;
+  print_stats = cli.stats;
+  quiet = cli.quiet;
   run.python = python_from_env ();
 
   if (show_kernels)

@@ -115,6 +115,21 @@ gmpy_dtype_arg (PyObject *obj, gm_dtype *dtype)
   return 0;
 }
 
+/* The items of sequence OBJ as a new tuple, or NULL (TypeError MESSAGE
+   when OBJ is no sequence).  A tuple, not PySequence_Fast's list: the
+   items' __index__ may change a list while it is being read.  */
+static PyObject *
+shape_items (PyObject *obj, const char *message)
+{
+  PyObject *seq = PySequence_Fast (obj, message), *tuple;
+
+  if (seq == NULL || PyTuple_Check (seq))
+    return seq;
+  tuple = PyList_AsTuple (seq);
+  Py_DECREF (seq);
+  return tuple;
+}
+
 int
 gmpy_shape_arg (PyObject *shape, size_t itemsize, int *ndim,
            Py_ssize_t dims[GM_MAX_NDIM])
@@ -132,8 +147,8 @@ gmpy_shape_arg (PyObject *shape, size_t itemsize, int *ndim,
     }
   else
     {
-      seq = PySequence_Fast (shape, "shape must be an int or a sequence "
-                                    "of ints");
+      seq = shape_items (shape, "shape must be an int or a sequence "
+                                "of ints");
       if (seq == NULL)
         return -1;
       n = PySequence_Fast_GET_SIZE (seq);
@@ -689,8 +704,8 @@ arraypy_reshape (PyObject *self, PyObject *args)
   {
     PyObject *seq = PyLong_Check (shape_obj)
                       ? PyTuple_Pack (1, shape_obj)
-                      : PySequence_Fast (shape_obj, "shape must be an int or "
-                                                    "a sequence of ints");
+                      : shape_items (shape_obj, "shape must be an int or "
+                                                "a sequence of ints");
     Py_ssize_t n;
     if (seq == NULL)
       return NULL;
@@ -808,8 +823,9 @@ arraypy_subscript (PyObject *self, PyObject *key)
                                          "indexed");
       return NULL;
     }
-  for (int i = 1; i < array->ndim; i++)
-    row *= array->shape[i];
+  /* Elements per index of the first axis: not the product of the other
+     dimensions, which overflows in a shape such as (0, 2**62, 2**62).  */
+  row = array->shape[0] > 0 ? array->size / array->shape[0] : 0;
   if (PySlice_Check (key))
     {
       if (PySlice_Unpack (key, &start, &stop, &step) < 0)
@@ -1019,6 +1035,7 @@ gmpy_to_device (PyObject *module, PyObject *args, PyObject *kwargs)
   dst.dtype = dtype;
   dst.device = device;
   dst.readonly = false;
+  dst.array = (PyObject *) array;
   if (gmpy_copy_host_to_device (&dst, np_array, array->size, stream, "host")
       < 0)
     Py_CLEAR (array);
@@ -1206,11 +1223,21 @@ gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
       buf->dtype = array->dtype;
       buf->device = array->device;
       buf->readonly = array->readonly;
+      buf->array = obj;
       return 1;
     }
+  buf->array = NULL;
   if (strcmp (gm_backend_current->name, "cuda") != 0)
     return 0;
   return cai_read (obj, buf, &ndim, dims, what);
+}
+
+int
+gmpy_devbuf_usable (const gmpy_devbuf *buf)
+{
+  if (buf->array == NULL)
+    return 0;
+  return gmpy_array_usable ((arraypy_object *) buf->array);
 }
 
 PyObject *

@@ -192,7 +192,11 @@ export_capsule (PyObject *owner, arraypy_object *array, void *data, int ndim,
     {
       block->dims[i] = shape[i];
       block->dims[ndim + i] = stride;
-      stride *= shape[i] > 1 ? shape[i] : 1;
+      /* Past an overflow the array is empty (a dimension is 0), and an
+         empty array's strides are never used.  */
+      if (__builtin_mul_overflow (stride, shape[i] > 1 ? shape[i] : 1,
+                                  &stride))
+        stride = 0;
     }
   tensor->byte_offset = 0;
 
