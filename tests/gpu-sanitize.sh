@@ -90,8 +90,12 @@ run() {
   status=$?
   cat "$log.tool" "$log.out" >"$log" 2>/dev/null
   rm -f "$log.tool" "$log.out"
-  line=$(grep -h "ERROR SUMMARY" "$log" | tail -n 1)
-  errors=$(printf '%s\n' "$line" | sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p')
+  # racecheck ends with "RACECHECK SUMMARY: N hazards displayed (E
+  # errors, W warnings)", the other tools with "ERROR SUMMARY: E errors".
+  line=$(grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$log" | tail -n 1)
+  errors=$(printf '%s\n' "$line" | sed -n \
+    -e 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' \
+    -e 's/.*RACECHECK SUMMARY: .*(\([0-9]*\) error.*/\1/p')
   verdict=ok
   if [ "$status" -ne 0 ] || [ -z "$errors" ] || [ "$errors" -ne 0 ]; then
     verdict=FAIL
