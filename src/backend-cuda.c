@@ -355,6 +355,21 @@ cuda_can_access_peer (int device, int peer)
   return can != 0;
 }
 
+/* GPUMEM_SMALL_COPIES=0 sends small copies straight to cudaMemcpy, for
+   comparing the two paths.  */
+static bool
+small_copies_off (void)
+{
+  static int off = -1;
+
+  if (off < 0)
+    {
+      const char *value = getenv ("GPUMEM_SMALL_COPIES");
+      off = value != NULL && strcmp (value, "0") == 0;
+    }
+  return off;
+}
+
 static gm_status
 cuda_copy (void *dst, int dst_device, const void *src, int src_device,
            size_t nbytes, gm_stream *stream)
@@ -393,7 +408,11 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
       goto done;
     }
   if (stream == NULL && (dst_device < 0) != (src_device < 0)
-      && gm_staging_wanted (dst_device < 0 ? dst : src, nbytes))
+      && nbytes <= GM_SMALL_MAX && !small_copies_off ())
+    CUDA_CHECK (gm_staging_small_copy (dst, src, nbytes, device,
+                                       device_count, dst_device >= 0));
+  else if (stream == NULL && (dst_device < 0) != (src_device < 0)
+           && gm_staging_wanted (dst_device < 0 ? dst : src, nbytes))
     CUDA_CHECK (gm_staging_copy (dst, src, nbytes, device, device_count,
                                  dst_device >= 0));
   else if (stream == NULL)

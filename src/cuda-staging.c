@@ -9,7 +9,10 @@
    DMA engine moves the chunk before it, so that both run at once.
 
    Used by backend-cuda.c for synchronous copies of at least
-   GM_STAGING_MIN bytes whose host side is pageable.  The thread count
+   GM_STAGING_MIN bytes whose host side is pageable.  Small synchronous
+   copies (at most GM_SMALL_MAX bytes, such as the workload's 4 floats)
+   go through one page-locked bounce buffer instead: the DMA engine's
+   own path is shorter than the driver's pageable one (bench/NOTES.md).  The thread count
    and chunk size default to the values measured best on the H200
    machine (bench/NOTES.md) and adapt to the cores present;
    GPUMEM_COPY_THREADS (0: never stage), GPUMEM_COPY_CHUNK and
@@ -245,6 +248,48 @@ gm_staging_wanted (const void *host, size_t nbytes)
    is released during large copies), and they share the pool and rings.  */
 static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Per device, the bounce buffer of small copies (GM_SMALL_MAX bytes),
+   made on first use.  */
+static void **bounces;
+static int bounce_count;
+
+cudaError_t
+gm_staging_small_copy (void *dst, const void *src, size_t nbytes, int device,
+                       int device_count, bool to_device)
+{
+  cudaError_t err = cudaSuccess;
+
+  pthread_mutex_lock (&engine_lock);
+  if (bounces == NULL)
+    {
+      bounces = calloc ((size_t) device_count, sizeof *bounces);
+      bounce_count = device_count;
+      if (bounces == NULL)
+        err = cudaErrorMemoryAllocation;
+    }
+  if (err == cudaSuccess && bounces[device] == NULL)
+    err = cudaMallocHost (&bounces[device], GM_SMALL_MAX);
+  if (err == cudaSuccess && to_device)
+    {
+      memcpy (bounces[device], src, nbytes);
+      err = cudaMemcpyAsync (dst, bounces[device], nbytes,
+                             cudaMemcpyHostToDevice, 0);
+      if (err == cudaSuccess)
+        err = cudaStreamSynchronize (0);
+    }
+  else if (err == cudaSuccess)
+    {
+      err = cudaMemcpyAsync (bounces[device], src, nbytes,
+                             cudaMemcpyDeviceToHost, 0);
+      if (err == cudaSuccess)
+        err = cudaStreamSynchronize (0);
+      if (err == cudaSuccess)
+        memcpy (dst, bounces[device], nbytes);
+    }
+  pthread_mutex_unlock (&engine_lock);
+  return err;
+}
+
 static cudaError_t staged_copy (void *dst, const void *src, size_t nbytes,
                                 int device, int device_count, bool to_device);
 
@@ -352,4 +397,10 @@ gm_staging_shutdown (bool cuda_usable)
   free (rings);
   rings = NULL;
   ring_count = 0;
+  for (int d = 0; d < bounce_count && cuda_usable; d++)
+    if (bounces[d] != NULL)
+      cudaFreeHost (bounces[d]);
+  free (bounces);
+  bounces = NULL;
+  bounce_count = 0;
 }

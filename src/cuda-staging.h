@@ -26,6 +26,18 @@ bool gm_staging_wanted (const void *host, size_t nbytes);
 cudaError_t gm_staging_copy (void *dst, const void *src, size_t nbytes,
                              int device, int device_count, bool to_device);
 
+/* Synchronous copies of at most this many bytes go through a
+   page-locked bounce buffer (gm_staging_small_copy).  */
+#define GM_SMALL_MAX ((size_t) 64 << 10)
+
+/* Copies NBYTES (at most GM_SMALL_MAX) between host memory and memory of
+   DEVICE (current), through DEVICE's page-locked bounce buffer, ordered
+   on the legacy default stream as cudaMemcpy is; complete on return.  A
+   cudaError_t.  */
+cudaError_t gm_staging_small_copy (void *dst, const void *src, size_t nbytes,
+                                   int device, int device_count,
+                                   bool to_device);
+
 /* Stops the copying threads and, if CUDA_USABLE, frees the rings.  */
 void gm_staging_shutdown (bool cuda_usable);
 
