@@ -10,9 +10,10 @@
 
    Used by backend-cuda.c for synchronous copies of at least
    GM_STAGING_MIN bytes whose host side is pageable.  Small synchronous
-   copies (at most GM_SMALL_MAX bytes, such as the workload's 4 floats)
-   go through one page-locked bounce buffer instead: the DMA engine's
-   own path is shorter than the driver's pageable one (bench/NOTES.md).  The thread count
+   copies to the host (at most GM_SMALL_MAX bytes, such as the workload's
+   4 floats) go through one page-locked bounce buffer instead: the DMA
+   engine's own path is shorter than the driver's pageable one
+   (bench/NOTES.md).  The thread count
    and chunk size default to the values measured best on the H200
    machine (bench/NOTES.md) and adapt to the cores present;
    GPUMEM_COPY_THREADS (0: never stage), GPUMEM_COPY_CHUNK and
