@@ -30,10 +30,11 @@ import gpumem
 PARTITIONS = 4
 
 
-def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        prog="gpumem scripts/stitching.py",
-        description="The request's iterative 4-partition workload.")
+def parse_args(argv, prog="gpumem scripts/stitching.py",
+               description="The request's iterative 4-partition workload.",
+               seed_help="seed of the random initial update"):
+    """The workload's command line (shared with stitching_mpi.py)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--images", type=int, default=40,
                         help="number of images in all (default 40)")
     parser.add_argument("--iterations", type=int, default=10,
@@ -41,8 +42,7 @@ def parse_args(argv):
     parser.add_argument("--kernel", choices=["algo", "algo_seed"],
                         default="algo",
                         help="the partial-update kernel (default algo)")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed of the random initial update")
+    parser.add_argument("--seed", type=int, default=None, help=seed_help)
     parser.add_argument("--no-check", action="store_true",
                         help="skip the NumPy check (for timing huge runs)")
     args = parser.parse_args(argv)
@@ -146,6 +146,13 @@ def main(argv):
 
     if args.no_check:
         return 0
+    return check(update, parted_images, initial_update, args)
+
+
+def check(update, parted_images, initial_update, args):
+    """Compares UPDATE with the NumPy run of the same algorithm; prints
+    the verdict and returns the exit status (shared with
+    stitching_mpi.py)."""
     expect = reference(parted_images, initial_update, args.iterations,
                        args.kernel)
     if not np.all(np.isfinite(expect)):

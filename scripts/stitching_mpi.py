@@ -33,32 +33,17 @@ import gpumem
 
 # scripts/ leads sys.path: the single-process script supplies the split,
 # the stitching and the NumPy reference, so both compute alike.
-from stitching import PARTITIONS, reference, split, stitching
+from stitching import PARTITIONS, check, split, stitching
+import stitching as single_process
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        prog="gpumem scripts/stitching_mpi.py",
+    return single_process.parse_args(
+        argv, prog="gpumem scripts/stitching_mpi.py",
         description="The request's iterative 4-partition workload, its "
-                    "partitions spread over the ranks of an MPI job.")
-    parser.add_argument("--images", type=int, default=40,
-                        help="number of images in all (default 40)")
-    parser.add_argument("--iterations", type=int, default=10,
-                        help="iterations (default 10)")
-    parser.add_argument("--kernel", choices=["algo", "algo_seed"],
-                        default="algo",
-                        help="the partial-update kernel (default algo)")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed of the random initial update (every "
-                             "rank draws the same)")
-    parser.add_argument("--no-check", action="store_true",
-                        help="skip the NumPy check (for timing huge runs)")
-    args = parser.parse_args(argv)
-    if args.images < PARTITIONS:
-        parser.error(f"--images must be at least {PARTITIONS}")
-    if args.iterations < 1:
-        parser.error("--iterations must be at least 1")
-    return args
+                    "partitions spread over the ranks of an MPI job.",
+        seed_help="seed of the random initial update (every rank draws "
+                  "the same)")
 
 
 def main(argv):
@@ -153,22 +138,7 @@ def main(argv):
 
     if args.no_check:
         return 0
-    expect = reference(parted_images, initial_update, args.iterations,
-                       args.kernel)
-    if not np.all(np.isfinite(expect)):
-        print("check: the values overflowed float32 in the NumPy run too "
-              "(the stitching doubles them each iteration); use fewer "
-              "iterations to compare")
-        return 0
-    scale = max(float(np.max(np.abs(expect))), 1.0)
-    error = float(np.max(np.abs(update.astype(np.float64) - expect))) / scale
-    if not error <= 1e-4:
-        print(f"check: FAILED: relative error {error:.3g} against NumPy",
-              file=sys.stderr)
-        print("expected:", expect, file=sys.stderr)
-        return 1
-    print(f"check: matches NumPy (relative error {error:.2g})")
-    return 0
+    return check(update, parted_images, initial_update, args)
 
 
 if __name__ == "__main__":
