@@ -340,21 +340,6 @@ done:
   return status;
 }
 
-static bool
-cuda_can_access_peer (int device, int peer)
-{
-  int can = 0;
-
-  if (device == peer)
-    return true;
-  if (cudaDeviceCanAccessPeer (&can, device, peer) != cudaSuccess)
-    {
-      cudaGetLastError ();
-      return false;
-    }
-  return can != 0;
-}
-
 /* GPUMEM_SMALL_COPIES=0 sends small copies straight to cudaMemcpy, for
    comparing the two paths.  */
 static bool
@@ -785,7 +770,6 @@ const gm_backend gm_backend_cuda = {
   .reserved = cuda_reserved,
   .copy = cuda_copy,
   .memset = cuda_memset,
-  .can_access_peer = cuda_can_access_peer,
   .launch = cuda_launch,
   .wait = cuda_wait,
   .device_synchronize = cuda_device_synchronize,

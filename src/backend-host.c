@@ -182,14 +182,6 @@ host_memset (void *dst, int device, int value, size_t nbytes,
   return GM_OK;
 }
 
-static bool
-host_can_access_peer (int device, int peer)
-{
-  (void) device;
-  (void) peer;
-  return true;
-}
-
 static gm_status
 host_launch (const gm_kernel *kernel, const gm_arg *args,
              const gm_launch_cfg *cfg, int device, gm_stream *stream)
@@ -362,7 +354,6 @@ const gm_backend gm_backend_host = {
   .reserved = host_reserved_bytes,
   .copy = host_copy,
   .memset = host_memset,
-  .can_access_peer = host_can_access_peer,
   .launch = host_launch,
   .wait = host_wait,
   .device_synchronize = host_device_synchronize,

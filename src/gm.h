@@ -183,7 +183,6 @@ typedef struct gm_backend
                      int src_device, size_t nbytes, gm_stream *stream);
   gm_status (*memset) (void *dst, int device, int value, size_t nbytes,
                        gm_stream *stream);
-  bool (*can_access_peer) (int device, int peer);
 
   /* Enqueue KERNEL with ARGS on DEVICE.  With STREAM NULL the caller
      waits for the device afterwards (wait ()).  */

@@ -216,52 +216,52 @@ export_capsule (PyObject *owner, arraypy_object *array, void *data, int ndim,
   return capsule;
 }
 
-/* Reads the max_version= argument OBJ: *VERSIONED is true when the
+/* Reads OBJ, a tuple of two ints, into *FIRST and *SECOND.  1, 0 when
+   OBJ is None, or -1 with TypeError saying that NAME must be None or a
+   tuple (FIELDS) of ints.  */
+static int
+int_pair_arg (PyObject *obj, const char *name, const char *fields,
+              long *first, long *second)
+{
+  if (obj == Py_None)
+    return 0;
+  if (!PyTuple_Check (obj) || PyTuple_GET_SIZE (obj) != 2
+      || !PyLong_Check (PyTuple_GET_ITEM (obj, 0))
+      || !PyLong_Check (PyTuple_GET_ITEM (obj, 1)))
+    {
+      PyErr_Format (PyExc_TypeError, "%s must be None or a tuple (%s) of "
+                    "ints, not %R", name, fields, obj);
+      return -1;
+    }
+  *first = PyLong_AsLong (PyTuple_GET_ITEM (obj, 0));
+  *second = PyLong_AsLong (PyTuple_GET_ITEM (obj, 1));
+  return PyErr_Occurred () ? -1 : 1;
+}
+
+/* Reads the max_version= argument OBJ: *VERSIONED tells whether the
    consumer reads DLPack 1.x capsules.  0, or -1 with TypeError.  */
 static int
 max_version_arg (PyObject *obj, bool *versioned)
 {
-  long major;
+  long major, minor;
+  int given = int_pair_arg (obj, "max_version", "major, minor", &major,
+                            &minor);
 
-  *versioned = false;
-  if (obj == Py_None)
-    return 0;
-  if (!PyTuple_Check (obj) || PyTuple_GET_SIZE (obj) != 2
-      || !PyLong_Check (PyTuple_GET_ITEM (obj, 0))
-      || !PyLong_Check (PyTuple_GET_ITEM (obj, 1)))
-    {
-      PyErr_Format (PyExc_TypeError, "max_version must be None or a tuple "
-                    "(major, minor) of ints, not %R", obj);
-      return -1;
-    }
-  major = PyLong_AsLong (PyTuple_GET_ITEM (obj, 0));
-  if (major == -1 && PyErr_Occurred ())
-    return -1;
-  *versioned = major >= GM_DLPACK_MAJOR;
-  return 0;
+  *versioned = given > 0 && major >= GM_DLPACK_MAJOR;
+  return given < 0 ? -1 : 0;
 }
 
 /* Reads the dl_device= argument OBJ into *DEVICE (unchanged for None).
-   0, or -1 with TypeError.  */
+   0, or -1 with TypeError or ValueError.  */
 static int
 dl_device_arg (PyObject *obj, gm_dl_device *device)
 {
   long type, id;
+  int given = int_pair_arg (obj, "dl_device", "device_type, device_id",
+                            &type, &id);
 
-  if (obj == Py_None)
-    return 0;
-  if (!PyTuple_Check (obj) || PyTuple_GET_SIZE (obj) != 2
-      || !PyLong_Check (PyTuple_GET_ITEM (obj, 0))
-      || !PyLong_Check (PyTuple_GET_ITEM (obj, 1)))
-    {
-      PyErr_Format (PyExc_TypeError, "dl_device must be None or a tuple "
-                    "(device_type, device_id) of ints, not %R", obj);
-      return -1;
-    }
-  type = PyLong_AsLong (PyTuple_GET_ITEM (obj, 0));
-  id = PyLong_AsLong (PyTuple_GET_ITEM (obj, 1));
-  if (PyErr_Occurred ())
-    return -1;
+  if (given <= 0)
+    return given;
   if (type < INT32_MIN || type > INT32_MAX || id < INT32_MIN
       || id > INT32_MAX)
     {
