@@ -738,17 +738,26 @@ done:
 static void
 cuda_shutdown (void)
 {
-  /* Resetting each device used ends its context in order, after Python
-     has released every buffer; compute-sanitizer's leak check reports at
-     this point.  */
+  /* The primary context of each device is shared with every other
+     library in the process (CuPy, PyTorch, JAX, Numba), and some of them
+     keep threads that use it until their own static destructors run,
+     after main returns: XLA's stream monitor polls cuStreamIsCapturing on
+     its streams.  cudaDeviceReset here destroyed those streams under that
+     thread and crashed the process at exit (docs/RELIABILITY.md, "Crash at
+     exit").  So gpumem never resets a device: it waits for its work,
+     releases what it owns (staging buffers, the pool's cached memory) and
+     leaves the context to the driver, which ends it with the process.  */
   gm_staging_shutdown (lost_error == cudaSuccess);
   if (lost_error != cudaSuccess)
     return;
   for (int d = 0; d < device_count; d++)
     if (device_ready[d] && cudaSetDevice (d) == cudaSuccess)
       {
+        cudaMemPool_t pool;
+
         cudaDeviceSynchronize ();
-        cudaDeviceReset ();
+        if (cudaDeviceGetDefaultMemPool (&pool, d) == cudaSuccess)
+          cudaMemPoolTrimTo (pool, 0);
       }
   free (props_cache);
   free (device_ready);
