@@ -2,14 +2,20 @@
 
 Each test file defines functions decorated with @case and ends with
 gmtest.main().  Cases run in order; a failure prints its traceback and
-the random seed (set GM_TEST_SEED to replay it).  The last line is
-"N passed, N failed"; the exit status is 1 when any case failed.  A file
-calls skip_file() to exit 77 (a skip to ctest).
+the random seed (set GM_TEST_SEED to replay it).  A case that cannot
+run here calls skip(reason) (or raises Skip), which prints "SKIP name:
+reason" and counts it apart: a skipped case is never reported "ok".  The
+last line is "N passed, N failed, N skipped"; the exit status is 1 when
+any case failed.  A file calls skip_file() to exit 77 (a skip to ctest).
 """
 
 import os
 import random
+import selectors
+import signal
+import subprocess
 import sys
+import time
 import traceback
 
 import numpy as np
@@ -34,6 +40,15 @@ def case(fn):
     """Registers FN as a test case."""
     _cases.append(fn)
     return fn
+
+
+class Skip(Exception):
+    """Raised by a case that cannot run here; its argument is the reason."""
+
+
+def skip(reason):
+    """Ends the running case as skipped, for REASON."""
+    raise Skip(reason)
 
 
 def skip_file(reason):
@@ -61,6 +76,84 @@ def raises(exc_type, fn, *args, match=None, **kwargs):
         raise AssertionError(f"expected {exc_type.__name__}, got "
                              f"{type(exc).__name__}: {exc}") from exc
     raise AssertionError(f"expected {exc_type.__name__}, nothing raised")
+
+
+def default_sigint():
+    """For preexec_fn: a child gets SIGINT's default disposition.  A
+    shell's background job inherits SIGINT ignored, and Python then
+    installs no handler, so Ctrl-C would not raise KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+class Interrupted:
+    """What interrupt() saw: returncode, out, err, elapsed (seconds from
+    the first SIGINT to the end) and signals (how many were sent)."""
+
+    def __init__(self, returncode, out, err, elapsed, signals):
+        self.returncode, self.out, self.err = returncode, out, err
+        self.elapsed, self.signals = elapsed, signals
+
+    def __repr__(self):
+        return (f"exit {self.returncode} {self.elapsed:.2f} s after the "
+                f"first of {self.signals} SIGINT(s)\nstdout: {self.out!r}"
+                f"\nstderr: {self.err!r}")
+
+
+def interrupt(argv, env=None, delay=0.0, every=1.0, limit=10.0,
+              ready_timeout=60.0):
+    """Starts ARGV (SIGINT at its default), waits for it to print the
+    line "ready" and DELAY seconds more, then sends SIGINT, again EVERY
+    seconds until the child ends, for at most LIMIT seconds; kills it
+    then.  Returns an Interrupted.
+
+    The child prints "ready" just before it enters the blocking call
+    under test, and a SIGINT that arrives before the call has started
+    is only noted by Python's handler, and seen when the call returns.
+    Sending it again once the call has surely started makes the test
+    depend on what the product does inside the call, not on when the
+    first signal happened to arrive; a product that ignores Ctrl-C in
+    the call ignores every repeat as well."""
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=default_sigint)
+    signals = 0
+    start = None
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            if not sel.select(timeout=ready_timeout):
+                raise AssertionError(f"no 'ready' in {ready_timeout} s")
+        line = proc.stdout.readline()
+        if line != "ready\n":
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"expected 'ready', got {line!r}; "
+                                 f"stdout {out!r}, stderr {err!r}")
+        time.sleep(delay)
+        start = time.monotonic()
+        while proc.poll() is None and time.monotonic() - start < limit:
+            proc.send_signal(signal.SIGINT)
+            signals += 1
+            try:
+                proc.wait(timeout=every)
+            except subprocess.TimeoutExpired:
+                pass
+        elapsed = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out, err = proc.communicate()
+    return Interrupted(proc.returncode, line + out, err, elapsed, signals)
+
+
+def assert_interrupted(got, within=10.0):
+    """Asserts that the Interrupted GOT ended by KeyboardInterrupt within
+    WITHIN seconds of the first SIGINT."""
+    # Python re-raises SIGINT after an uncaught KeyboardInterrupt; 130 and
+    # 1 are what an embedding program may make of it.
+    assert got.returncode in (-signal.SIGINT, 130, 1), got
+    assert "KeyboardInterrupt" in got.err, got
+    assert got.elapsed < within, got
 
 
 def random_array(n, dtype):
@@ -94,13 +187,16 @@ def main():
     import gpumem
     print(f"# backend {gpumem.backend}, {gpumem.device_count()} device(s), "
           f"seed {SEED}")
-    passed = failed = 0
+    passed = failed = skipped = 0
     only = os.environ.get("GM_TEST_ONLY")
     for fn in _cases:
         if only and fn.__name__ != only:
             continue
         try:
             fn()
+        except Skip as why:
+            skipped += 1
+            print(f"SKIP {fn.__name__}: {why}")
         except Exception:
             failed += 1
             print(f"FAIL {fn.__name__} (GM_TEST_SEED={SEED})")
@@ -109,5 +205,5 @@ def main():
             passed += 1
             print(f"ok   {fn.__name__}")
         sys.stdout.flush()
-    print(f"{passed} passed, {failed} failed")
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
     sys.exit(1 if failed else 0)

@@ -9,12 +9,9 @@ on whether a CUDA device answers, both branches assert.
 import json
 import os
 import re
-import selectors
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import gmtest
 
@@ -334,66 +331,30 @@ def test_inspect_after_command():
         show(proc)
 
 
-def interrupt(binary, backend, command, delay=0.0):
-    """Starts BINARY -q -c COMMAND, waits for it to print "ready" and
-    DELAY seconds more, sends SIGINT, and returns (returncode, stderr,
-    seconds from the signal to the end)."""
-    proc = subprocess.Popen(
-        [binary, "-q", "-c", command], env=child_env(backend),
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-        # A shell's background job inherits SIGINT ignored, and Python
-        # then installs no handler: give the child the default.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        with selectors.DefaultSelector() as sel:
-            sel.register(proc.stdout, selectors.EVENT_READ)
-            assert sel.select(timeout=TIMEOUT), "no 'ready' in time"
-        line = proc.stdout.readline()
-        assert line == "ready\n", repr(line)
-        time.sleep(delay)
-        start = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=10)
-        elapsed = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, err, elapsed
-
-
-def assert_interrupted(returncode, err, elapsed):
-    assert elapsed < 10, elapsed
-    # Python re-raises SIGINT after an uncaught KeyboardInterrupt.
-    assert returncode in (-signal.SIGINT, 130, 1), \
-        f"exit {returncode}: {err!r}"
-    assert "KeyboardInterrupt" in err, err
-
-
 @gmtest.case
 def test_ctrl_c():
-    command = ('import time, sys; print("ready", flush=True); '
-               'time.sleep(30)')
-    assert_interrupted(*interrupt(GPUMEM, "host", command))
+    got = gmtest.interrupt([GPUMEM, "-q", "-c",
+                            'import time; print("ready", flush=True); '
+                            'time.sleep(30)'], env=child_env("host"))
+    gmtest.assert_interrupted(got)
 
 
 @gmtest.case
 def test_ctrl_c_while_waiting_on_gpu():
     # The test build's spin kernel keeps the GPU busy for 20 s.
-    if not cuda_available() or gmtest.GPUMEM_TEST == GPUMEM \
+    if not cuda_available():
+        gmtest.skip("no CUDA device answers")
+    if gmtest.GPUMEM_TEST == GPUMEM \
        or not os.access(gmtest.GPUMEM_TEST, os.X_OK):
-        print("# no CUDA device or no gpumem-test: Ctrl-C while waiting "
-              "on the GPU not tried")
-        return
+        gmtest.skip("no gpumem-test (GPUMEM_TEST) with the spin kernel")
     command = ("import gpumem; out = gpumem.zeros(1, dtype='int32'); "
                "print('ready', flush=True); "
                "gpumem.kernels.spin(20000, out)")
-    returncode, err, elapsed = interrupt(gmtest.GPUMEM_TEST, "cuda", command,
-                                         delay=1.0)
     # (The traceback names the line of the script; a C function such as
     # the kernel has no frame of its own.)
-    assert_interrupted(returncode, err, elapsed)
+    gmtest.assert_interrupted(gmtest.interrupt(
+        [gmtest.GPUMEM_TEST, "-q", "-c", command], env=child_env("cuda"),
+        delay=1.0))
 
 
 # --- listings and statistics ---------------------------------------------

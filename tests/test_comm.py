@@ -72,9 +72,11 @@ def assert_close(got, expect, dtype):
 def collective_case(fn):
     """A case every rank runs; it fails on every rank if it fails on any."""
     def run():
-        error = None
+        error = skipped = None
         try:
             fn()
+        except gmtest.Skip as exc:
+            skipped = exc
         except Exception as exc:
             error = exc
         # A shape no case uses, so a rank left behind in a case's own
@@ -88,6 +90,8 @@ def collective_case(fn):
             raise error
         if ranks:
             raise AssertionError(f"the case failed on rank(s) {ranks}")
+        if skipped is not None:
+            raise skipped
     run.__name__ = fn.__name__
     return gmtest.case(run)
 
