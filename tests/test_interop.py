@@ -705,8 +705,7 @@ def cai_producer_fields():
 @case
 def cai_consumer_checks():
     if HOST:
-        print("skip: the CUDA Array Interface is the cuda backend's")
-        return
+        gmtest.skip("the CUDA Array Interface is the cuda backend's")
     backing = gpumem.to_device(np.arange(24, dtype=np.float32))
     b = gpumem.asarray(FakeCai(backing))
     assert b.ptr == backing.ptr and b.shape == (24,) and b.base is not None
@@ -741,37 +740,110 @@ def cai_consumer_checks():
 # NumPy on the host backend: DLPack reports a CPU device.
 
 def host_only(name):
+    """Skips the running case unless the backend is the host's."""
     if CUDA:
-        print(f"skip: {name} is for the host backend")
-        return False
-    return True
+        gmtest.skip(f"{name} is for the host backend")
+
+
+def _numpy_can(what, fn):
+    """Whether FN() runs with the installed NumPy: None if it does, else
+    why not (the reason a case that needs WHAT is skipped)."""
+    try:
+        fn()
+    except Exception as exc:
+        return (f"NumPy {np.__version__} cannot {what} "
+                f"({type(exc).__name__}: {exc})")
+    return None
+
+
+def _readonly_round_trip():
+    ro = np.zeros(2)
+    ro.flags.writeable = False
+    np.from_dlpack(ro)
+
+
+def _asks_for_versioned_capsules():
+    asked = {}
+
+    class Probe:
+        def __dlpack__(self, **kwargs):
+            asked.update(kwargs)
+            return np.zeros(1).__dlpack__()
+
+        def __dlpack_device__(self):
+            return (KDLCPU, 0)
+
+    np.from_dlpack(Probe())
+    if "max_version" not in asked:
+        raise TypeError(f"from_dlpack passes only {sorted(asked)}")
+
+
+# What the installed NumPy's DLPack can do: NumPy 1.x (Debian 12 has
+# 1.24) knows no bool, makes every array it imports read-only, cannot
+# export a read-only array, does not ask for
+# versioned capsules, and from_dlpack has no copy=.  A case that needs
+# what is missing reports SKIP with the reason; what the old NumPy does
+# instead must still end in a clear exception.
+NUMPY_LACKS = {
+    "writable": _numpy_can(
+        "give writable arrays from DLPack",
+        lambda: np.from_dlpack(np.zeros(1)).__setitem__(0, 1)),
+    "bool": _numpy_can("pass bool arrays through DLPack",
+                       lambda: np.from_dlpack(np.zeros(2, bool))),
+    "readonly": _numpy_can("pass read-only arrays through DLPack",
+                           _readonly_round_trip),
+    "versioned": _numpy_can("ask for versioned DLPack capsules",
+                            _asks_for_versioned_capsules),
+    "copy": _numpy_can("take from_dlpack(copy=True)",
+                       lambda: np.from_dlpack(np.zeros(1), copy=True)),
+}
+
+
+def numpy_needs(what):
+    """Skips the running case unless NumPy can do WHAT (NUMPY_LACKS)."""
+    if NUMPY_LACKS[what] is not None:
+        gmtest.skip(NUMPY_LACKS[what])
+
+
+def numpy_dtypes():
+    """DTYPES less bool where NumPy's DLPack lacks it."""
+    return [d for d in DTYPES if d != "bool" or NUMPY_LACKS["bool"] is None]
 
 
 @case
 def numpy_from_dlpack_shares_memory():
-    if not host_only("numpy.from_dlpack zero-copy"):
-        return
-    for dtype in DTYPES:
+    host_only("numpy.from_dlpack zero-copy")
+    for dtype in numpy_dtypes():
         for shape in [(7,), (2, 3), (2, 1, 4), ()]:
             host = random_array(int(np.prod(shape)), dtype).reshape(shape)
             a = gpumem.to_device(host)
             n = np.from_dlpack(a)
             assert n.dtype == np.dtype(dtype) and n.shape == shape
             assert n.ctypes.data == a.ptr, dtype
-            assert n.flags.writeable and n.flags.c_contiguous
+            assert n.flags.c_contiguous
+            assert n.flags.writeable == (NUMPY_LACKS["writable"] is None)
             assert np.array_equal(n, host)
             new = random_array(host.size, dtype).reshape(shape)
             a.copy_from_host(new)
             assert np.array_equal(n, new), dtype
-            n[...] = host
-            assert np.array_equal(a.copy_to_host(), host), dtype
+
+
+@case
+def numpy_writes_through_dlpack():
+    host_only("NumPy writing gpumem's memory")
+    numpy_needs("writable")
+    for dtype in numpy_dtypes():
+        host = random_array(6, dtype).reshape(2, 3)
+        a = gpumem.to_device(random_array(6, dtype).reshape(2, 3))
+        n = np.from_dlpack(a)
+        n[...] = host
+        assert np.array_equal(a.copy_to_host(), host), dtype
 
 
 @case
 def numpy_round_trip_through_gpumem():
-    if not host_only("gpumem.from_dlpack(numpy)"):
-        return
-    for dtype in DTYPES:
+    host_only("gpumem.from_dlpack(numpy)")
+    for dtype in numpy_dtypes():
         n = random_array(30, dtype).reshape(5, 6)
         b = gpumem.from_dlpack(n)
         assert b.ptr == n.ctypes.data and b.shape == (5, 6)
@@ -804,16 +876,48 @@ def numpy_round_trip_through_gpumem():
 
 
 @case
-def numpy_readonly_and_strided_arrays():
-    if not host_only("NumPy's read-only flag"):
-        return
+def numpy_bool_arrays():
+    host_only("NumPy's bool through DLPack")
+    host = np.array([True, False, True])
+    a = gpumem.to_device(host)
+    if NUMPY_LACKS["bool"] is not None:
+        # What an old NumPy makes of bool: a clear error either way.
+        raises(Exception, np.from_dlpack, a)
+        raises(BufferError, gpumem.from_dlpack, host)
+        gmtest.skip(NUMPY_LACKS["bool"])
+    n = np.from_dlpack(a)
+    assert n.dtype == bool and n.ctypes.data == a.ptr
+    assert np.array_equal(n, host)
+    b = gpumem.from_dlpack(host)
+    assert b.dtype == bool and b.ptr == host.ctypes.data
+    assert np.array_equal(b.copy_to_host(), host)
+
+
+@case
+def numpy_readonly_arrays():
+    host_only("NumPy's read-only flag")
     n = np.arange(10, dtype=np.float32)
     n.flags.writeable = False
+    if NUMPY_LACKS["readonly"] is not None:
+        # An old NumPy refuses to export a read-only array, and gets no
+        # writable alias of a read-only DeviceArray: it asks for an
+        # unversioned capsule, which cannot say read-only, so gpumem
+        # refuses it.
+        raises(BufferError, gpumem.from_dlpack, n)
+        backing = gpumem.to_device(np.arange(8, dtype=np.float32))
+        ro = gpumem.from_dlpack(FakeProducer(backing, flags=READ_ONLY))
+        raises(BufferError, np.from_dlpack, ro, match="read-only")
+        gmtest.skip(NUMPY_LACKS["readonly"])
     ro = gpumem.from_dlpack(n)
     assert np.array_equal(ro.copy_to_host(), n)
     raises(ValueError, gpumem.kernels.saxpy, 10, 1.0, ro, ro, match="read-only")
     back = np.from_dlpack(ro)
     assert not back.flags.writeable and back.ctypes.data == n.ctypes.data
+
+
+@case
+def numpy_strided_arrays():
+    host_only("NumPy's strided arrays")
     m = np.arange(20.0).reshape(4, 5)
     raises(BufferError, gpumem.from_dlpack, m[:, ::2], match="C-contiguous")
     raises(BufferError, gpumem.from_dlpack, m.T, match="C-contiguous")
@@ -823,8 +927,7 @@ def numpy_readonly_and_strided_arrays():
 
 @case
 def numpy_lifetime_both_ways():
-    if not host_only("NumPy lifetime"):
-        return
+    host_only("NumPy lifetime")
     # gpumem's memory under a NumPy array.
     gc.collect()
     before = allocated()
@@ -859,9 +962,12 @@ def numpy_lifetime_both_ways():
     del view
     gc.collect()
     assert ref() is None
-    # NumPy refuses a capsule consumed once already.
+    # NumPy refuses a capsule consumed once already (an old NumPy takes
+    # only unversioned capsules).
     a = gpumem.to_device(np.arange(4.0))
-    capsule = a.__dlpack__(max_version=(1, 0))
+    versioned = NUMPY_LACKS["versioned"] is None
+    capsule = (a.__dlpack__(max_version=(1, 0)) if versioned
+               else a.__dlpack__())
 
     class Same:
         def __dlpack__(self, **kwargs):
@@ -872,27 +978,82 @@ def numpy_lifetime_both_ways():
 
     first = np.from_dlpack(Same())
     raises(Exception, np.from_dlpack, Same())
-    assert capsule_is(capsule, USED_VERSIONED)
+    assert capsule_is(capsule, USED_VERSIONED if versioned else USED_LEGACY)
     assert first.ctypes.data == a.ptr
-    # copy=True through NumPy's own argument.
+
+
+@case
+def numpy_copy_keyword():
+    host_only("NumPy's from_dlpack(copy=True)")
+    numpy_needs("copy")
+    a = gpumem.to_device(np.arange(4.0))
     c = np.from_dlpack(a, copy=True)
     assert c.ctypes.data != a.ptr and np.array_equal(c, np.arange(4.0))
+    c[0] = 9
+    assert a.copy_to_host()[0] == 0
+
+
+@case
+def numpy_versioned_capsules():
+    host_only("NumPy's versioned capsules")
+    numpy_needs("versioned")
+    a = gpumem.to_device(np.arange(4.0))
+    asked = {}
+
+    class Spy:
+        def __dlpack__(self, **kwargs):
+            asked.update(kwargs)
+            return a.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return a.__dlpack_device__()
+
+    n = np.from_dlpack(Spy())
+    assert asked["max_version"][0] >= 1, asked
+    assert n.ctypes.data == a.ptr and np.array_equal(n, np.arange(4.0))
+
+
+@case
+def whatever_numpy_hands_over_is_used_or_refused():
+    """Every dtype, shape and layout NumPy makes, both ways: the data
+    arrives whole, or the call raises a clear exception; nothing
+    crashes, whatever the installed NumPy supports."""
+    host_only("NumPy's DLPack")
+    for dtype in DTYPES:
+        for shape in [(5,), (2, 3), (), (0, 4)]:
+            host = random_array(int(np.prod(shape)), dtype).reshape(shape)
+            for writeable in (True, False):
+                n = host.copy()
+                n.flags.writeable = writeable
+                try:
+                    b = gpumem.from_dlpack(n)
+                except (BufferError, TypeError, ValueError) as exc:
+                    assert str(exc), (dtype, shape, writeable)
+                    continue
+                assert b.dtype == n.dtype and b.shape == n.shape
+                assert np.array_equal(b.copy_to_host(), n), (dtype, shape)
+            a = gpumem.to_device(host)
+            try:
+                back = np.from_dlpack(a)
+            except (BufferError, TypeError, ValueError, RuntimeError) as exc:
+                assert str(exc), (dtype, shape)
+                continue
+            assert back.dtype == host.dtype and back.shape == host.shape
+            assert np.array_equal(back, host), (dtype, shape)
 
 
 @case
 def jax_cpu_both_ways():
     """A second real DLPack implementation on the host backend: JAX's CPU
     arrays (skipped without JAX)."""
-    if not host_only("JAX on the CPU"):
-        return
+    host_only("JAX on the CPU")
     try:
         import jax
         import jax.numpy as jnp
         jax.config.update("jax_enable_x64", True)
         cpu = jax.devices("cpu")[0]
     except Exception as exc:
-        print(f"skip: jax ({type(exc).__name__}: {exc})")
-        return
+        gmtest.skip(f"jax ({type(exc).__name__}: {exc})")
     for dtype in DTYPES:
         host = random_array(4 * 64, dtype).reshape(4, 64)
         a = gpumem.to_device(host)
@@ -939,7 +1100,9 @@ def jax_cpu_both_ways():
 @case
 def numpy_on_cuda_copies_only_when_asked():
     if HOST:
-        return
+        gmtest.skip("on the host backend NumPy shares gpumem's memory "
+                    "(numpy_from_dlpack_shares_memory)")
+    numpy_needs("copy")
     gc.collect()
     before = allocated()
     host = random_array(100, "float32")
@@ -956,7 +1119,7 @@ def numpy_on_cuda_copies_only_when_asked():
     assert allocated() == before, "a refused capsule kept the memory"
 
 
-# CUDA cases with each library.  Each returns early, printing "skip",
+# CUDA cases with each library.  Each reports SKIP, with the reason,
 # without the library (or on the host backend).
 
 def optional(name):
@@ -996,9 +1159,10 @@ if CUDA and not any(lib for lib, _ in LIBS.values()):
 
 
 def lib(name):
+    """The module NAME of LIBS; skips the running case without it."""
     module, why = LIBS[name]
     if module is None:
-        print(f"skip: {name} ({why})")
+        gmtest.skip(f"{name} ({why})")
     return module
 
 
@@ -1013,8 +1177,6 @@ CORE_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8",
 @case
 def cupy_both_ways():
     cupy = lib("cupy")
-    if cupy is None:
-        return
     for dtype in DTYPES:
         host = random_array(24, dtype).reshape(4, 6)
         # gpumem -> CuPy, through the CAI and through DLPack.
@@ -1070,8 +1232,6 @@ def cupy_both_ways():
 @case
 def cupy_lifetime():
     cupy = lib("cupy")
-    if cupy is None:
-        return
     for to_cupy in (cupy.asarray, cupy.from_dlpack):
         gc.collect()
         before = allocated()
@@ -1103,8 +1263,6 @@ def cupy_lifetime():
 @case
 def cupy_streams():
     cupy = lib("cupy")
-    if cupy is None:
-        return
     # CuPy's work on a non-blocking stream is done before gpumem reads.
     for to_gpumem in (gpumem.from_dlpack, gpumem.asarray):
         with cupy.cuda.Stream(non_blocking=True):
@@ -1162,8 +1320,6 @@ def torch_round_trip(torch, dtype):
 @case
 def torch_both_ways():
     torch = lib("torch")
-    if torch is None:
-        return
     for dtype in CORE_DTYPES:
         torch_round_trip(torch, dtype)
     # PyTorch's support of the wider unsigned types is partial: noted, not
@@ -1206,8 +1362,6 @@ def torch_both_ways():
 @case
 def torch_lifetime():
     torch = lib("torch")
-    if torch is None:
-        return
     for to_torch in (torch.from_dlpack,
                      lambda a: torch.as_tensor(a, device="cuda")):
         gc.collect()
@@ -1240,8 +1394,6 @@ def torch_lifetime():
 @case
 def torch_streams():
     torch = lib("torch")
-    if torch is None:
-        return
     # Torch's work on a side stream is done before gpumem reads: DLPack
     # (torch's CAI names no stream, so only DLPack can order this).
     side = torch.cuda.Stream()
@@ -1273,8 +1425,6 @@ def torch_streams():
 @case
 def numba_both_ways():
     numba_cuda = lib("numba")
-    if numba_cuda is None:
-        return
     for dtype in ("int8", "int16", "int32", "int64", "uint8", "uint32",
                   "float32", "float64", "complex64", "complex128", "bool"):
         host = random_array(24, dtype).reshape(4, 6)
@@ -1339,8 +1489,6 @@ def numba_both_ways():
 @case
 def numba_streams():
     numba_cuda = lib("numba")
-    if numba_cuda is None:
-        return
     # A copy queued on a Numba stream: its CAI names the stream.
     host = np.full(BIG, 9, dtype=np.float32)
     stream = numba_cuda.stream()
@@ -1361,8 +1509,6 @@ def numba_streams():
 @case
 def jax_both_ways():
     jax = lib("jax")
-    if jax is None:
-        return
     import jax.numpy as jnp
     for dtype in DTYPES:
         host = random_array(16 * 64, dtype).reshape(16, 64)
@@ -1415,8 +1561,6 @@ def jax_both_ways():
 @case
 def jax_lifetime():
     jax = lib("jax")
-    if jax is None:
-        return
     import jax.numpy as jnp
     gc.collect()
     before = allocated()
@@ -1442,7 +1586,7 @@ def jax_lifetime():
 @case
 def cuda_no_leak_across_many_exchanges():
     if HOST:
-        return
+        gmtest.skip("exchanges with the CUDA libraries need the cuda backend")
     names = [name for name in LIBS if LIBS[name][0] is not None]
     gc.collect()
     before = allocated()
