@@ -13,8 +13,10 @@
 # when no CUDA device answers.
 #
 # Run from the build folder (in-tree builds: the repository root), after
-# make; GPUMEM_BUILD and GM_SRCDIR name the build and source folders
-# otherwise.  About 3 minutes on an H200.
+# configure; GPUMEM_BUILD and GM_SRCDIR name the build and source folders
+# otherwise.  It first makes what it runs (src/gpumem and the test
+# program tests/gpumem-test, which make alone does not build; MAKE names
+# make).  About 3 minutes on an H200.
 #
 # Choices:
 #  - Only the application process is sanitized (--target-processes
@@ -47,10 +49,23 @@ sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer \
 tools=${GM_SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}
 summary=$out/summary.log
 
-if ! [ -x "$gpumem" ]; then
-  echo "$0: no $gpumem; run make first (or set GPUMEM_BUILD)" >&2
+if ! [ -f "$build/Makefile" ]; then
+  echo "$0: no $build/Makefile; run configure first (or set GPUMEM_BUILD)" >&2
   exit 2
 fi
+if ! ${MAKE:-make} -C "$build" src/gpumem tests/gpumem-test \
+     >"$out/build.log" 2>&1; then
+  tail -n 30 "$out/build.log" >&2
+  echo "$0: building src/gpumem tests/gpumem-test failed" \
+    "(log: $out/build.log)" >&2
+  exit 2
+fi
+for program in "$gpumem" "$build/tests/gpumem-test"; do
+  if ! [ -x "$program" ]; then
+    echo "$0: no $program after make" >&2
+    exit 2
+  fi
+done
 if ! [ -x "$sanitizer" ]; then
   echo "$0: compute-sanitizer not found; set COMPUTE_SANITIZER" >&2
   exit 2
