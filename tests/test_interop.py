@@ -688,14 +688,22 @@ def cai_producer_fields():
     for dtype in DTYPES:
         t = gpumem.empty(2, dtype).__cuda_array_interface__["typestr"]
         assert np.dtype(t) == np.dtype(dtype), (t, dtype)
-    # Work pending on a gpumem.Stream is named until it is done.
+    # Work pending on a gpumem.Stream is named until it is done: some
+    # 30 copies of 64 MiB (tens of milliseconds) are queued, so the
+    # stream is named; None is right only if s had already finished when
+    # the interface was read, which s.query() read after it then shows.
     s = gpumem.Stream()
     host = gpumem.pinned_empty(1 << 24, "float32")
     host[:] = 3
     big = gpumem.empty(1 << 24)
-    big.copy_from_host(host, stream=s)
-    assert big.__cuda_array_interface__["stream"] in (None, s.handle)
-    assert big[10:].__cuda_array_interface__["stream"] in (None, s.handle)
+    for _ in range(30):
+        big.copy_from_host(host, stream=s)
+    named = [big.__cuda_array_interface__["stream"],
+             big[10:].__cuda_array_interface__["stream"]]
+    finished = s.query()
+    for stream in named:
+        assert stream == s.handle or (stream is None and finished), \
+            (named, finished, s.handle)
     s.synchronize()
     assert big.__cuda_array_interface__["stream"] is None
     a.free()
