@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,13 @@ static gm_device_props *props_cache;
 /* Per device: whether its pool is set up, and which peers it can map.  */
 static bool *device_ready;
 static signed char *peer_state;   /* 0 unknown, 1 enabled, -1 none */
+
+/* Per device: the event cuda_wait records on the legacy default stream
+   to see when the work queued there, and in every stream it follows,
+   is done.  Made on first use under marks_lock, since waits run without
+   the GIL in any thread; destroyed at shutdown.  */
+static cudaEvent_t *queue_marks;
+static pthread_mutex_t marks_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The error that lost the context, once one has.  */
 static cudaError_t lost_error = cudaSuccess;
@@ -182,7 +190,9 @@ cuda_init (void)
   props_cache = calloc ((size_t) device_count, sizeof *props_cache);
   device_ready = calloc ((size_t) device_count, sizeof *device_ready);
   peer_state = calloc ((size_t) device_count * (size_t) device_count, 1);
-  if (props_cache == NULL || device_ready == NULL || peer_state == NULL)
+  queue_marks = calloc ((size_t) device_count, sizeof *queue_marks);
+  if (props_cache == NULL || device_ready == NULL || peer_state == NULL
+      || queue_marks == NULL)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "out of host memory");
   for (int d = 0; d < device_count; d++)
     {
@@ -505,14 +515,37 @@ query_event (void *handle)
   return cudaEventQuery ((cudaEvent_t) handle);
 }
 
+/* STREAM NULL: cudaStreamQuery (0) says done while the legacy default
+   stream's own queue is empty, even when streams it follows are busy,
+   and a synchronous copy queued behind those would then block its
+   caller with nothing to answer Ctrl-C.  Recording an event on it is an
+   action in the legacy stream, which first waits for every blocking
+   stream: the event completes once all the work queued on the device
+   so far has.  Another thread's record of the same event only makes
+   the wait cover more work.  */
 static gm_status
 cuda_wait (int device, gm_stream *stream, long timeout_us)
 {
   gm_status status = use_device (stream ? stream->device : device);
+  cudaError_t err = cudaSuccess;
+  cudaEvent_t mark;
 
   if (status != GM_OK)
     return status;
-  return poll_until (query_stream, (void *) handle_of (stream), timeout_us);
+  if (stream != NULL)
+    return poll_until (query_stream, (void *) stream->handle, timeout_us);
+  pthread_mutex_lock (&marks_lock);
+  if (queue_marks[device] == NULL)
+    err = cudaEventCreateWithFlags (&queue_marks[device],
+                                    cudaEventDisableTiming);
+  if (err == cudaSuccess)
+    err = cudaEventRecord (queue_marks[device], 0);
+  mark = queue_marks[device];
+  pthread_mutex_unlock (&marks_lock);
+  CUDA_CHECK (err);
+  return poll_until (query_event, (void *) mark, timeout_us);
+done:
+  return status;
 }
 
 static gm_status
@@ -756,9 +789,13 @@ cuda_shutdown (void)
         cudaMemPool_t pool;
 
         cudaDeviceSynchronize ();
+        if (queue_marks[d] != NULL)
+          cudaEventDestroy (queue_marks[d]);
         if (cudaDeviceGetDefaultMemPool (&pool, d) == cudaSuccess)
           cudaMemPoolTrimTo (pool, 0);
       }
+  free (queue_marks);
+  queue_marks = NULL;
   free (props_cache);
   free (device_ready);
   free (peer_state);

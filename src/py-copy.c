@@ -69,7 +69,14 @@ dtype_from_format (const char *format, Py_ssize_t itemsize)
 /* gmpy_backend_copy, checking before each chunk that DST_BUF and
    SRC_BUF (NULL for host memory) may still be used (gmpy_devbuf_usable):
    the Python code run since they were read, or between chunks, may have
-   freed one.  */
+   freed one.
+
+   A copy without a stream waits, inside the backend's copy, for the
+   work queued before it on its devices, and a small one keeps the GIL:
+   behind a long kernel it would block the program with no way to see
+   Ctrl-C.  So that work is waited for first, as gmpy_wait waits
+   (answering Ctrl-C, letting other threads run); the copy itself then
+   takes its usual microseconds.  */
 static int
 guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
               void *dst, int dst_device, const void *src, int src_device,
@@ -79,6 +86,15 @@ guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
 
   /* Copies on a stream are asynchronous: enqueue them whole.  */
   size_t chunk = stream != NULL ? nbytes : COPY_CHUNK;
+
+  if (stream == NULL && nbytes > 0)
+    {
+      if (dst_device >= 0 && gmpy_wait (dst_device, NULL) < 0)
+        return -1;
+      if (src_device >= 0 && src_device != dst_device
+          && gmpy_wait (src_device, NULL) < 0)
+        return -1;
+    }
   do
     {
       size_t n = nbytes - done < chunk ? nbytes - done : chunk;
