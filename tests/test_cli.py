@@ -548,4 +548,40 @@ def test_man_page_names_every_option():
             f"{path} has no section {section}"
 
 
+# --- the test harness itself ------------------------------------------------
+
+@gmtest.case
+def harness_reports_skips_apart():
+    # A case that skips is never "ok", and the summary counts it.
+    script = ("import gmtest\n"
+              "@gmtest.case\n"
+              "def passes(): pass\n"
+              "@gmtest.case\n"
+              "def skips(): gmtest.skip('not here')\n"
+              "@gmtest.case\n"
+              "def raises_skip(): raise gmtest.Skip('nor here')\n"
+              "gmtest.main()\n")
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "cases.py")
+        with open(path, "w") as f:
+            f.write(script)
+        env = child_env("host", GM_TEST_ONLY=None,
+                        PYTHONPATH=os.path.dirname(
+                            os.path.abspath(gmtest.__file__)))
+        proc = gpumem("-q", path, env=env)
+        assert proc.returncode == 0, show(proc)
+        lines = proc.stdout.splitlines()
+        assert "ok   passes" in lines, show(proc)
+        assert "SKIP skips: not here" in lines, show(proc)
+        assert "SKIP raises_skip: nor here" in lines, show(proc)
+        assert lines[-1] == "1 passed, 0 failed, 2 skipped", show(proc)
+        with open(path, "w") as f:
+            f.write(script.replace("def passes(): pass",
+                                   "def passes(): assert False"))
+        proc = gpumem("-q", path, env=env)
+        assert proc.returncode == 1, show(proc)
+        assert proc.stdout.splitlines()[-1] == \
+            "0 passed, 1 failed, 2 skipped", show(proc)
+
+
 gmtest.main()

@@ -250,7 +250,7 @@ def array_freed_from_another_thread_during_a_kernel():
             "b = gpumem.empty(1, 'int32')\n"
             "b.copy_from_host(np.array([77], np.int32))\n"
             "t.join()\n"
-            "assert b.copy_to_host()[0] == 77, 'the kernel wrote freed memory'\n"
+            "assert b.copy_to_host()[0] == 77, 'kernel wrote freed memory'\n"
             "print('done', 'reused' if b.ptr == old else 'fresh')\n")
     proc = run_child(code, program=gmtest.GPUMEM_TEST)
     assert proc.returncode == 0 and "done" in proc.stdout, show(proc)
