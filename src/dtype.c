@@ -70,3 +70,49 @@ gm_dtype_typestr (gm_dtype dtype, char buf[8])
   snprintf (buf, 8, "%c%c%zu", info->itemsize == 1 ? '|' : '<', info->kind,
             info->itemsize);
 }
+
+int
+gm_dtype_from_format (const char *format, size_t itemsize)
+{
+  if (format == NULL)
+    format = "B";
+  if (*format == '@' || *format == '=' || *format == '<')
+    format++;
+  if (strcmp (format, "Zf") == 0)
+    return GM_COMPLEX64;
+  if (strcmp (format, "Zd") == 0)
+    return GM_COMPLEX128;
+  if (format[0] == '\0' || format[1] != '\0')
+    return -1;
+  switch (format[0])
+    {
+    case '?':
+      return GM_BOOL;
+    case 'e':
+      return GM_FLOAT16;
+    case 'f':
+      return GM_FLOAT32;
+    case 'd':
+      return GM_FLOAT64;
+    case 'b': case 'h': case 'i': case 'l': case 'q': case 'n':
+      switch (itemsize)
+        {
+        case 1: return GM_INT8;
+        case 2: return GM_INT16;
+        case 4: return GM_INT32;
+        case 8: return GM_INT64;
+        default: return -1;
+        }
+    case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N':
+      switch (itemsize)
+        {
+        case 1: return GM_UINT8;
+        case 2: return GM_UINT16;
+        case 4: return GM_UINT32;
+        case 8: return GM_UINT64;
+        default: return -1;
+        }
+    default:
+      return -1;
+    }
+}

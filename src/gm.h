@@ -75,6 +75,11 @@ int gm_dtype_from_name (const char *name, size_t len);
    -1 if gpumem has none.  */
 int gm_dtype_from_typestr (const char *typestr);
 
+/* The dtype of a buffer-protocol (struct module) FORMAT whose items are
+   ITEMSIZE bytes ("f", "<i" of 4, "Zd"; NULL means "B"); -1 if gpumem
+   has none or the byte order is not native little-endian.  */
+int gm_dtype_from_format (const char *format, size_t itemsize);
+
 /* Writes the little-endian array-interface type string of DTYPE
    ("<f4", "|b1", "<c16") into BUF.  */
 void gm_dtype_typestr (gm_dtype dtype, char buf[8]);

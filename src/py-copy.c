@@ -19,53 +19,6 @@
    the GIL: releasing and retaking it would cost more than it frees.  */
 #define COPY_KEEP_GIL_MAX ((size_t) 1 << 20)
 
-/* The dtype of a buffer-protocol FORMAT with ITEMSIZE, or -1.  */
-static int
-dtype_from_format (const char *format, Py_ssize_t itemsize)
-{
-  if (format == NULL)
-    format = "B";
-  if (*format == '@' || *format == '=' || *format == '<')
-    format++;
-  if (strcmp (format, "Zf") == 0)
-    return GM_COMPLEX64;
-  if (strcmp (format, "Zd") == 0)
-    return GM_COMPLEX128;
-  if (format[0] == '\0' || format[1] != '\0')
-    return -1;
-  switch (format[0])
-    {
-    case '?':
-      return GM_BOOL;
-    case 'e':
-      return GM_FLOAT16;
-    case 'f':
-      return GM_FLOAT32;
-    case 'd':
-      return GM_FLOAT64;
-    case 'b': case 'h': case 'i': case 'l': case 'q': case 'n':
-      switch (itemsize)
-        {
-        case 1: return GM_INT8;
-        case 2: return GM_INT16;
-        case 4: return GM_INT32;
-        case 8: return GM_INT64;
-        default: return -1;
-        }
-    case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N':
-      switch (itemsize)
-        {
-        case 1: return GM_UINT8;
-        case 2: return GM_UINT16;
-        case 4: return GM_UINT32;
-        case 8: return GM_UINT64;
-        default: return -1;
-        }
-    default:
-      return -1;
-    }
-}
-
 /* gmpy_backend_copy, checking before each chunk that DST_BUF and
    SRC_BUF (NULL for host memory) may still be used (gmpy_devbuf_usable):
    the Python code run since they were read, or between chunks, may have
@@ -178,7 +131,8 @@ gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
       && PyObject_GetBuffer (src, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
            == 0)
     {
-      if (dtype_from_format (view.format, view.itemsize) == (int) dst->dtype)
+      if (gm_dtype_from_format (view.format, (size_t) view.itemsize)
+          == (int) dst->dtype)
         {
           Py_ssize_t n = view.len / view.itemsize;
           if (count > n)
@@ -254,7 +208,8 @@ gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
       && PyObject_GetBuffer (dst, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS
                                            | PyBUF_FORMAT) == 0)
     {
-      if (dtype_from_format (view.format, view.itemsize) == (int) src->dtype)
+      if (gm_dtype_from_format (view.format, (size_t) view.itemsize)
+          == (int) src->dtype)
         {
           Py_ssize_t n = view.len / view.itemsize;
           if (count > n)
@@ -365,57 +320,6 @@ done:
 }
 
 
-
-int
-gmpy_parse_args (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                 const char *fname, const char *const *names, int required,
-                 int positional, PyObject **out)
-{
-  int count = 0;
-
-  while (names[count] != NULL)
-    count++;
-  if (positional < 0)
-    positional = count;
-  if (nargs > positional)
-    {
-      PyErr_Format (PyExc_TypeError, "%s() takes at most %d positional "
-                    "arguments (%zd given)", fname, positional, nargs);
-      return -1;
-    }
-  for (int i = 0; i < count; i++)
-    out[i] = i < nargs ? args[i] : NULL;
-  if (kwnames != NULL)
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE (kwnames); k++)
-      {
-        PyObject *key = PyTuple_GET_ITEM (kwnames, k);
-        int i;
-        for (i = 0; i < count; i++)
-          if (PyUnicode_CompareWithASCIIString (key, names[i]) == 0)
-            break;
-        if (i == count)
-          {
-            PyErr_Format (PyExc_TypeError, "%s() got an unexpected keyword "
-                          "argument '%U'", fname, key);
-            return -1;
-          }
-        if (out[i] != NULL)
-          {
-            PyErr_Format (PyExc_TypeError, "%s() got multiple values for "
-                          "argument '%s'", fname, names[i]);
-            return -1;
-          }
-        out[i] = args[nargs + k];
-      }
-  for (int i = 0; i < required; i++)
-    if (out[i] == NULL)
-      {
-        PyErr_Format (PyExc_TypeError, "%s() missing required argument "
-                      "'%s'", fname, names[i]);
-        return -1;
-      }
-  return 0;
-}
 
 PyObject *
 gmpy_copy_to_gpu (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
