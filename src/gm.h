@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels.h"
+#include "gm-launch.h"
 
 /* Status of every backend and memory function.  Details of the last
    failure are in gm_last_error ().  */
@@ -100,22 +100,6 @@ typedef struct gm_device_props
    default stream with synchronous semantics.  */
 typedef struct gm_stream gm_stream;
 typedef struct gm_event gm_event;
-
-/* One argument of a kernel call, already checked.  */
-typedef union gm_arg
-{
-  void *ptr;
-  int8_t i8;
-  int16_t i16;
-  int32_t i32;
-  int64_t i64;
-  uint8_t u8;
-  uint16_t u16;
-  uint32_t u32;
-  uint64_t u64;
-  float f32;
-  double f64;
-} gm_arg;
 
 /* The kernel registry (kernels/registry.c).  */
 typedef enum gm_param_kind
