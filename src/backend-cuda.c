@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda-staging.h"
+#include "dlpack-abi.h"
 #include "gm.h"
 
 #define CUDA_MAX_DEVICES 1024
@@ -769,6 +770,9 @@ cuda_shutdown (void)
 
 const gm_backend gm_backend_cuda = {
   .name = "cuda",
+  .device_memory = GM_MEMORY_CUDA,
+  .dlpack_device_type = GM_DL_CUDA,
+  .mpi_needs_staging = true,
   .init = cuda_init,
   .device_count = cuda_device_count,
   .device_props = cuda_device_props,

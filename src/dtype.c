@@ -5,26 +5,24 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dlpack-abi.h"
 #include "gm.h"
 
-/* DLPack's DLDataTypeCode values.  */
-enum { DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_COMPLEX = 5, DL_BOOL = 6 };
-
 const gm_dtype_info gm_dtypes[GM_NDTYPES] = {
-  [GM_BOOL] = {"bool", 1, 'b', DL_BOOL},
-  [GM_INT8] = {"int8", 1, 'i', DL_INT},
-  [GM_INT16] = {"int16", 2, 'i', DL_INT},
-  [GM_INT32] = {"int32", 4, 'i', DL_INT},
-  [GM_INT64] = {"int64", 8, 'i', DL_INT},
-  [GM_UINT8] = {"uint8", 1, 'u', DL_UINT},
-  [GM_UINT16] = {"uint16", 2, 'u', DL_UINT},
-  [GM_UINT32] = {"uint32", 4, 'u', DL_UINT},
-  [GM_UINT64] = {"uint64", 8, 'u', DL_UINT},
-  [GM_FLOAT16] = {"float16", 2, 'f', DL_FLOAT},
-  [GM_FLOAT32] = {"float32", 4, 'f', DL_FLOAT},
-  [GM_FLOAT64] = {"float64", 8, 'f', DL_FLOAT},
-  [GM_COMPLEX64] = {"complex64", 8, 'c', DL_COMPLEX},
-  [GM_COMPLEX128] = {"complex128", 16, 'c', DL_COMPLEX},
+  [GM_BOOL] = {"bool", 1, 'b', GM_DL_BOOL},
+  [GM_INT8] = {"int8", 1, 'i', GM_DL_INT},
+  [GM_INT16] = {"int16", 2, 'i', GM_DL_INT},
+  [GM_INT32] = {"int32", 4, 'i', GM_DL_INT},
+  [GM_INT64] = {"int64", 8, 'i', GM_DL_INT},
+  [GM_UINT8] = {"uint8", 1, 'u', GM_DL_UINT},
+  [GM_UINT16] = {"uint16", 2, 'u', GM_DL_UINT},
+  [GM_UINT32] = {"uint32", 4, 'u', GM_DL_UINT},
+  [GM_UINT64] = {"uint64", 8, 'u', GM_DL_UINT},
+  [GM_FLOAT16] = {"float16", 2, 'f', GM_DL_FLOAT},
+  [GM_FLOAT32] = {"float32", 4, 'f', GM_DL_FLOAT},
+  [GM_FLOAT64] = {"float64", 8, 'f', GM_DL_FLOAT},
+  [GM_COMPLEX64] = {"complex64", 8, 'c', GM_DL_COMPLEX},
+  [GM_COMPLEX128] = {"complex128", 16, 'c', GM_DL_COMPLEX},
 };
 
 int

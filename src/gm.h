@@ -148,11 +148,30 @@ void gm_kernel_param_format (const gm_kernel_param *param, char *buf,
 gm_status gm_kernel_eval_length (const gm_kernel *kernel, const char *expr,
                                  const gm_arg *args, int64_t *value);
 
+/* Where a backend's device memory lives.  */
+typedef enum gm_memory_kind
+{
+  GM_MEMORY_HOST,      /* plain host memory (the host backend's devices) */
+  GM_MEMORY_CUDA       /* CUDA device memory */
+} gm_memory_kind;
+
 /* The backend interface.  Device indexes are 0 .. device_count - 1 and
    are checked by the caller.  "Host" addresses have device -1.  */
 typedef struct gm_backend
 {
-  const char *name;                      /* "cuda" or "host" */
+  const char *name;                      /* "cuda" or "host": for messages */
+
+  /* What the backend is: callers decide by these, never by NAME.  */
+  /* Its device memory: GM_MEMORY_CUDA offers __cuda_array_interface__
+     and reads other libraries' CUDA memory.  */
+  gm_memory_kind device_memory;
+  /* The DLDeviceType of its device memory (dlpack-abi.h): kDLCUDA, or
+     kDLCPU (whose one device id is 0).  */
+  int dlpack_device_type;
+  /* Whether an MPI library that is not CUDA-aware must see its device
+     memory through host copies.  */
+  bool mpi_needs_staging;
+
   /* Starts the backend: GM_OK, or GM_ERR_UNAVAILABLE saying why.  */
   gm_status (*init) (void);
   int (*device_count) (void);

@@ -18,7 +18,7 @@ gmpy_array_cai (PyObject *self, void *closure)
   PyObject *shape, *stream;
   char typestr[8];
 
-  if (strcmp (gm_backend_current->name, "cuda") != 0)
+  if (gm_backend_current->device_memory != GM_MEMORY_CUDA)
     {
       PyErr_SetString (PyExc_AttributeError,
                        "__cuda_array_interface__ is only offered by the "
@@ -233,7 +233,7 @@ gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
       return 1;
     }
   buf->array = NULL;
-  if (strcmp (gm_backend_current->name, "cuda") != 0)
+  if (gm_backend_current->device_memory != GM_MEMORY_CUDA)
     return 0;
   return cai_read (obj, buf, &ndim, dims, what);
 }
@@ -257,7 +257,7 @@ gmpy_asarray (PyObject *module, PyObject *obj)
   if (gmpy_array_check (obj))
     return Py_NewRef (obj);
   /* The CUDA Array Interface first: it is what kernels take too.  */
-  if (strcmp (gm_backend_current->name, "cuda") == 0)
+  if (gm_backend_current->device_memory == GM_MEMORY_CUDA)
     found = cai_read (obj, &buf, &ndim, dims, "obj");
   if (found < 0)
     return NULL;

@@ -37,10 +37,12 @@
 #define STREAM_NO_SYNC (-1)
 #define STREAM_LEGACY 1
 
+/* Whether the backend's device memory is CUDA memory (else host
+   memory, kDLCPU).  */
 static bool
 backend_is_cuda (void)
 {
-  return strcmp (gm_backend_current->name, "cuda") == 0;
+  return gm_backend_current->device_memory == GM_MEMORY_CUDA;
 }
 
 /* The producer.  */
@@ -132,16 +134,9 @@ device_of (int device)
 {
   gm_dl_device dl;
 
-  if (backend_is_cuda ())
-    {
-      dl.device_type = GM_DL_CUDA;
-      dl.device_id = device;
-    }
-  else
-    {
-      dl.device_type = GM_DL_CPU;
-      dl.device_id = 0;
-    }
+  dl.device_type = gm_backend_current->dlpack_device_type;
+  /* kDLCPU has one device, 0: the host backend's devices share it.  */
+  dl.device_id = dl.device_type == GM_DL_CPU ? 0 : device;
   return dl;
 }
 
