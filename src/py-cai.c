@@ -8,8 +8,6 @@
 
 #include "gm-python.h"
 
-#include <string.h>
-
 PyObject *
 gmpy_array_cai (PyObject *self, void *closure)
 {
