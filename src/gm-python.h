@@ -59,6 +59,9 @@ int gmpy_raise_int (gm_status status);
    DEVICE is done.  0, or -1 with an exception set (KeyboardInterrupt
    from Ctrl-C, or CudaError from the work).  */
 int gmpy_wait (int device, gm_stream *stream);
+/* Waits, as gmpy_wait does, for all work on DEVICE, then for the device
+   itself (gpumem.synchronize, Device.synchronize).  0 or -1.  */
+int gmpy_synchronize_device (int device);
 
 /* Reads SHAPE (an int or a sequence of non-negative ints) into NDIM and
    DIMS, checking that its byte size at ITEMSIZE bytes an element fits in

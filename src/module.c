@@ -98,20 +98,13 @@ gmpy_synchronize (PyObject *module, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"device", NULL};
   PyObject *device_obj = Py_None;
-  gm_status status;
   int device;
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:synchronize", keywords,
                                     &device_obj)
-      || gmpy_device_arg (device_obj, &device) < 0)
+      || gmpy_device_arg (device_obj, &device) < 0
+      || gmpy_synchronize_device (device) < 0)
     return NULL;
-  if (gmpy_wait (device, NULL) < 0)
-    return NULL;
-  Py_BEGIN_ALLOW_THREADS
-  status = gm_backend_current->device_synchronize (device);
-  Py_END_ALLOW_THREADS
-  if (status != GM_OK)
-    return gmpy_raise (status);
   Py_RETURN_NONE;
 }
 

@@ -104,28 +104,40 @@ export_delete_versioned (gm_dl_managed_tensor_versioned *self)
   export_free ((export_block *) self->manager_ctx);
 }
 
+/* Calls the deleter of the managed tensor that CAPSULE holds under the
+   name VERSIONED (a DLManagedTensorVersioned) or LEGACY (a
+   DLManagedTensor), if it holds one and it has a deleter.  A capsule
+   destructor: leaves any pending exception as it was.  */
+static void
+capsule_delete_tensor (PyObject *capsule, const char *versioned,
+                       const char *legacy)
+{
+  PyObject *saved_type, *saved_value, *saved_tb;
+
+  PyErr_Fetch (&saved_type, &saved_value, &saved_tb);
+  if (PyCapsule_IsValid (capsule, versioned))
+    {
+      gm_dl_managed_tensor_versioned *tensor
+        = PyCapsule_GetPointer (capsule, versioned);
+      if (tensor->deleter != NULL)
+        tensor->deleter (tensor);
+    }
+  else if (PyCapsule_IsValid (capsule, legacy))
+    {
+      gm_dl_managed_tensor *tensor = PyCapsule_GetPointer (capsule, legacy);
+      if (tensor->deleter != NULL)
+        tensor->deleter (tensor);
+    }
+  PyErr_Restore (saved_type, saved_value, saved_tb);
+}
+
 /* The destructor of the capsules __dlpack__ makes: a capsule no one
    consumed still owns its tensor and deletes it; a consumer renamed the
    one it took and calls the deleter itself.  */
 static void
 export_capsule_destructor (PyObject *capsule)
 {
-  PyObject *saved_type, *saved_value, *saved_tb;
-
-  PyErr_Fetch (&saved_type, &saved_value, &saved_tb);
-  if (PyCapsule_IsValid (capsule, CAPSULE_VERSIONED))
-    {
-      gm_dl_managed_tensor_versioned *tensor
-        = PyCapsule_GetPointer (capsule, CAPSULE_VERSIONED);
-      tensor->deleter (tensor);
-    }
-  else if (PyCapsule_IsValid (capsule, CAPSULE_LEGACY))
-    {
-      gm_dl_managed_tensor *tensor
-        = PyCapsule_GetPointer (capsule, CAPSULE_LEGACY);
-      tensor->deleter (tensor);
-    }
-  PyErr_Restore (saved_type, saved_value, saved_tb);
+  capsule_delete_tensor (capsule, CAPSULE_VERSIONED, CAPSULE_LEGACY);
 }
 
 /* The DLPack device of the backend's memory on DEVICE.  */
@@ -504,24 +516,7 @@ gmpy_array_dlpack_device (PyObject *self, PyObject *unused)
 static void
 holder_destructor (PyObject *holder)
 {
-  PyObject *saved_type, *saved_value, *saved_tb;
-
-  PyErr_Fetch (&saved_type, &saved_value, &saved_tb);
-  if (PyCapsule_IsValid (holder, HOLDER_VERSIONED))
-    {
-      gm_dl_managed_tensor_versioned *tensor
-        = PyCapsule_GetPointer (holder, HOLDER_VERSIONED);
-      if (tensor->deleter != NULL)
-        tensor->deleter (tensor);
-    }
-  else if (PyCapsule_IsValid (holder, HOLDER_LEGACY))
-    {
-      gm_dl_managed_tensor *tensor
-        = PyCapsule_GetPointer (holder, HOLDER_LEGACY);
-      if (tensor->deleter != NULL)
-        tensor->deleter (tensor);
-    }
-  PyErr_Restore (saved_type, saved_value, saved_tb);
+  capsule_delete_tensor (holder, HOLDER_VERSIONED, HOLDER_LEGACY);
 }
 
 /* Names DLPack device type TYPE for messages.  */

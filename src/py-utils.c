@@ -108,6 +108,21 @@ gmpy_wait (int device, gm_stream *stream)
     }
 }
 
+int
+gmpy_synchronize_device (int device)
+{
+  gm_status status;
+
+  if (gmpy_wait (device, NULL) < 0)
+    return -1;
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_backend_current->device_synchronize (device);
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
+    return gmpy_raise_int (status);
+  return 0;
+}
+
 /* Why a parser of our own beside PyArg_ParseTupleAndKeywords: the copy
    and kernel calls are METH_FASTCALL | METH_KEYWORDS, the calling
    convention that hands over a C array of arguments and a tuple of
