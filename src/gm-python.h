@@ -164,12 +164,17 @@ typedef struct arraypy_object
   PyObject *weakreflist;
 } arraypy_object;
 
+/* Whether OBJ is a DeviceArray (py-utils.c).  */
 int gmpy_array_check (PyObject *obj);
+/* The owner whose allocation ARRAY uses (ARRAY itself for an owner), or
+   NULL for foreign memory (py-utils.c).  */
+arraypy_object *gmpy_array_owner (arraypy_object *array);
 /* A new owner array of SHAPE and DTYPE on DEVICE (uninitialized).  */
 arraypy_object *gmpy_array_new (int ndim, const Py_ssize_t *shape,
                                 gm_dtype dtype, int device,
                                 gm_stream *stream);
-/* 0 when ARRAY's memory may be used, else -1 with ValueError (freed).  */
+/* 0 when ARRAY's memory may be used, else -1 with ValueError (freed)
+   (py-utils.c).  */
 int gmpy_array_usable (arraypy_object *array);
 size_t gmpy_array_nbytes (const arraypy_object *array);
 /* A new array of SHAPE and DTYPE on DEVICE over memory gpumem did not
@@ -243,7 +248,7 @@ int gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what);
    Python code a call runs after gmpy_devbuf_get (an argument's __index__
    or __array__, a signal handler, another thread while the GIL is
    released) may have freed its DeviceArray.  Check again after any such
-   code, right before the memory is handed to the backend.  */
+   code, right before the memory is handed to the backend (py-utils.c).  */
 int gmpy_devbuf_usable (const gmpy_devbuf *buf);
 
 
@@ -254,6 +259,7 @@ PyObject *gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
                               Py_ssize_t nargs, PyObject *kwnames);
 PyObject *gmpy_copy (PyObject *module, PyObject *const *args,
                      Py_ssize_t nargs, PyObject *kwnames);
+/* The copy engine (py-copy-engine.c).  */
 /* Host -> device: the first COUNT elements of host object SRC, converted
    to DST's dtype as NumPy's same_kind casting allows, into DST.  */
 int gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
@@ -267,6 +273,17 @@ int gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
    checking for Ctrl-C between chunks.  0 or -1.  */
 int gmpy_backend_copy (void *dst, int dst_device, const void *src,
                        int src_device, size_t nbytes, gm_stream *stream);
+/* gmpy_backend_copy, checking before each chunk that DST_BUF and
+   SRC_BUF (NULL for host memory) may still be used (gmpy_devbuf_usable):
+   the Python code run since they were read, or between chunks, may have
+   freed one.  0 or -1.  */
+int gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
+                       void *dst, int dst_device, const void *src,
+                       int src_device, size_t nbytes, gm_stream *stream);
+/* Raises ValueError: WHAT asked for COUNT elements but SIDE ("source",
+   "destination") has only SIZE.  Returns -1.  */
+int gmpy_count_error (const char *what, Py_ssize_t count, const char *side,
+                      Py_ssize_t size);
 
 
 #endif /* GM_PYTHON_H */

@@ -12,42 +12,10 @@
 
 #include <structmember.h>
 
-int
-gmpy_array_check (PyObject *obj)
-{
-  return PyObject_TypeCheck (obj, gmpy_state_get ()->array_type);
-}
-
 size_t
 gmpy_array_nbytes (const arraypy_object *array)
 {
   return (size_t) array->size * gm_dtypes[array->dtype].itemsize;
-}
-
-/* The owner whose allocation ARRAY uses, or NULL (foreign memory).  */
-static arraypy_object *
-owner_of (arraypy_object *array)
-{
-  if (array->base == NULL)
-    return array;
-  if (gmpy_array_check (array->base))
-    return (arraypy_object *) array->base;
-  return NULL;
-}
-
-int
-gmpy_array_usable (arraypy_object *array)
-{
-  arraypy_object *owner = owner_of (array);
-
-  if (array->released || (owner != NULL && owner->released))
-    {
-      PyErr_SetString (PyExc_ValueError,
-                       "this DeviceArray's memory was freed (free() or the "
-                       "end of its with block); it cannot be used");
-      return -1;
-    }
-  return 0;
 }
 
 /* A new, empty array object (no memory, not tracked).  */
@@ -170,7 +138,7 @@ gmpy_array_wrap (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
 static arraypy_object *
 books_of (arraypy_object *array)
 {
-  arraypy_object *owner = owner_of (array);
+  arraypy_object *owner = gmpy_array_owner (array);
   return owner != NULL ? owner : array;
 }
 
@@ -537,8 +505,8 @@ arraypy_repr (PyObject *self)
                                  shape, gm_dtypes[array->dtype].name,
                                  array->device,
                                  array->base ? ", view" : "",
-                                 array->released || (owner_of (array)
-                                                     && owner_of (array)
+                                 array->released || (gmpy_array_owner (array)
+                                                     && gmpy_array_owner (array)
                                                           ->released)
                                    ? ", freed" : "");
   Py_DECREF (shape);

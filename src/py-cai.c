@@ -236,14 +236,6 @@ gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
   return cai_read (obj, buf, &ndim, dims, what);
 }
 
-int
-gmpy_devbuf_usable (const gmpy_devbuf *buf)
-{
-  if (buf->array == NULL)
-    return 0;
-  return gmpy_array_usable ((arraypy_object *) buf->array);
-}
-
 PyObject *
 gmpy_asarray (PyObject *module, PyObject *obj)
 {

@@ -1,8 +1,10 @@
 /* py-utils.c -- the floor under gpumem's Python layer: what every py-*.c
    file shares.  The module's state, the one bridge from a gm_status to a
    Python exception (gmpy_raise), waiting on the backend without the GIL
-   (gmpy_wait), the fast-call argument parser, and the readers of size,
-   shape and dtype arguments.  It calls no other py-*.c file.  */
+   (gmpy_wait), the fast-call argument parser, the readers of size,
+   shape and dtype arguments, and whether a DeviceArray (or the device
+   buffer read from one) may still be used.  It calls no other py-*.c
+   file.  */
 
 #include "gm-python.h"
 
@@ -404,4 +406,45 @@ gmpy_shape_tuple (int ndim, const Py_ssize_t *dims)
       PyTuple_SET_ITEM (shape, i, dim);
     }
   return shape;
+}
+
+/* DeviceArrays as every file that takes them sees them.  */
+
+int
+gmpy_array_check (PyObject *obj)
+{
+  return PyObject_TypeCheck (obj, gmpy_state_get ()->array_type);
+}
+
+arraypy_object *
+gmpy_array_owner (arraypy_object *array)
+{
+  if (array->base == NULL)
+    return array;
+  if (gmpy_array_check (array->base))
+    return (arraypy_object *) array->base;
+  return NULL;
+}
+
+int
+gmpy_array_usable (arraypy_object *array)
+{
+  arraypy_object *owner = gmpy_array_owner (array);
+
+  if (array->released || (owner != NULL && owner->released))
+    {
+      PyErr_SetString (PyExc_ValueError,
+                       "this DeviceArray's memory was freed (free() or the "
+                       "end of its with block); it cannot be used");
+      return -1;
+    }
+  return 0;
+}
+
+int
+gmpy_devbuf_usable (const gmpy_devbuf *buf)
+{
+  if (buf->array == NULL)
+    return 0;
+  return gmpy_array_usable ((arraypy_object *) buf->array);
 }
