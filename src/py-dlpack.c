@@ -280,6 +280,20 @@ dl_device_arg (PyObject *obj, gm_dl_device *device)
   return 0;
 }
 
+/* 0 when the stream= argument OBJ (not None) is an int, else -1 with
+   TypeError.  */
+static int
+stream_int_check (PyObject *obj)
+{
+  if (!PyLong_Check (obj) || PyBool_Check (obj))
+    {
+      PyErr_Format (PyExc_TypeError, "stream must be None or an int, not "
+                    "%.100s", Py_TYPE (obj)->tp_name);
+      return -1;
+    }
+  return 0;
+}
+
 /* Reads the stream= argument OBJ for data on a CUDA device: *HANDLE is
    the consumer's stream to order after gpumem's work (None means the
    legacy default stream), or NULL for -1 (no synchronization).  0, or -1
@@ -292,12 +306,8 @@ cuda_stream_arg (PyObject *obj, void **handle)
   *handle = (void *) (uintptr_t) STREAM_LEGACY;
   if (obj == Py_None)
     return 0;
-  if (!PyLong_Check (obj) || PyBool_Check (obj))
-    {
-      PyErr_Format (PyExc_TypeError, "stream must be None or an int, not "
-                    "%.100s", Py_TYPE (obj)->tp_name);
-      return -1;
-    }
+  if (stream_int_check (obj) < 0)
+    return -1;
   value = PyLong_AsLongLong (obj);
   if (value == -1 && PyErr_Occurred ())
     {
@@ -338,12 +348,8 @@ host_stream_arg (PyObject *obj)
 
   if (obj == Py_None)
     return 0;
-  if (!PyLong_Check (obj) || PyBool_Check (obj))
-    {
-      PyErr_Format (PyExc_TypeError, "stream must be None or an int, not "
-                    "%.100s", Py_TYPE (obj)->tp_name);
-      return -1;
-    }
+  if (stream_int_check (obj) < 0)
+    return -1;
   value = PyLong_AsLong (obj);
   if (value == -1 && PyErr_Occurred ())
     return -1;

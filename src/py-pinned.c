@@ -59,7 +59,7 @@ gmpy_pinned_empty (PyObject *module, PyObject *args, PyObject *kwargs)
   gmpy_state *state = gmpy_state_get ();
   PyObject *shape, *dtype_obj = Py_None, *flat, *result;
   pinnedpy_object *buffer;
-  Py_ssize_t size = 1, dims[GM_MAX_NDIM];
+  Py_ssize_t size, dims[GM_MAX_NDIM];
   int ndim;
   gm_dtype dtype;
   gm_status status;
@@ -70,8 +70,7 @@ gmpy_pinned_empty (PyObject *module, PyObject *args, PyObject *kwargs)
     return NULL;
   if (gmpy_shape_arg (shape, gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
     return NULL;
-  for (int i = 0; i < ndim; i++)
-    size *= dims[i];
+  size = gmpy_shape_size (ndim, dims);
   buffer = PyObject_New (pinnedpy_object, state->pinned_type);
   if (buffer == NULL)
     return NULL;
