@@ -1,15 +1,20 @@
 /* registry.c -- the table of native kernels, made from kernels.def.
 
    Each GM_KERNEL line becomes one gm_kernel entry: its parameters (for
-   the Python wrappers, --list-kernels and the argument checks) and two
-   adapters that unpack a checked gm_arg array into the typed calls of
-   gm_ref_NAME (host backend) and gm_kernel_NAME (CUDA backend).  The
-   test build also lists tests/kernels/test-kernels.def.  */
+   the Python wrappers, --list-kernels and the argument checks), an
+   adapter that unpacks a checked gm_arg array into the typed call of
+   gm_ref_NAME (host backend), and gm_launch_NAME, the same for
+   gm_kernel_NAME (CUDA backend), which launchers.cu defines: this file
+   is plain C and sees no CUDA header.  The test build (-DGM_TEST_KERNELS)
+   also lists tests/kernels/test-kernels.def.  */
 
 #include "config.h"
 
 #include "gm.h"
 #include "kernels.h"
+#ifdef GM_TEST_KERNELS
+#include "test-kernels.h"
+#endif
 
 #define GM_DT_bool GM_BOOL
 #define GM_DT_int8 GM_INT8
@@ -23,40 +28,16 @@
 #define GM_DT_float32 GM_FLOAT32
 #define GM_DT_float64 GM_FLOAT64
 
-#define GM_FIELD_int8 i8
-#define GM_FIELD_int16 i16
-#define GM_FIELD_int32 i32
-#define GM_FIELD_int64 i64
-#define GM_FIELD_uint8 u8
-#define GM_FIELD_uint16 u16
-#define GM_FIELD_uint32 u32
-#define GM_FIELD_uint64 u64
-#define GM_FIELD_float32 f32
-#define GM_FIELD_float64 f64
-
 /* The adapters.  */
 #define GM_IN(I, NAME, T, LEN) GM_SEP_##I (const gm_ctype_##T *) args[I].ptr
 #define GM_OUT(I, NAME, T, LEN) GM_SEP_##I (gm_ctype_##T *) args[I].ptr
 #define GM_INOUT(I, NAME, T, LEN) GM_SEP_##I (gm_ctype_##T *) args[I].ptr
 #define GM_SCALAR(I, NAME, T) GM_SEP_##I args[I].GM_FIELD_##T
-#ifdef GM_HAVE_CUDA
-#define GM_KERNEL(NAME, DOC, PARAMS)                                    \
-  static void run_host_##NAME (const gm_arg *args)                      \
-  {                                                                     \
-    gm_ref_##NAME (PARAMS);                                             \
-  }                                                                     \
-  static int launch_cuda_##NAME (const gm_arg *args,                    \
-                                 const gm_launch_cfg *cfg, void *stream) \
-  {                                                                     \
-    return (int) gm_kernel_##NAME (PARAMS, cfg, (cudaStream_t) stream); \
-  }
-#else
 #define GM_KERNEL(NAME, DOC, PARAMS)                                    \
   static void run_host_##NAME (const gm_arg *args)                      \
   {                                                                     \
     gm_ref_##NAME (PARAMS);                                             \
   }
-#endif
 #include "kernels.def"
 #ifdef GM_TEST_KERNELS
 #include "test-kernels.def"
@@ -73,7 +54,7 @@
 #define GM_INOUT(I, NAME, T, LEN) {#NAME, GM_PARAM_INOUT, GM_DT_##T, LEN},
 #define GM_SCALAR(I, NAME, T) {#NAME, GM_PARAM_SCALAR, GM_DT_##T, NULL},
 #ifdef GM_HAVE_CUDA
-#define GM_LAUNCH_CUDA(NAME) launch_cuda_##NAME
+#define GM_LAUNCH_CUDA(NAME) gm_launch_##NAME
 #else
 #define GM_LAUNCH_CUDA(NAME) NULL
 #endif

@@ -8,7 +8,7 @@
 #   --showme:compile and --showme:link (Open MPI).  Checks that a program
 #   calling MPI_Init_thread compiles and links, and whether <mpi-ext.h>
 #   exists (Open MPI's CUDA-awareness query lives there).
-#   Defines GM_HAVE_MPI (and GM_HAVE_MPI_EXT_H); sets the conditional
+#   Defines GM_HAVE_MPI (and HAVE_MPI_EXT_H); sets the conditional
 #   GM_HAVE_MPI; substitutes MPI_CFLAGS, MPI_LIBS and GM_MPIRUN (the
 #   mpirun the tests launch jobs with; empty without MPI, which leaves
 #   the MPI tests out of the suite).  --with-mpi=yes stops when MPI

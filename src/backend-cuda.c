@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda-staging.h"
+#include "dlpack-abi.h"
 #include "gm.h"
 
 #define CUDA_MAX_DEVICES 1024
@@ -431,7 +432,7 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
   if (stream == NULL && dst_device < 0 && src_device >= 0
       && nbytes <= GM_SMALL_MAX && !small_copies_off ())
     CUDA_CHECK (gm_staging_small_copy (dst, src, nbytes, device,
-                                       device_count, false));
+                                       device_count));
   else if (stream == NULL && (dst_device < 0) != (src_device < 0)
            && gm_staging_wanted (dst_device < 0 ? dst : src, nbytes))
     CUDA_CHECK (gm_staging_copy (dst, src, nbytes, device, device_count,
@@ -758,14 +759,24 @@ cuda_host_free (void *ptr)
     cudaGetLastError ();
 }
 
+/* The cudaStream_t a foreign stream number HANDLE names: 1 and 2 are
+   CUDA's legacy and per-thread default streams, as the CUDA Array
+   Interface and DLPack number them; anything else is a cudaStream_t.  */
+static cudaStream_t
+foreign_stream (void *handle)
+{
+  uintptr_t value = (uintptr_t) handle;
+
+  return value == 1 ? cudaStreamLegacy
+         : value == 2 ? cudaStreamPerThread
+         : (cudaStream_t) handle;
+}
+
 static gm_status
 cuda_foreign_stream_sync (void *handle)
 {
   gm_status status = GM_OK;
-  uintptr_t value = (uintptr_t) handle;
-  cudaStream_t stream = value == 1 ? cudaStreamLegacy
-                        : value == 2 ? cudaStreamPerThread
-                        : (cudaStream_t) handle;
+  cudaStream_t stream = foreign_stream (handle);
 
   CHECK_ALIVE ();
   CUDA_CHECK (cudaStreamSynchronize (stream));
@@ -777,10 +788,7 @@ static gm_status
 cuda_foreign_stream_wait (int device, gm_stream *stream, void *handle)
 {
   gm_status status = use_device (stream ? stream->device : device);
-  uintptr_t value = (uintptr_t) handle;
-  cudaStream_t waiter = value == 1 ? cudaStreamLegacy
-                        : value == 2 ? cudaStreamPerThread
-                        : (cudaStream_t) handle;
+  cudaStream_t waiter = foreign_stream (handle);
   cudaStream_t source = stream ? stream->handle : cudaStreamLegacy;
   cudaEvent_t event = NULL;
 
@@ -858,6 +866,9 @@ cuda_shutdown (void)
 
 const gm_backend gm_backend_cuda = {
   .name = "cuda",
+  .device_memory = GM_MEMORY_CUDA,
+  .dlpack_device_type = GM_DL_CUDA,
+  .mpi_needs_staging = true,
   .init = cuda_init,
   .device_count = cuda_device_count,
   .device_props = cuda_device_props,

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dlpack-abi.h"
 #include "gm.h"
 
 #define HOST_MAX_DEVICES 64
@@ -344,6 +345,9 @@ host_shutdown (void)
 
 const gm_backend gm_backend_host = {
   .name = "host",
+  .device_memory = GM_MEMORY_HOST,
+  .dlpack_device_type = GM_DL_CPU,
+  .mpi_needs_staging = false,
   .init = host_init,
   .device_count = host_device_count,
   .device_props = host_device_props,

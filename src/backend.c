@@ -1,38 +1,13 @@
-/* backend.c -- choosing the backend, and the error record all rooms use.  */
+/* backend.c -- choosing the backend, and formatting byte counts.  */
 
 #include "config.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "gm.h"
 
 const gm_backend *gm_backend_current;
-
-static _Thread_local gm_error last_error;
-
-gm_status
-gm_error_set (gm_status status, int cuda_code, const char *cuda_name,
-              const char *fmt, ...)
-{
-  va_list ap;
-
-  last_error.status = status;
-  last_error.cuda_code = cuda_code;
-  snprintf (last_error.cuda_name, sizeof last_error.cuda_name, "%s",
-            cuda_name ? cuda_name : "");
-  va_start (ap, fmt);
-  vsnprintf (last_error.message, sizeof last_error.message, fmt, ap);
-  va_end (ap);
-  return status;
-}
-
-const gm_error *
-gm_last_error (void)
-{
-  return &last_error;
-}
 
 static gm_status
 use (const gm_backend *backend)

@@ -493,7 +493,7 @@ static bool
 needs_staging (void)
 {
   return staging_forced
-         || (strcmp (gm_backend_current->name, "host") != 0 && !cuda_aware);
+         || (gm_backend_current->mpi_needs_staging && !cuda_aware);
 }
 
 static void

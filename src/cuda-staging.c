@@ -17,7 +17,7 @@
    and chunk size default to the values measured best on the H200
    machine (bench/NOTES.md) and adapt to the cores present;
    GPUMEM_COPY_THREADS (0: never stage), GPUMEM_COPY_CHUNK and
-   GPUMEM_COPY_MIN (bytes) override them.  */
+   GPUMEM_COPY_MIN (bytes) override them, read once (read_settings).  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -128,21 +128,46 @@ env_size (const char *name, size_t fallback, size_t min, size_t max)
   return (size_t) n;
 }
 
-/* Starts the pool once: DEFAULT_THREADS, or fewer where the machine has
-   fewer cores.  */
+/* The settings, read once, each in this one place with its bounds:
+   GPUMEM_COPY_THREADS (0 to 256; 0 turns staging off; unset or out of
+   bounds: DEFAULT_THREADS, or fewer where the machine has fewer cores),
+   GPUMEM_COPY_CHUNK (64 KiB to 1 GiB) and GPUMEM_COPY_MIN (bytes, the
+   smallest copy staged, for measuring the threshold).  */
+static struct
+{
+  size_t threads;
+  size_t chunk;
+  size_t min_bytes;
+} settings;
+static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
+
+static void
+read_settings (void)
+{
+  long cores = sysconf (_SC_NPROCESSORS_ONLN);
+  size_t fallback = DEFAULT_THREADS;
+
+  if (cores > 0 && (size_t) cores < fallback)
+    fallback = (size_t) cores;
+  settings.threads = env_size ("GPUMEM_COPY_THREADS", fallback, 0, 256);
+  settings.chunk = env_size ("GPUMEM_COPY_CHUNK", DEFAULT_CHUNK, 64 << 10,
+                             (size_t) 1 << 30);
+  settings.min_bytes = env_size ("GPUMEM_COPY_MIN", GM_STAGING_MIN, 0,
+                                 SIZE_MAX);
+}
+
+/* Starts the pool once, with settings.threads threads (at least 1: the
+   caller's own).  */
 static void
 start_pool (void)
 {
-  long cores = sysconf (_SC_NPROCESSORS_ONLN);
-  size_t want = DEFAULT_THREADS;
+  size_t want;
 
   if (pool.nthreads > 0)
     return;
-  if (cores > 0 && (size_t) cores < want)
-    want = (size_t) cores;
-  want = env_size ("GPUMEM_COPY_THREADS", want, 1, 256);
-  chunk_size = env_size ("GPUMEM_COPY_CHUNK", DEFAULT_CHUNK, 64 << 10,
-                         (size_t) 1 << 30);
+  pthread_once (&settings_once, read_settings);
+  want = settings.threads > 0 ? settings.threads : 1;
+  chunk_size = settings.chunk;
   pool.threads = calloc (want, sizeof *pool.threads);
   pool.nthreads = 1;
   if (pool.threads == NULL)
@@ -224,18 +249,8 @@ gm_staging_wanted (const void *host, size_t nbytes)
 {
   struct cudaPointerAttributes attr;
 
-  /* GPUMEM_COPY_MIN (bytes) moves the threshold, for measuring it;
-     both settings are read once.  */
-  static size_t threshold = 0;
-  static bool staging_off, read_settings;
-
-  if (!read_settings)
-    {
-      threshold = env_size ("GPUMEM_COPY_MIN", GM_STAGING_MIN, 0, SIZE_MAX);
-      staging_off = env_size ("GPUMEM_COPY_THREADS", 2, 0, 256) == 0;
-      read_settings = true;
-    }
-  if (nbytes < threshold || staging_off)
+  pthread_once (&settings_once, read_settings);
+  if (nbytes < settings.min_bytes || settings.threads == 0)
     return false;
   if (cudaPointerGetAttributes (&attr, host) != cudaSuccess)
     {
@@ -256,7 +271,7 @@ static int bounce_count;
 
 cudaError_t
 gm_staging_small_copy (void *dst, const void *src, size_t nbytes, int device,
-                       int device_count, bool to_device)
+                       int device_count)
 {
   cudaError_t err = cudaSuccess;
 
@@ -270,23 +285,13 @@ gm_staging_small_copy (void *dst, const void *src, size_t nbytes, int device,
     }
   if (err == cudaSuccess && bounces[device] == NULL)
     err = cudaMallocHost (&bounces[device], GM_SMALL_MAX);
-  if (err == cudaSuccess && to_device)
-    {
-      memcpy (bounces[device], src, nbytes);
-      err = cudaMemcpyAsync (dst, bounces[device], nbytes,
-                             cudaMemcpyHostToDevice, 0);
-      if (err == cudaSuccess)
-        err = cudaStreamSynchronize (0);
-    }
-  else if (err == cudaSuccess)
-    {
-      err = cudaMemcpyAsync (bounces[device], src, nbytes,
-                             cudaMemcpyDeviceToHost, 0);
-      if (err == cudaSuccess)
-        err = cudaStreamSynchronize (0);
-      if (err == cudaSuccess)
-        memcpy (dst, bounces[device], nbytes);
-    }
+  if (err == cudaSuccess)
+    err = cudaMemcpyAsync (bounces[device], src, nbytes,
+                           cudaMemcpyDeviceToHost, 0);
+  if (err == cudaSuccess)
+    err = cudaStreamSynchronize (0);
+  if (err == cudaSuccess)
+    memcpy (dst, bounces[device], nbytes);
   pthread_mutex_unlock (&engine_lock);
   return err;
 }

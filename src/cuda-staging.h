@@ -30,13 +30,13 @@ cudaError_t gm_staging_copy (void *dst, const void *src, size_t nbytes,
    page-locked bounce buffer (gm_staging_small_copy).  */
 #define GM_SMALL_MAX ((size_t) 64 << 10)
 
-/* Copies NBYTES (at most GM_SMALL_MAX) between host memory and memory of
-   DEVICE (current), through DEVICE's page-locked bounce buffer, ordered
-   on the legacy default stream as cudaMemcpy is; complete on return.  A
-   cudaError_t.  */
+/* Copies NBYTES (at most GM_SMALL_MAX) from memory SRC of DEVICE
+   (current) to host memory DST, through DEVICE's page-locked bounce
+   buffer, ordered on the legacy default stream as cudaMemcpy is;
+   complete on return.  (Small copies to the device gain nothing from
+   it: backend-cuda.c says why.)  A cudaError_t.  */
 cudaError_t gm_staging_small_copy (void *dst, const void *src, size_t nbytes,
-                                   int device, int device_count,
-                                   bool to_device);
+                                   int device, int device_count);
 
 /* Stops the copying threads and, if CUDA_USABLE, frees the rings.  */
 void gm_staging_shutdown (bool cuda_usable);

@@ -1,6 +1,8 @@
 /* dlpack-abi.h -- the DLPack data structures gpumem exchanges, written
    from the DLPack specification (ABI version 1; the legacy unversioned
-   structures are those of DLPack 0.8).  Only py-dlpack.c includes it.
+   structures are those of DLPack 0.8).  Plain C: py-dlpack.c uses the
+   structures, dtype.c the type codes (gm_dtypes[].dlpack_code), the
+   backends the device types (gm_backend.dlpack_device_type).
 
    The layout is an ABI shared with every other DLPack library in the
    process: members, their types and their order must stay exactly as

@@ -5,26 +5,24 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dlpack-abi.h"
 #include "gm.h"
 
-/* DLPack's DLDataTypeCode values.  */
-enum { DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_COMPLEX = 5, DL_BOOL = 6 };
-
 const gm_dtype_info gm_dtypes[GM_NDTYPES] = {
-  [GM_BOOL] = {"bool", 1, 'b', DL_BOOL},
-  [GM_INT8] = {"int8", 1, 'i', DL_INT},
-  [GM_INT16] = {"int16", 2, 'i', DL_INT},
-  [GM_INT32] = {"int32", 4, 'i', DL_INT},
-  [GM_INT64] = {"int64", 8, 'i', DL_INT},
-  [GM_UINT8] = {"uint8", 1, 'u', DL_UINT},
-  [GM_UINT16] = {"uint16", 2, 'u', DL_UINT},
-  [GM_UINT32] = {"uint32", 4, 'u', DL_UINT},
-  [GM_UINT64] = {"uint64", 8, 'u', DL_UINT},
-  [GM_FLOAT16] = {"float16", 2, 'f', DL_FLOAT},
-  [GM_FLOAT32] = {"float32", 4, 'f', DL_FLOAT},
-  [GM_FLOAT64] = {"float64", 8, 'f', DL_FLOAT},
-  [GM_COMPLEX64] = {"complex64", 8, 'c', DL_COMPLEX},
-  [GM_COMPLEX128] = {"complex128", 16, 'c', DL_COMPLEX},
+  [GM_BOOL] = {"bool", 1, 'b', GM_DL_BOOL},
+  [GM_INT8] = {"int8", 1, 'i', GM_DL_INT},
+  [GM_INT16] = {"int16", 2, 'i', GM_DL_INT},
+  [GM_INT32] = {"int32", 4, 'i', GM_DL_INT},
+  [GM_INT64] = {"int64", 8, 'i', GM_DL_INT},
+  [GM_UINT8] = {"uint8", 1, 'u', GM_DL_UINT},
+  [GM_UINT16] = {"uint16", 2, 'u', GM_DL_UINT},
+  [GM_UINT32] = {"uint32", 4, 'u', GM_DL_UINT},
+  [GM_UINT64] = {"uint64", 8, 'u', GM_DL_UINT},
+  [GM_FLOAT16] = {"float16", 2, 'f', GM_DL_FLOAT},
+  [GM_FLOAT32] = {"float32", 4, 'f', GM_DL_FLOAT},
+  [GM_FLOAT64] = {"float64", 8, 'f', GM_DL_FLOAT},
+  [GM_COMPLEX64] = {"complex64", 8, 'c', GM_DL_COMPLEX},
+  [GM_COMPLEX128] = {"complex128", 16, 'c', GM_DL_COMPLEX},
 };
 
 int
@@ -69,4 +67,50 @@ gm_dtype_typestr (gm_dtype dtype, char buf[8])
 
   snprintf (buf, 8, "%c%c%zu", info->itemsize == 1 ? '|' : '<', info->kind,
             info->itemsize);
+}
+
+int
+gm_dtype_from_format (const char *format, size_t itemsize)
+{
+  if (format == NULL)
+    format = "B";
+  if (*format == '@' || *format == '=' || *format == '<')
+    format++;
+  if (strcmp (format, "Zf") == 0)
+    return GM_COMPLEX64;
+  if (strcmp (format, "Zd") == 0)
+    return GM_COMPLEX128;
+  if (format[0] == '\0' || format[1] != '\0')
+    return -1;
+  switch (format[0])
+    {
+    case '?':
+      return GM_BOOL;
+    case 'e':
+      return GM_FLOAT16;
+    case 'f':
+      return GM_FLOAT32;
+    case 'd':
+      return GM_FLOAT64;
+    case 'b': case 'h': case 'i': case 'l': case 'q': case 'n':
+      switch (itemsize)
+        {
+        case 1: return GM_INT8;
+        case 2: return GM_INT16;
+        case 4: return GM_INT32;
+        case 8: return GM_INT64;
+        default: return -1;
+        }
+    case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N':
+      switch (itemsize)
+        {
+        case 1: return GM_UINT8;
+        case 2: return GM_UINT16;
+        case 4: return GM_UINT32;
+        case 8: return GM_UINT64;
+        default: return -1;
+        }
+    default:
+      return -1;
+    }
 }

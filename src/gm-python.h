@@ -25,6 +25,7 @@ typedef struct gmpy_state
   PyTypeObject *array_type;
   PyTypeObject *stream_type;
   PyTypeObject *event_type;
+  PyTypeObject *pinned_type;     /* gpumem.PinnedBuffer (py-pinned.c) */
   PyObject *error;               /* gpumem.Error */
   PyObject *cuda_error;          /* gpumem.CudaError */
   PyObject *oom_error;           /* gpumem.OutOfMemoryError */
@@ -34,9 +35,18 @@ typedef struct gmpy_state
   PyObject *kernels;             /* the gpumem.kernels module */
 } gmpy_state;
 
-gmpy_state *gmpy_state_get (void);
+/* The floor (py-utils.c): what every py-*.c file shares.  */
 
+/* The module's state, or NULL before gpumem is imported or after it is
+   freed.  */
+gmpy_state *gmpy_state_get (void);
+/* Called by the module's exec slot (STATE) and its free (NULL).  */
+void gmpy_state_set (gmpy_state *state);
+
+/* The module (module.c).  */
 extern PyModuleDef gmpy_module_def;
+/* The init function interp.c registers in the inittab.  */
+PyMODINIT_FUNC PyInit_gpumem (void);
 
 /* Sets the Python exception for STATUS from gm_last_error (); returns
    NULL (for the caller to return).  The only bridge from a gm_status to
@@ -49,6 +59,41 @@ int gmpy_raise_int (gm_status status);
    DEVICE is done.  0, or -1 with an exception set (KeyboardInterrupt
    from Ctrl-C, or CudaError from the work).  */
 int gmpy_wait (int device, gm_stream *stream);
+/* Waits, as gmpy_wait does, for all work on DEVICE, then for the device
+   itself (gpumem.synchronize, Device.synchronize).  0 or -1.  */
+int gmpy_synchronize_device (int device);
+
+/* Reads SHAPE (an int or a sequence of non-negative ints) into NDIM and
+   DIMS, checking that its byte size at ITEMSIZE bytes an element fits in
+   a Py_ssize_t.  0 or -1 (TypeError, ValueError).  */
+int gmpy_shape_arg (PyObject *shape, size_t itemsize, int *ndim,
+                    Py_ssize_t dims[GM_MAX_NDIM]);
+/* As gmpy_shape_arg; when UNKNOWN is not NULL one dimension may be -1
+   (reshape's "the one the others leave"): its index goes to *UNKNOWN
+   (-1 when none is) and it is left out of the size check.  */
+int gmpy_shape_read (PyObject *shape, size_t itemsize, int *ndim,
+                     Py_ssize_t dims[GM_MAX_NDIM], int *unknown);
+/* The number of elements of a shape of NDIM dimensions DIMS.  */
+Py_ssize_t gmpy_shape_size (int ndim, const Py_ssize_t *dims);
+/* DIMS as a tuple of ints: new reference or NULL.  */
+PyObject *gmpy_shape_tuple (int ndim, const Py_ssize_t *dims);
+
+/* Reads fast-call arguments into OUT by position or keyword, following
+   NAMES (NULL-terminated); the first REQUIRED are required, the rest
+   default to NULL; at most POSITIONAL (-1: all) may come by position.
+   FNAME names the function in messages.  0 or -1 (TypeError).  */
+int gmpy_parse_args (PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames, const char *fname,
+                     const char *const *names, int required, int positional,
+                     PyObject **out);
+
+/* Parses a size argument: a non-negative Python int (TypeError if not an
+   integer, ValueError if negative).  0 or -1.  */
+int gmpy_size_arg (PyObject *obj, const char *what, Py_ssize_t *value);
+
+/* The numpy.dtype for a dtype= argument (name, type or dtype), as a
+   gm_dtype in *DTYPE.  0 or -1 (TypeError naming the supported ones).  */
+int gmpy_dtype_arg (PyObject *obj, gm_dtype *dtype);
 
 /* Types, one file each.  Each *_init adds its type to MODULE and STATE;
    0 or -1.  */
@@ -56,6 +101,7 @@ int gmpy_device_init (PyObject *module, gmpy_state *state);
 int gmpy_array_init (PyObject *module, gmpy_state *state);
 int gmpy_stream_init (PyObject *module, gmpy_state *state);
 int gmpy_kernels_init (PyObject *module, gmpy_state *state);
+int gmpy_pinned_init (PyObject *module, gmpy_state *state);
 /* gpumem.comm (py-comm.c), built only with MPI.  */
 int gmpy_comm_init (PyObject *module, gmpy_state *state);
 
@@ -118,12 +164,17 @@ typedef struct arraypy_object
   PyObject *weakreflist;
 } arraypy_object;
 
+/* Whether OBJ is a DeviceArray (py-utils.c).  */
 int gmpy_array_check (PyObject *obj);
+/* The owner whose allocation ARRAY uses (ARRAY itself for an owner), or
+   NULL for foreign memory (py-utils.c).  */
+arraypy_object *gmpy_array_owner (arraypy_object *array);
 /* A new owner array of SHAPE and DTYPE on DEVICE (uninitialized).  */
 arraypy_object *gmpy_array_new (int ndim, const Py_ssize_t *shape,
                                 gm_dtype dtype, int device,
                                 gm_stream *stream);
-/* 0 when ARRAY's memory may be used, else -1 with ValueError (freed).  */
+/* 0 when ARRAY's memory may be used, else -1 with ValueError (freed)
+   (py-utils.c).  */
 int gmpy_array_usable (arraypy_object *array);
 size_t gmpy_array_nbytes (const arraypy_object *array);
 /* A new array of SHAPE and DTYPE on DEVICE over memory gpumem did not
@@ -144,6 +195,26 @@ int gmpy_array_pending_stream (arraypy_object *array, gm_stream **stream);
    memory is released then.  Never fails (errors are unraisable).  */
 void gmpy_array_exports_add (arraypy_object *array, int delta);
 
+/* Module functions that make arrays (py-array.c).  */
+PyObject *gmpy_empty (PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *gmpy_zeros (PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *gmpy_alloc_gpu_memory (PyObject *module, PyObject *args,
+                                 PyObject *kwargs);
+PyObject *gmpy_to_device (PyObject *module, PyObject *args,
+                          PyObject *kwargs);
+/* gpumem.pinned_empty (py-pinned.c).  */
+PyObject *gmpy_pinned_empty (PyObject *module, PyObject *args,
+                             PyObject *kwargs);
+
+/* The CUDA Array Interface (py-cai.c).  */
+/* DeviceArray.__cuda_array_interface__: a new dict, or NULL
+   (AttributeError where the backend's memory is not CUDA memory).  */
+PyObject *gmpy_array_cai (PyObject *self, void *closure);
+/* gpumem.asarray (OBJ): OBJ itself when a DeviceArray, else a
+   DeviceArray over the memory of a CUDA Array Interface object or a
+   DLPack producer of device memory, holding OBJ.  */
+PyObject *gmpy_asarray (PyObject *module, PyObject *obj);
+
 /* DLPack (py-dlpack.c).  */
 PyObject *gmpy_array_dlpack (PyObject *self, PyObject *args,
                              PyObject *kwargs);
@@ -155,7 +226,7 @@ PyObject *gmpy_from_dlpack (PyObject *module, PyObject *obj);
 int gmpy_dlpack_asarray (PyObject *obj, PyObject **result);
 
 /* Device memory described by anything a kernel or copy accepts: a
-   DeviceArray or a __cuda_array_interface__ object.  */
+   DeviceArray or a __cuda_array_interface__ object (py-cai.c).  */
 typedef struct gmpy_devbuf
 {
   char *data;
@@ -177,12 +248,9 @@ int gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what);
    Python code a call runs after gmpy_devbuf_get (an argument's __index__
    or __array__, a signal handler, another thread while the GIL is
    released) may have freed its DeviceArray.  Check again after any such
-   code, right before the memory is handed to the backend.  */
+   code, right before the memory is handed to the backend (py-utils.c).  */
 int gmpy_devbuf_usable (const gmpy_devbuf *buf);
 
-/* The numpy.dtype for a dtype= argument (name, type or dtype), as a
-   gm_dtype in *DTYPE.  0 or -1 (TypeError naming the supported ones).  */
-int gmpy_dtype_arg (PyObject *obj, gm_dtype *dtype);
 
 /* Module-level copy functions (py-copy.c).  */
 PyObject *gmpy_copy_to_gpu (PyObject *module, PyObject *const *args,
@@ -191,6 +259,7 @@ PyObject *gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
                               Py_ssize_t nargs, PyObject *kwnames);
 PyObject *gmpy_copy (PyObject *module, PyObject *const *args,
                      Py_ssize_t nargs, PyObject *kwnames);
+/* The copy engine (py-copy-engine.c).  */
 /* Host -> device: the first COUNT elements of host object SRC, converted
    to DST's dtype as NumPy's same_kind casting allows, into DST.  */
 int gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
@@ -204,24 +273,17 @@ int gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
    checking for Ctrl-C between chunks.  0 or -1.  */
 int gmpy_backend_copy (void *dst, int dst_device, const void *src,
                        int src_device, size_t nbytes, gm_stream *stream);
+/* gmpy_backend_copy, checking before each chunk that DST_BUF and
+   SRC_BUF (NULL for host memory) may still be used (gmpy_devbuf_usable):
+   the Python code run since they were read, or between chunks, may have
+   freed one.  0 or -1.  */
+int gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
+                       void *dst, int dst_device, const void *src,
+                       int src_device, size_t nbytes, gm_stream *stream);
+/* Raises ValueError: WHAT asked for COUNT elements but SIDE ("source",
+   "destination") has only SIZE.  Returns -1.  */
+int gmpy_count_error (const char *what, Py_ssize_t count, const char *side,
+                      Py_ssize_t size);
 
-/* Reads SHAPE (an int or a sequence of non-negative ints) into NDIM and
-   DIMS, checking that its byte size at ITEMSIZE bytes an element fits in
-   a Py_ssize_t.  0 or -1 (TypeError, ValueError).  */
-int gmpy_shape_arg (PyObject *shape, size_t itemsize, int *ndim,
-                    Py_ssize_t dims[GM_MAX_NDIM]);
-
-/* Reads fast-call arguments into OUT by position or keyword, following
-   NAMES (NULL-terminated); the first REQUIRED are required, the rest
-   default to NULL; at most POSITIONAL (-1: all) may come by position.
-   FNAME names the function in messages.  0 or -1 (TypeError).  */
-int gmpy_parse_args (PyObject *const *args, Py_ssize_t nargs,
-                     PyObject *kwnames, const char *fname,
-                     const char *const *names, int required, int positional,
-                     PyObject **out);
-
-/* Parses a size argument: a non-negative Python int (TypeError if not an
-   integer, ValueError if negative).  0 or -1.  */
-int gmpy_size_arg (PyObject *obj, const char *what, Py_ssize_t *value);
 
 #endif /* GM_PYTHON_H */

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels.h"
+#include "gm-launch.h"
 
 /* Status of every backend and memory function.  Details of the last
    failure are in gm_last_error ().  */
@@ -75,6 +75,11 @@ int gm_dtype_from_name (const char *name, size_t len);
    -1 if gpumem has none.  */
 int gm_dtype_from_typestr (const char *typestr);
 
+/* The dtype of a buffer-protocol (struct module) FORMAT whose items are
+   ITEMSIZE bytes ("f", "<i" of 4, "Zd"; NULL means "B"); -1 if gpumem
+   has none or the byte order is not native little-endian.  */
+int gm_dtype_from_format (const char *format, size_t itemsize);
+
 /* Writes the little-endian array-interface type string of DTYPE
    ("<f4", "|b1", "<c16") into BUF.  */
 void gm_dtype_typestr (gm_dtype dtype, char buf[8]);
@@ -95,22 +100,6 @@ typedef struct gm_device_props
    default stream with synchronous semantics.  */
 typedef struct gm_stream gm_stream;
 typedef struct gm_event gm_event;
-
-/* One argument of a kernel call, already checked.  */
-typedef union gm_arg
-{
-  void *ptr;
-  int8_t i8;
-  int16_t i16;
-  int32_t i32;
-  int64_t i64;
-  uint8_t u8;
-  uint16_t u16;
-  uint32_t u32;
-  uint64_t u64;
-  float f32;
-  double f64;
-} gm_arg;
 
 /* The kernel registry (kernels/registry.c).  */
 typedef enum gm_param_kind
@@ -159,11 +148,30 @@ void gm_kernel_param_format (const gm_kernel_param *param, char *buf,
 gm_status gm_kernel_eval_length (const gm_kernel *kernel, const char *expr,
                                  const gm_arg *args, int64_t *value);
 
+/* Where a backend's device memory lives.  */
+typedef enum gm_memory_kind
+{
+  GM_MEMORY_HOST,      /* plain host memory (the host backend's devices) */
+  GM_MEMORY_CUDA       /* CUDA device memory */
+} gm_memory_kind;
+
 /* The backend interface.  Device indexes are 0 .. device_count - 1 and
    are checked by the caller.  "Host" addresses have device -1.  */
 typedef struct gm_backend
 {
-  const char *name;                      /* "cuda" or "host" */
+  const char *name;                      /* "cuda" or "host": for messages */
+
+  /* What the backend is: callers decide by these, never by NAME.  */
+  /* Its device memory: GM_MEMORY_CUDA offers __cuda_array_interface__
+     and reads other libraries' CUDA memory.  */
+  gm_memory_kind device_memory;
+  /* The DLDeviceType of its device memory (dlpack-abi.h): kDLCUDA, or
+     kDLCPU (whose one device id is 0).  */
+  int dlpack_device_type;
+  /* Whether an MPI library that is not CUDA-aware must see its device
+     memory through host copies.  */
+  bool mpi_needs_staging;
+
   /* Starts the backend: GM_OK, or GM_ERR_UNAVAILABLE saying why.  */
   gm_status (*init) (void);
   int (*device_count) (void);

@@ -16,8 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-PyMODINIT_FUNC PyInit_gpumem (void);
-
 /* Reports a failed PyStatus and returns the exit status for it.  */
 static int
 status_exit (PyConfig *config, PyStatus status)

@@ -3,11 +3,14 @@
    Every device allocation of both backends goes through gm_mem_alloc and
    gm_mem_free, so memory_stats, set_memory_limit and --stats hold for
    either.  The pool itself is the backend's (CUDA's stream-ordered
-   allocator, or the host's malloc).  Callers hold the GIL, which
-   serializes these books.  */
+   allocator, or the host's malloc).  The books have a lock of their
+   own (books_lock): C code that holds no GIL (a DLPack consumer letting
+   go, the MPI layer, the embedding API) may allocate and free too.  The
+   backend is called outside it.  */
 
 #include "config.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +21,9 @@
 
 static gm_mem_stats books[GM_MAX_DEVICES];
 static bool books_ready[GM_MAX_DEVICES];
+static pthread_mutex_t books_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* DEVICE's books.  With books_lock held.  */
 static gm_mem_stats *
 book (int device)
 {
@@ -55,63 +60,78 @@ gm_mem_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr)
      empty array, which never calls gm_mem_free, leaves no count behind.  */
   if (nbytes == 0)
     return GM_OK;
+  pthread_mutex_lock (&books_lock);
   stats = book (device);
   if (nbytes > stats->limit || stats->allocated_bytes > stats->limit - nbytes)
     {
+      size_t in_use = stats->allocated_bytes, limit_bytes = stats->limit;
       char want[32], used[32], limit[32];
+      pthread_mutex_unlock (&books_lock);
       gm_format_bytes (nbytes, want, sizeof want);
-      gm_format_bytes (stats->allocated_bytes, used, sizeof used);
-      gm_format_bytes (stats->limit, limit, sizeof limit);
+      gm_format_bytes (in_use, used, sizeof used);
+      gm_format_bytes (limit_bytes, limit, sizeof limit);
       return gm_error_set (GM_ERR_NOMEM, 0, NULL,
                            "out of memory: %zu bytes (%s) requested on "
                            "device %d, which has %zu bytes (%s) in use of "
                            "its limit of %zu bytes (%s)",
-                           nbytes, want, device, stats->allocated_bytes,
-                           used, stats->limit, limit);
+                           nbytes, want, device, in_use, used, limit_bytes,
+                           limit);
     }
-  if (nbytes > 0)
+  /* Booked before the backend is asked, so that two threads cannot
+     both pass the limit with the room for one.  */
+  stats->allocated_bytes += nbytes;
+  pthread_mutex_unlock (&books_lock);
+  status = gm_backend_current->malloc (device, nbytes, stream, ptr);
+  pthread_mutex_lock (&books_lock);
+  if (status != GM_OK)
     {
-      status = gm_backend_current->malloc (device, nbytes, stream, ptr);
+      size_t in_use, limit_bytes;
+      stats->allocated_bytes -= nbytes;
+      in_use = stats->allocated_bytes;
+      limit_bytes = stats->limit;
+      pthread_mutex_unlock (&books_lock);
       if (status == GM_ERR_NOMEM)
         {
           char want[32], used[32];
           size_t free_bytes = 0, total = 0;
           gm_format_bytes (nbytes, want, sizeof want);
-          gm_format_bytes (stats->allocated_bytes, used, sizeof used);
+          gm_format_bytes (in_use, used, sizeof used);
           gm_backend_current->mem_info (device, &free_bytes, &total);
           return gm_error_set (GM_ERR_NOMEM, gm_last_error ()->cuda_code,
                                gm_last_error ()->cuda_name,
                                "out of memory: %zu bytes (%s) requested on "
                                "device %d, which has %zu bytes (%s) in use "
                                "by gpumem, %zu bytes free of %zu, %s",
-                               nbytes, want, device, stats->allocated_bytes,
-                               used, free_bytes, total,
-                               stats->limit == SIZE_MAX
+                               nbytes, want, device, in_use, used,
+                               free_bytes, total,
+                               limit_bytes == SIZE_MAX
                                ? "no limit set" : "under the set limit");
         }
-      if (status != GM_OK)
-        return status;
+      return status;
     }
-  stats->allocated_bytes += nbytes;
   if (stats->allocated_bytes > stats->peak_allocated_bytes)
     stats->peak_allocated_bytes = stats->allocated_bytes;
   stats->allocations++;
   stats->total_allocations++;
+  pthread_mutex_unlock (&books_lock);
   return GM_OK;
 }
 
 gm_status
 gm_mem_free (int device, void *ptr, size_t nbytes, gm_stream *stream)
 {
-  gm_mem_stats *stats = book (device);
+  gm_mem_stats *stats;
   gm_status status = GM_OK;
 
   if (ptr == NULL && nbytes == 0)
     return GM_OK;
   if (ptr != NULL)
     status = gm_backend_current->free (device, ptr, stream);
+  pthread_mutex_lock (&books_lock);
+  stats = book (device);
   stats->allocated_bytes -= nbytes;
   stats->allocations--;
+  pthread_mutex_unlock (&books_lock);
   return status;
 }
 
@@ -122,7 +142,9 @@ gm_mem_stats_get (int device, gm_mem_stats *out)
 
   if (status != GM_OK)
     return status;
+  pthread_mutex_lock (&books_lock);
   *out = *book (device);
+  pthread_mutex_unlock (&books_lock);
   return gm_backend_current->reserved (device, &out->reserved_bytes);
 }
 
@@ -133,7 +155,9 @@ gm_mem_set_limit (int device, size_t limit)
 
   if (status != GM_OK)
     return status;
+  pthread_mutex_lock (&books_lock);
   book (device)->limit = limit;
+  pthread_mutex_unlock (&books_lock);
   return GM_OK;
 }
 
@@ -162,8 +186,12 @@ gm_mem_print_stats (void)
            "peak", "reserved", "live", "total");
   for (int d = 0; d < count && d < GM_MAX_DEVICES; d++)
     {
-      gm_mem_stats stats = *book (d);
+      gm_mem_stats stats;
       char now[32], peak[32], reserved[32];
+
+      pthread_mutex_lock (&books_lock);
+      stats = *book (d);
+      pthread_mutex_unlock (&books_lock);
 
       stats.reserved_bytes = 0;
       gm_backend_current->reserved (d, &stats.reserved_bytes);

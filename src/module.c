@@ -1,135 +1,11 @@
-/* module.c -- the built-in module gpumem: its state, exceptions, the one
-   bridge from gm_status to Python exceptions, and the module-level
-   functions that belong to no type.  */
+/* module.c -- the built-in module gpumem: its exec slot (the state's
+   life, the exceptions, each type's init), and the module-level
+   functions that belong to no type.  The shared helpers are in
+   py-utils.c.  */
 
 #include "gm-python.h"
 
 #include <stdint.h>
-
-static gmpy_state *module_state;
-
-gmpy_state *
-gmpy_state_get (void)
-{
-  return module_state;
-}
-
-PyObject *
-gmpy_raise (gm_status status)
-{
-  const gm_error *error = gm_last_error ();
-  gmpy_state *state = module_state;
-  PyObject *type, *exc;
-
-  switch (status)
-    {
-    case GM_ERR_VALUE:
-      type = PyExc_ValueError;
-      break;
-    case GM_ERR_TYPE:
-      type = PyExc_TypeError;
-      break;
-    case GM_ERR_NOMEM:
-      type = state->oom_error;
-      break;
-    case GM_ERR_HOST_NOMEM:
-      type = PyExc_MemoryError;
-      break;
-    case GM_ERR_CUDA:
-      type = state->cuda_error;
-      break;
-    default:
-      type = state->error;
-      break;
-    }
-  exc = PyObject_CallFunction (type, "s", error->message);
-  if (exc == NULL)
-    return NULL;
-  if (status == GM_ERR_CUDA || error->cuda_code != 0)
-    {
-      PyObject *code = PyLong_FromLong (error->cuda_code);
-      PyObject *name = PyUnicode_FromString (error->cuda_name);
-      int failed = code == NULL || name == NULL
-                   || PyObject_SetAttrString (exc, "code", code) < 0
-                   || PyObject_SetAttrString (exc, "name", name) < 0;
-      Py_XDECREF (code);
-      Py_XDECREF (name);
-      if (failed)
-        {
-          Py_DECREF (exc);
-          return NULL;
-        }
-    }
-  PyErr_SetObject (type, exc);
-  Py_DECREF (exc);
-  return NULL;
-}
-
-int
-gmpy_raise_int (gm_status status)
-{
-  gmpy_raise (status);
-  return -1;
-}
-
-int
-gmpy_wait (int device, gm_stream *stream)
-{
-  /* Short work (a small kernel, the workload's) is over within tens of
-     microseconds: wait that long with the GIL, then let other threads
-     run while waiting in calls of 50 ms.  */
-  gm_status status = gm_backend_current->wait (device, stream, 50);
-
-  if (status == GM_OK)
-    return 0;
-  if (status != GM_ERR_NOT_READY)
-    return gmpy_raise_int (status);
-  for (;;)
-    {
-      /* Ctrl-C raises KeyboardInterrupt here; the queued work goes on,
-         and a later wait sees it finish.  */
-      if (PyErr_CheckSignals () < 0)
-        return -1;
-      Py_BEGIN_ALLOW_THREADS
-      status = gm_backend_current->wait (device, stream, 50000);
-      Py_END_ALLOW_THREADS
-      if (status == GM_OK)
-        return 0;
-      if (status != GM_ERR_NOT_READY)
-        return gmpy_raise_int (status);
-    }
-}
-
-int
-gmpy_size_arg (PyObject *obj, const char *what, Py_ssize_t *value)
-{
-  if (!PyLong_Check (obj))
-    {
-      if (!PyIndex_Check (obj))
-        {
-          PyErr_Format (PyExc_TypeError, "%s must be an integer, not %.100s",
-                        what, Py_TYPE (obj)->tp_name);
-          return -1;
-        }
-    }
-  *value = PyNumber_AsSsize_t (obj, NULL);
-  if (*value == -1 && PyErr_Occurred ())
-    {
-      if (PyErr_ExceptionMatches (PyExc_OverflowError))
-        {
-          PyErr_Clear ();
-          PyErr_Format (PyExc_ValueError, "%s is too large", what);
-        }
-      return -1;
-    }
-  if (*value < 0)
-    {
-      PyErr_Format (PyExc_ValueError, "%s must not be negative, got %zd",
-                    what, *value);
-      return -1;
-    }
-  return 0;
-}
 
 static PyObject *
 gmpy_device_count (PyObject *module, PyObject *unused)
@@ -222,29 +98,15 @@ gmpy_synchronize (PyObject *module, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"device", NULL};
   PyObject *device_obj = Py_None;
-  gm_status status;
   int device;
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:synchronize", keywords,
                                     &device_obj)
-      || gmpy_device_arg (device_obj, &device) < 0)
+      || gmpy_device_arg (device_obj, &device) < 0
+      || gmpy_synchronize_device (device) < 0)
     return NULL;
-  if (gmpy_wait (device, NULL) < 0)
-    return NULL;
-  Py_BEGIN_ALLOW_THREADS
-  status = gm_backend_current->device_synchronize (device);
-  Py_END_ALLOW_THREADS
-  if (status != GM_OK)
-    return gmpy_raise (status);
   Py_RETURN_NONE;
 }
-
-PyObject *gmpy_empty (PyObject *, PyObject *, PyObject *);
-PyObject *gmpy_zeros (PyObject *, PyObject *, PyObject *);
-PyObject *gmpy_to_device (PyObject *, PyObject *, PyObject *);
-PyObject *gmpy_alloc_gpu_memory (PyObject *, PyObject *, PyObject *);
-PyObject *gmpy_asarray (PyObject *, PyObject *);
-PyObject *gmpy_pinned_empty (PyObject *, PyObject *, PyObject *);
 
 static PyMethodDef gmpy_methods[] = {
   {"device_count", gmpy_device_count, METH_NOARGS,
@@ -349,7 +211,7 @@ gmpy_exec (PyObject *module)
   gmpy_state *state = PyModule_GetState (module);
   PyObject *bases;
 
-  module_state = state;
+  gmpy_state_set (state);
   state->numpy = PyImport_ImportModule ("numpy");
   if (state->numpy == NULL)
     return -1;
@@ -389,6 +251,7 @@ gmpy_exec (PyObject *module)
   if (gmpy_device_init (module, state) < 0
       || gmpy_array_init (module, state) < 0
       || gmpy_stream_init (module, state) < 0
+      || gmpy_pinned_init (module, state) < 0
       || gmpy_kernels_init (module, state) < 0)
     return -1;
 #ifdef GM_HAVE_MPI
@@ -407,6 +270,7 @@ gmpy_traverse (PyObject *module, visitproc visit, void *arg)
   Py_VISIT (state->array_type);
   Py_VISIT (state->stream_type);
   Py_VISIT (state->event_type);
+  Py_VISIT (state->pinned_type);
   Py_VISIT (state->error);
   Py_VISIT (state->cuda_error);
   Py_VISIT (state->oom_error);
@@ -427,6 +291,7 @@ gmpy_clear (PyObject *module)
   Py_CLEAR (state->array_type);
   Py_CLEAR (state->stream_type);
   Py_CLEAR (state->event_type);
+  Py_CLEAR (state->pinned_type);
   Py_CLEAR (state->error);
   Py_CLEAR (state->cuda_error);
   Py_CLEAR (state->oom_error);
@@ -442,8 +307,8 @@ static void
 gmpy_free (void *module)
 {
   gmpy_clear ((PyObject *) module);
-  if (module_state == PyModule_GetState ((PyObject *) module))
-    module_state = NULL;
+  if (gmpy_state_get () == PyModule_GetState ((PyObject *) module))
+    gmpy_state_set (NULL);
 }
 
 static PyModuleDef_Slot gmpy_slots[] = {
@@ -466,8 +331,6 @@ PyModuleDef gmpy_module_def = {
   .m_clear = gmpy_clear,
   .m_free = gmpy_free,
 };
-
-PyMODINIT_FUNC PyInit_gpumem (void);
 
 PyMODINIT_FUNC
 PyInit_gpumem (void)

@@ -12,181 +12,10 @@
 
 #include <structmember.h>
 
-int
-gmpy_array_check (PyObject *obj)
-{
-  return PyObject_TypeCheck (obj, gmpy_state_get ()->array_type);
-}
-
 size_t
 gmpy_array_nbytes (const arraypy_object *array)
 {
   return (size_t) array->size * gm_dtypes[array->dtype].itemsize;
-}
-
-/* The owner whose allocation ARRAY uses, or NULL (foreign memory).  */
-static arraypy_object *
-owner_of (arraypy_object *array)
-{
-  if (array->base == NULL)
-    return array;
-  if (gmpy_array_check (array->base))
-    return (arraypy_object *) array->base;
-  return NULL;
-}
-
-int
-gmpy_array_usable (arraypy_object *array)
-{
-  arraypy_object *owner = owner_of (array);
-
-  if (array->released || (owner != NULL && owner->released))
-    {
-      PyErr_SetString (PyExc_ValueError,
-                       "this DeviceArray's memory was freed (free() or the "
-                       "end of its with block); it cannot be used");
-      return -1;
-    }
-  return 0;
-}
-
-int
-gmpy_dtype_arg (PyObject *obj, gm_dtype *dtype)
-{
-  gmpy_state *state = gmpy_state_get ();
-  PyObject *np_dtype;
-  int found = -1;
-
-  if (obj == NULL || obj == Py_None)
-    {
-      *dtype = GM_FLOAT32;
-      return 0;
-    }
-  for (int d = 0; d < GM_NDTYPES; d++)
-    if (obj == state->np_dtypes[d])
-      {
-        *dtype = (gm_dtype) d;
-        return 0;
-      }
-  if (PyUnicode_Check (obj))
-    {
-      Py_ssize_t len;
-      const char *name = PyUnicode_AsUTF8AndSize (obj, &len);
-      if (name == NULL)
-        return -1;
-      found = gm_dtype_from_name (name, (size_t) len);
-      if (found >= 0)
-        {
-          *dtype = (gm_dtype) found;
-          return 0;
-        }
-    }
-  np_dtype = PyObject_CallMethod (state->numpy, "dtype", "O", obj);
-  if (np_dtype == NULL)
-    {
-      PyErr_Clear ();
-      PyErr_Format (PyExc_TypeError, "dtype %R is not a data type", obj);
-      return -1;
-    }
-  for (int d = 0; d < GM_NDTYPES && found < 0; d++)
-    {
-      int equal = PyObject_RichCompareBool (np_dtype, state->np_dtypes[d],
-                                            Py_EQ);
-      if (equal < 0)
-        {
-          Py_DECREF (np_dtype);
-          return -1;
-        }
-      if (equal)
-        found = d;
-    }
-  if (found < 0)
-    {
-      PyErr_Format (PyExc_TypeError,
-                    "dtype %R is not supported; gpumem supports bool, int8, "
-                    "int16, int32, int64, uint8, uint16, uint32, uint64, "
-                    "float16, float32, float64, complex64 and complex128 "
-                    "(native byte order)", np_dtype);
-      Py_DECREF (np_dtype);
-      return -1;
-    }
-  Py_DECREF (np_dtype);
-  *dtype = (gm_dtype) found;
-  return 0;
-}
-
-/* The items of sequence OBJ as a new tuple, or NULL (TypeError MESSAGE
-   when OBJ is no sequence).  A tuple, not PySequence_Fast's list: the
-   items' __index__ may change a list while it is being read.  */
-static PyObject *
-shape_items (PyObject *obj, const char *message)
-{
-  PyObject *seq = PySequence_Fast (obj, message), *tuple;
-
-  if (seq == NULL || PyTuple_Check (seq))
-    return seq;
-  tuple = PyList_AsTuple (seq);
-  Py_DECREF (seq);
-  return tuple;
-}
-
-int
-gmpy_shape_arg (PyObject *shape, size_t itemsize, int *ndim,
-           Py_ssize_t dims[GM_MAX_NDIM])
-{
-  PyObject *seq;
-  Py_ssize_t n, total = 1;
-
-  if (PyLong_Check (shape) || (!PySequence_Check (shape)
-                               && PyIndex_Check (shape)))
-    {
-      *ndim = 1;
-      if (gmpy_size_arg (shape, "shape", &dims[0]) < 0)
-        return -1;
-      n = 1;
-    }
-  else
-    {
-      seq = shape_items (shape, "shape must be an int or a sequence "
-                                "of ints");
-      if (seq == NULL)
-        return -1;
-      n = PySequence_Fast_GET_SIZE (seq);
-      if (n > GM_MAX_NDIM)
-        {
-          Py_DECREF (seq);
-          PyErr_Format (PyExc_ValueError, "shape has %zd dimensions; at "
-                        "most %d are supported", n, GM_MAX_NDIM);
-          return -1;
-        }
-      for (Py_ssize_t i = 0; i < n; i++)
-        if (gmpy_size_arg (PySequence_Fast_GET_ITEM (seq, i),
-                           "each dimension of shape", &dims[i]) < 0)
-          {
-            Py_DECREF (seq);
-            return -1;
-          }
-      Py_DECREF (seq);
-      *ndim = (int) n;
-    }
-  for (Py_ssize_t i = 0; i < n; i++)
-    if (__builtin_mul_overflow (total, dims[i], &total))
-      goto too_large;
-  if (__builtin_mul_overflow (total, (Py_ssize_t) itemsize, &total))
-    goto too_large;
-  return 0;
-too_large:
-  PyErr_SetString (PyExc_ValueError, "array is too large");
-  return -1;
-}
-
-static Py_ssize_t
-shape_size (int ndim, const Py_ssize_t *shape)
-{
-  Py_ssize_t size = 1;
-  for (int i = 0; i < ndim; i++)
-    size *= shape[i];
-  return size;
 }
 
 /* A new, empty array object (no memory, not tracked).  */
@@ -201,7 +30,7 @@ alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
   array->data = NULL;
   array->ndim = ndim;
   memcpy (array->shape, shape, sizeof *shape * (size_t) ndim);
-  array->size = shape_size (ndim, shape);
+  array->size = gmpy_shape_size (ndim, shape);
   array->dtype = dtype;
   array->device = device;
   array->readonly = false;
@@ -309,7 +138,7 @@ gmpy_array_wrap (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
 static arraypy_object *
 books_of (arraypy_object *array)
 {
-  arraypy_object *owner = owner_of (array);
+  arraypy_object *owner = gmpy_array_owner (array);
   return owner != NULL ? owner : array;
 }
 
@@ -422,28 +251,10 @@ arraypy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 /* Attributes.  */
 
 static PyObject *
-shape_tuple (const arraypy_object *array)
-{
-  PyObject *shape = PyTuple_New (array->ndim);
-  if (shape == NULL)
-    return NULL;
-  for (int i = 0; i < array->ndim; i++)
-    {
-      PyObject *dim = PyLong_FromSsize_t (array->shape[i]);
-      if (dim == NULL)
-        {
-          Py_DECREF (shape);
-          return NULL;
-        }
-      PyTuple_SET_ITEM (shape, i, dim);
-    }
-  return shape;
-}
-
-static PyObject *
 arraypy_get_shape (PyObject *self, void *closure)
 {
-  return shape_tuple ((arraypy_object *) self);
+  return gmpy_shape_tuple (((arraypy_object *) self)->ndim,
+                           ((arraypy_object *) self)->shape);
 }
 
 static PyObject *
@@ -500,50 +311,6 @@ arraypy_get_base (PyObject *self, void *closure)
   return Py_NewRef (base ? base : Py_None);
 }
 
-static PyObject *
-arraypy_get_cai (PyObject *self, void *closure)
-{
-  arraypy_object *array = (arraypy_object *) self;
-  gm_stream *pending;
-  PyObject *shape, *stream;
-  char typestr[8];
-
-  if (strcmp (gm_backend_current->name, "cuda") != 0)
-    {
-      PyErr_SetString (PyExc_AttributeError,
-                       "__cuda_array_interface__ is only offered by the "
-                       "cuda backend; host-backend arrays are in host "
-                       "memory");
-      return NULL;
-    }
-  if (gmpy_array_usable (array) < 0
-      || gmpy_array_pending_stream (array, &pending) < 0)
-    return NULL;
-  /* Default-stream work is complete before gpumem returns, so a stream
-     is named only while work queued on a gpumem.Stream that writes the
-     array may still run.  */
-  if (pending != NULL)
-    stream = PyLong_FromVoidPtr (gm_backend_current->stream_handle (pending));
-  else
-    stream = Py_NewRef (Py_None);
-  if (stream == NULL)
-    return NULL;
-  shape = shape_tuple (array);
-  if (shape == NULL)
-    {
-      Py_DECREF (stream);
-      return NULL;
-    }
-  gm_dtype_typestr (array->dtype, typestr);
-  /* The interface asks for a pointer of 0 for an empty array.  */
-  return Py_BuildValue ("{s:N,s:s,s:(NO),s:O,s:i,s:N}", "shape", shape,
-                        "typestr", typestr, "data",
-                        PyLong_FromVoidPtr (array->size > 0 ? array->data
-                                                            : NULL),
-                        array->readonly ? Py_True : Py_False, "strides",
-                        Py_None, "version", 3, "stream", stream);
-}
-
 static PyGetSetDef arraypy_getset[] = {
   {"shape", arraypy_get_shape, NULL, "Tuple of dimensions.", NULL},
   {"dtype", arraypy_get_dtype, NULL, "The numpy.dtype of the elements.",
@@ -558,7 +325,7 @@ static PyGetSetDef arraypy_getset[] = {
    NULL},
   {"base", arraypy_get_base, NULL,
    "The owner of a view's memory, or None for an owner.", NULL},
-  {"__cuda_array_interface__", arraypy_get_cai, NULL,
+  {"__cuda_array_interface__", gmpy_array_cai, NULL,
    "The CUDA Array Interface, version 3.", NULL},
   {NULL, NULL, NULL, NULL, NULL}
 };
@@ -582,7 +349,7 @@ arraypy_copy_to_host (PyObject *self, PyObject *args, PyObject *kwargs)
     return NULL;
   if (out == Py_None)
     {
-      shape = shape_tuple (array);
+      shape = gmpy_shape_tuple (array->ndim, array->shape);
       if (shape == NULL)
         return NULL;
       out = PyObject_CallMethod (state->numpy, "empty", "NO", shape,
@@ -700,59 +467,12 @@ arraypy_reshape (PyObject *self, PyObject *args)
     shape_obj = PyTuple_GET_ITEM (args, 0);
   else
     shape_obj = args;
-  /* -1 stands for the one dimension the others leave.  */
-  {
-    PyObject *seq = PyLong_Check (shape_obj)
-                      ? PyTuple_Pack (1, shape_obj)
-                      : shape_items (shape_obj, "shape must be an int or "
-                                                "a sequence of ints");
-    Py_ssize_t n;
-    if (seq == NULL)
-      return NULL;
-    n = PySequence_Fast_GET_SIZE (seq);
-    if (n > GM_MAX_NDIM)
-      {
-        Py_DECREF (seq);
-        PyErr_SetString (PyExc_ValueError, "too many dimensions");
-        return NULL;
-      }
-    for (Py_ssize_t i = 0; i < n; i++)
-      {
-        PyObject *item = PySequence_Fast_GET_ITEM (seq, i);
-        Py_ssize_t dim;
-        if (!PyIndex_Check (item))
-          {
-            Py_DECREF (seq);
-            PyErr_Format (PyExc_TypeError, "shape entries must be integers, "
-                          "not %.100s", Py_TYPE (item)->tp_name);
-            return NULL;
-          }
-        dim = PyNumber_AsSsize_t (item, PyExc_ValueError);
-        if (dim == -1 && PyErr_Occurred ())
-          {
-            Py_DECREF (seq);
-            return NULL;
-          }
-        if (dim == -1 && unknown < 0)
-          unknown = (int) i;
-        else if (dim < 0)
-          {
-            Py_DECREF (seq);
-            PyErr_Format (PyExc_ValueError, "invalid dimension %zd in shape",
-                          dim);
-            return NULL;
-          }
-        else if (__builtin_mul_overflow (known, dim, &known))
-          {
-            Py_DECREF (seq);
-            PyErr_SetString (PyExc_ValueError, "shape is too large");
-            return NULL;
-          }
-        dims[i] = dim;
-      }
-    Py_DECREF (seq);
-    ndim = (int) n;
-  }
+  if (gmpy_shape_read (shape_obj, gm_dtypes[array->dtype].itemsize, &ndim,
+                       dims, &unknown) < 0)
+    return NULL;
+  for (int i = 0; i < ndim; i++)
+    if (i != unknown)
+      known *= dims[i];
   if (unknown >= 0)
     {
       if (known == 0 || array->size % known != 0)
@@ -777,7 +497,7 @@ static PyObject *
 arraypy_repr (PyObject *self)
 {
   arraypy_object *array = (arraypy_object *) self;
-  PyObject *shape = shape_tuple (array), *result;
+  PyObject *shape = gmpy_shape_tuple (array->ndim, array->shape), *result;
 
   if (shape == NULL)
     return NULL;
@@ -785,8 +505,8 @@ arraypy_repr (PyObject *self)
                                  shape, gm_dtypes[array->dtype].name,
                                  array->device,
                                  array->base ? ", view" : "",
-                                 array->released || (owner_of (array)
-                                                     && owner_of (array)
+                                 array->released || (gmpy_array_owner (array)
+                                                     && gmpy_array_owner (array)
                                                           ->released)
                                    ? ", freed" : "");
   Py_DECREF (shape);
@@ -957,12 +677,6 @@ new_array (PyObject *args, PyObject *kwargs, const char *format, bool zero)
   return (PyObject *) array;
 }
 
-PyObject *gmpy_empty (PyObject *, PyObject *, PyObject *);
-PyObject *gmpy_zeros (PyObject *, PyObject *, PyObject *);
-PyObject *gmpy_alloc_gpu_memory (PyObject *, PyObject *, PyObject *);
-PyObject *gmpy_to_device (PyObject *, PyObject *, PyObject *);
-PyObject *gmpy_asarray (PyObject *, PyObject *);
-
 PyObject *
 gmpy_empty (PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -1046,230 +760,6 @@ done:
   Py_XDECREF (dtype_obj);
   Py_XDECREF (shape_obj);
   return (PyObject *) array;
-}
-
-/* Reads OBJ's __cuda_array_interface__ (versions 0 to 3) into BUF, and
-   its shape into *NDIM and DIMS; waits for the stream it names, if any,
-   so that the data may be read.  1, 0 when OBJ has no interface, -1 with
-   an exception (TypeError for a malformed interface or an unsupported
-   type, ValueError for strides that are not C-contiguous, a mask, a
-   pointer to host memory, or stream 0).  */
-static int
-cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
-          Py_ssize_t dims[GM_MAX_NDIM], const char *what)
-{
-  PyObject *cai, *item;
-  int result = -1, dtype, readonly;
-
-  cai = PyObject_GetAttrString (obj, "__cuda_array_interface__");
-  if (cai == NULL)
-    {
-      if (!PyErr_ExceptionMatches (PyExc_AttributeError))
-        return -1;
-      PyErr_Clear ();
-      return 0;
-    }
-  if (!PyDict_Check (cai))
-    {
-      PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ is not a "
-                    "dict", what);
-      goto done;
-    }
-  item = PyDict_GetItemString (cai, "typestr");
-  dtype = item && PyUnicode_Check (item)
-            ? gm_dtype_from_typestr (PyUnicode_AsUTF8 (item)) : -1;
-  if (PyErr_Occurred ())
-    goto done;
-  if (dtype < 0)
-    {
-      PyErr_Format (PyExc_TypeError, "%s: element type %R is not supported",
-                    what, item ? item : Py_None);
-      goto done;
-    }
-  item = PyDict_GetItemString (cai, "shape");
-  if (item == NULL)
-    {
-      PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ has no "
-                    "shape", what);
-      goto done;
-    }
-  if (gmpy_shape_arg (item, gm_dtypes[dtype].itemsize, ndim, dims) < 0)
-    goto done;
-  buf->size = shape_size (*ndim, dims);
-  buf->dtype = (gm_dtype) dtype;
-  item = PyDict_GetItemString (cai, "mask");
-  if (item != NULL && item != Py_None)
-    {
-      PyErr_Format (PyExc_ValueError, "%s: masked arrays (a "
-                    "__cuda_array_interface__ mask) are not supported", what);
-      goto done;
-    }
-  item = PyDict_GetItemString (cai, "strides");
-  if (item != NULL && item != Py_None && buf->size > 1)
-    {
-      /* Strides that equal the C-contiguous ones are contiguous too;
-         a dimension of length 1 may have any stride.  */
-      Py_ssize_t expect = (Py_ssize_t) gm_dtypes[dtype].itemsize;
-      PyObject *seq = PySequence_Fast (item, "strides must be a sequence");
-      bool contiguous = seq != NULL
-                        && PySequence_Fast_GET_SIZE (seq) == *ndim;
-      for (int i = *ndim - 1; contiguous && i >= 0; i--)
-        {
-          Py_ssize_t s = PyLong_AsSsize_t (PySequence_Fast_GET_ITEM (seq, i));
-          if (s == -1 && PyErr_Occurred ())
-            break;
-          if (dims[i] > 1 && s != expect)
-            contiguous = false;
-          expect *= dims[i];
-        }
-      Py_XDECREF (seq);
-      if (PyErr_Occurred ())
-        goto done;
-      if (!contiguous)
-        {
-          PyErr_Format (PyExc_ValueError, "%s is not C-contiguous (its "
-                        "strides are %R); gpumem needs contiguous device "
-                        "memory", what, item);
-          goto done;
-        }
-    }
-  item = PyDict_GetItemString (cai, "data");
-  if (item == NULL || !PyTuple_Check (item) || PyTuple_GET_SIZE (item) != 2)
-    {
-      PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ data is "
-                    "not a (pointer, read_only) tuple", what);
-      goto done;
-    }
-  buf->data = PyLong_AsVoidPtr (PyTuple_GET_ITEM (item, 0));
-  if (buf->data == NULL && PyErr_Occurred ())
-    goto done;
-  readonly = PyObject_IsTrue (PyTuple_GET_ITEM (item, 1));
-  if (readonly < 0)
-    goto done;
-  buf->readonly = readonly;
-  buf->device = gmpy_current_device ();
-  if (buf->data == NULL && buf->size > 0)
-    {
-      PyErr_Format (PyExc_ValueError, "%s: its __cuda_array_interface__ "
-                    "has a null pointer for %zd elements", what, buf->size);
-      goto done;
-    }
-  if (buf->data != NULL)
-    {
-      gm_status status = gm_backend_current->pointer_device (buf->data,
-                                                             &buf->device);
-      if (status != GM_OK)
-        {
-          gmpy_raise (status);
-          goto done;
-        }
-      if (buf->device < 0)
-        {
-          PyErr_Format (PyExc_ValueError, "%s: its __cuda_array_interface__ "
-                        "points to host memory", what);
-          goto done;
-        }
-    }
-  item = PyDict_GetItemString (cai, "stream");
-  if (item != NULL && item != Py_None)
-    {
-      /* The producer's work on that stream must finish before ours
-         reads the data.  */
-      gm_status status;
-      void *handle;
-
-      if (!PyLong_Check (item))
-        {
-          PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ "
-                        "stream is not an int or None", what);
-          goto done;
-        }
-      handle = PyLong_AsVoidPtr (item);
-      if (handle == NULL)
-        {
-          if (!PyErr_Occurred ())
-            PyErr_Format (PyExc_ValueError, "%s: __cuda_array_interface__ "
-                          "stream 0 is not allowed (it is ambiguous)", what);
-          goto done;
-        }
-      Py_BEGIN_ALLOW_THREADS
-      status = gm_backend_current->foreign_stream_sync (handle);
-      Py_END_ALLOW_THREADS
-      if (status != GM_OK)
-        {
-          gmpy_raise (status);
-          goto done;
-        }
-    }
-  result = 1;
-done:
-  Py_DECREF (cai);
-  return result;
-}
-
-int
-gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
-{
-  Py_ssize_t dims[GM_MAX_NDIM];
-  int ndim;
-
-  if (gmpy_array_check (obj))
-    {
-      arraypy_object *array = (arraypy_object *) obj;
-      if (gmpy_array_usable (array) < 0)
-        return -1;
-      buf->data = array->data;
-      buf->size = array->size;
-      buf->dtype = array->dtype;
-      buf->device = array->device;
-      buf->readonly = array->readonly;
-      buf->array = obj;
-      return 1;
-    }
-  buf->array = NULL;
-  if (strcmp (gm_backend_current->name, "cuda") != 0)
-    return 0;
-  return cai_read (obj, buf, &ndim, dims, what);
-}
-
-int
-gmpy_devbuf_usable (const gmpy_devbuf *buf)
-{
-  if (buf->array == NULL)
-    return 0;
-  return gmpy_array_usable ((arraypy_object *) buf->array);
-}
-
-PyObject *
-gmpy_asarray (PyObject *module, PyObject *obj)
-{
-  Py_ssize_t dims[GM_MAX_NDIM];
-  PyObject *result;
-  gmpy_devbuf buf;
-  int found = 0, ndim;
-
-  if (gmpy_array_check (obj))
-    return Py_NewRef (obj);
-  /* The CUDA Array Interface first: it is what kernels take too.  */
-  if (strcmp (gm_backend_current->name, "cuda") == 0)
-    found = cai_read (obj, &buf, &ndim, dims, "obj");
-  if (found < 0)
-    return NULL;
-  if (found)
-    return gmpy_array_wrap (ndim, dims, buf.dtype, buf.device, buf.data,
-                            buf.readonly, obj);
-  found = gmpy_dlpack_asarray (obj, &result);
-  if (found < 0)
-    return NULL;
-  if (found)
-    return result;
-  PyErr_Format (PyExc_TypeError,
-                "asarray needs device memory: a DeviceArray, an object with "
-                "__cuda_array_interface__ or a DLPack producer of CUDA "
-                "memory, not %.100s (use gpumem.to_device to copy host "
-                "data; on the host backend gpumem.from_dlpack wraps it)",
-                Py_TYPE (obj)->tp_name);
-  return NULL;
 }
 
 int

@@ -189,16 +189,8 @@ devicepy_mem_info (PyObject *self, PyObject *unused)
 static PyObject *
 devicepy_synchronize (PyObject *self, PyObject *unused)
 {
-  int index = ((devicepy_object *) self)->index;
-  gm_status status;
-
-  if (gmpy_wait (index, NULL) < 0)
+  if (gmpy_synchronize_device (((devicepy_object *) self)->index) < 0)
     return NULL;
-  Py_BEGIN_ALLOW_THREADS
-  status = gm_backend_current->device_synchronize (index);
-  Py_END_ALLOW_THREADS
-  if (status != GM_OK)
-    return gmpy_raise (status);
   Py_RETURN_NONE;
 }
 

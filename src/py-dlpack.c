@@ -37,10 +37,12 @@
 #define STREAM_NO_SYNC (-1)
 #define STREAM_LEGACY 1
 
+/* Whether the backend's device memory is CUDA memory (else host
+   memory, kDLCPU).  */
 static bool
 backend_is_cuda (void)
 {
-  return strcmp (gm_backend_current->name, "cuda") == 0;
+  return gm_backend_current->device_memory == GM_MEMORY_CUDA;
 }
 
 /* The producer.  */
@@ -102,28 +104,40 @@ export_delete_versioned (gm_dl_managed_tensor_versioned *self)
   export_free ((export_block *) self->manager_ctx);
 }
 
+/* Calls the deleter of the managed tensor that CAPSULE holds under the
+   name VERSIONED (a DLManagedTensorVersioned) or LEGACY (a
+   DLManagedTensor), if it holds one and it has a deleter.  A capsule
+   destructor: leaves any pending exception as it was.  */
+static void
+capsule_delete_tensor (PyObject *capsule, const char *versioned,
+                       const char *legacy)
+{
+  PyObject *saved_type, *saved_value, *saved_tb;
+
+  PyErr_Fetch (&saved_type, &saved_value, &saved_tb);
+  if (PyCapsule_IsValid (capsule, versioned))
+    {
+      gm_dl_managed_tensor_versioned *tensor
+        = PyCapsule_GetPointer (capsule, versioned);
+      if (tensor->deleter != NULL)
+        tensor->deleter (tensor);
+    }
+  else if (PyCapsule_IsValid (capsule, legacy))
+    {
+      gm_dl_managed_tensor *tensor = PyCapsule_GetPointer (capsule, legacy);
+      if (tensor->deleter != NULL)
+        tensor->deleter (tensor);
+    }
+  PyErr_Restore (saved_type, saved_value, saved_tb);
+}
+
 /* The destructor of the capsules __dlpack__ makes: a capsule no one
    consumed still owns its tensor and deletes it; a consumer renamed the
    one it took and calls the deleter itself.  */
 static void
 export_capsule_destructor (PyObject *capsule)
 {
-  PyObject *saved_type, *saved_value, *saved_tb;
-
-  PyErr_Fetch (&saved_type, &saved_value, &saved_tb);
-  if (PyCapsule_IsValid (capsule, CAPSULE_VERSIONED))
-    {
-      gm_dl_managed_tensor_versioned *tensor
-        = PyCapsule_GetPointer (capsule, CAPSULE_VERSIONED);
-      tensor->deleter (tensor);
-    }
-  else if (PyCapsule_IsValid (capsule, CAPSULE_LEGACY))
-    {
-      gm_dl_managed_tensor *tensor
-        = PyCapsule_GetPointer (capsule, CAPSULE_LEGACY);
-      tensor->deleter (tensor);
-    }
-  PyErr_Restore (saved_type, saved_value, saved_tb);
+  capsule_delete_tensor (capsule, CAPSULE_VERSIONED, CAPSULE_LEGACY);
 }
 
 /* The DLPack device of the backend's memory on DEVICE.  */
@@ -132,16 +146,9 @@ device_of (int device)
 {
   gm_dl_device dl;
 
-  if (backend_is_cuda ())
-    {
-      dl.device_type = GM_DL_CUDA;
-      dl.device_id = device;
-    }
-  else
-    {
-      dl.device_type = GM_DL_CPU;
-      dl.device_id = 0;
-    }
+  dl.device_type = gm_backend_current->dlpack_device_type;
+  /* kDLCPU has one device, 0: the host backend's devices share it.  */
+  dl.device_id = dl.device_type == GM_DL_CPU ? 0 : device;
   return dl;
 }
 
@@ -273,6 +280,20 @@ dl_device_arg (PyObject *obj, gm_dl_device *device)
   return 0;
 }
 
+/* 0 when the stream= argument OBJ (not None) is an int, else -1 with
+   TypeError.  */
+static int
+stream_int_check (PyObject *obj)
+{
+  if (!PyLong_Check (obj) || PyBool_Check (obj))
+    {
+      PyErr_Format (PyExc_TypeError, "stream must be None or an int, not "
+                    "%.100s", Py_TYPE (obj)->tp_name);
+      return -1;
+    }
+  return 0;
+}
+
 /* Reads the stream= argument OBJ for data on a CUDA device: *HANDLE is
    the consumer's stream to order after gpumem's work (None means the
    legacy default stream), or NULL for -1 (no synchronization).  0, or -1
@@ -285,12 +306,8 @@ cuda_stream_arg (PyObject *obj, void **handle)
   *handle = (void *) (uintptr_t) STREAM_LEGACY;
   if (obj == Py_None)
     return 0;
-  if (!PyLong_Check (obj) || PyBool_Check (obj))
-    {
-      PyErr_Format (PyExc_TypeError, "stream must be None or an int, not "
-                    "%.100s", Py_TYPE (obj)->tp_name);
-      return -1;
-    }
+  if (stream_int_check (obj) < 0)
+    return -1;
   value = PyLong_AsLongLong (obj);
   if (value == -1 && PyErr_Occurred ())
     {
@@ -331,12 +348,8 @@ host_stream_arg (PyObject *obj)
 
   if (obj == Py_None)
     return 0;
-  if (!PyLong_Check (obj) || PyBool_Check (obj))
-    {
-      PyErr_Format (PyExc_TypeError, "stream must be None or an int, not "
-                    "%.100s", Py_TYPE (obj)->tp_name);
-      return -1;
-    }
+  if (stream_int_check (obj) < 0)
+    return -1;
   value = PyLong_AsLong (obj);
   if (value == -1 && PyErr_Occurred ())
     return -1;
@@ -509,24 +522,7 @@ gmpy_array_dlpack_device (PyObject *self, PyObject *unused)
 static void
 holder_destructor (PyObject *holder)
 {
-  PyObject *saved_type, *saved_value, *saved_tb;
-
-  PyErr_Fetch (&saved_type, &saved_value, &saved_tb);
-  if (PyCapsule_IsValid (holder, HOLDER_VERSIONED))
-    {
-      gm_dl_managed_tensor_versioned *tensor
-        = PyCapsule_GetPointer (holder, HOLDER_VERSIONED);
-      if (tensor->deleter != NULL)
-        tensor->deleter (tensor);
-    }
-  else if (PyCapsule_IsValid (holder, HOLDER_LEGACY))
-    {
-      gm_dl_managed_tensor *tensor
-        = PyCapsule_GetPointer (holder, HOLDER_LEGACY);
-      if (tensor->deleter != NULL)
-        tensor->deleter (tensor);
-    }
-  PyErr_Restore (saved_type, saved_value, saved_tb);
+  capsule_delete_tensor (holder, HOLDER_VERSIONED, HOLDER_LEGACY);
 }
 
 /* Names DLPack device type TYPE for messages.  */

@@ -52,10 +52,6 @@ static PyType_Spec pinnedpy_spec = {
   .slots = pinnedpy_slots,
 };
 
-static PyTypeObject *pinned_type;
-
-PyObject *gmpy_pinned_empty (PyObject *, PyObject *, PyObject *);
-
 PyObject *
 gmpy_pinned_empty (PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -63,7 +59,7 @@ gmpy_pinned_empty (PyObject *module, PyObject *args, PyObject *kwargs)
   gmpy_state *state = gmpy_state_get ();
   PyObject *shape, *dtype_obj = Py_None, *flat, *result;
   pinnedpy_object *buffer;
-  Py_ssize_t size = 1, dims[GM_MAX_NDIM];
+  Py_ssize_t size, dims[GM_MAX_NDIM];
   int ndim;
   gm_dtype dtype;
   gm_status status;
@@ -74,15 +70,8 @@ gmpy_pinned_empty (PyObject *module, PyObject *args, PyObject *kwargs)
     return NULL;
   if (gmpy_shape_arg (shape, gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
     return NULL;
-  for (int i = 0; i < ndim; i++)
-    size *= dims[i];
-  if (pinned_type == NULL)
-    {
-      pinned_type = (PyTypeObject *) PyType_FromSpec (&pinnedpy_spec);
-      if (pinned_type == NULL)
-        return NULL;
-    }
-  buffer = PyObject_New (pinnedpy_object, pinned_type);
+  size = gmpy_shape_size (ndim, dims);
+  buffer = PyObject_New (pinnedpy_object, state->pinned_type);
   if (buffer == NULL)
     return NULL;
   buffer->nbytes = size * (Py_ssize_t) gm_dtypes[dtype].itemsize;
@@ -101,13 +90,19 @@ gmpy_pinned_empty (PyObject *module, PyObject *args, PyObject *kwargs)
   if (flat == NULL)
     return NULL;
   {
-    PyObject *dims_tuple = PyTuple_New (ndim);
-    for (int i = 0; dims_tuple != NULL && i < ndim; i++)
-      PyTuple_SET_ITEM (dims_tuple, i, PyLong_FromSsize_t (dims[i]));
+    PyObject *dims_tuple = gmpy_shape_tuple (ndim, dims);
     result = dims_tuple ? PyObject_CallMethod (flat, "reshape", "O",
                                                dims_tuple) : NULL;
     Py_XDECREF (dims_tuple);
   }
   Py_DECREF (flat);
   return result;
+}
+
+int
+gmpy_pinned_init (PyObject *module, gmpy_state *state)
+{
+  state->pinned_type = (PyTypeObject *) PyType_FromModuleAndSpec (
+    module, &pinnedpy_spec, NULL);
+  return state->pinned_type == NULL ? -1 : 0;
 }

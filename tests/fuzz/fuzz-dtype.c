@@ -1,12 +1,14 @@
-/* fuzz-dtype.c -- libFuzzer target: dtype names and array-interface type
-   strings (gm_dtype_from_name, gm_dtype_from_typestr and
-   gm_dtype_typestr in src/dtype.c).
+/* fuzz-dtype.c -- libFuzzer target: dtype names, array-interface type
+   strings and buffer-protocol formats (gm_dtype_from_name,
+   gm_dtype_from_typestr, gm_dtype_typestr and gm_dtype_from_format in
+   src/dtype.c).
 
    The input is used twice: as a name of exactly SIZE bytes, not NUL
    terminated (so that a read past its end is an AddressSanitizer
-   error), and as a C string up to its first NUL as a type string.  An
-   answer must describe what was asked: the name spelled exactly, the
-   kind and item size that the type string says.  */
+   error), as a C string up to its first NUL as a type string, and,
+   past its first byte (which picks an item size), as a buffer format.
+   An answer must describe what was asked: the name spelled exactly,
+   the kind and item size that the type string or format says.  */
 
 #include "config.h"
 
@@ -27,6 +29,56 @@ spelled_itemsize (const char *typestr)
 }
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
+
+/* The NumPy kind a buffer-protocol format of one code (or Zf, Zd)
+   stands for, or 0.  */
+static char
+format_kind (const char *format)
+{
+  if (strcmp (format, "Zf") == 0 || strcmp (format, "Zd") == 0)
+    return 'c';
+  if (format[0] == '\0' || format[1] != '\0')
+    return 0;
+  if (format[0] == '?')
+    return 'b';
+  if (strchr ("efd", format[0]) != NULL)
+    return 'f';
+  if (strchr ("bhilqn", format[0]) != NULL)
+    return 'i';
+  if (strchr ("BHILQN", format[0]) != NULL)
+    return 'u';
+  return 0;
+}
+
+/* gm_dtype_from_format on the SIZE bytes at DATA (up to a NUL) with
+   items of ITEMSIZE bytes: its answer has the format's kind, and an
+   integer's item size.  */
+static void
+check_format (const uint8_t *data, size_t size, size_t itemsize)
+{
+  char *format = malloc (size + 1);
+  const char *code;
+  int dtype;
+
+  if (format == NULL)
+    return;
+  memcpy (format, data, size);
+  format[size] = '\0';
+  dtype = gm_dtype_from_format (format, itemsize);
+  if (dtype >= GM_NDTYPES || dtype < -1)
+    abort ();
+  if (dtype >= 0)
+    {
+      code = format;
+      if (*code == '@' || *code == '=' || *code == '<')
+        code++;
+      if (format_kind (code) != gm_dtypes[dtype].kind
+          || (strchr ("iu", gm_dtypes[dtype].kind) != NULL
+              && gm_dtypes[dtype].itemsize != itemsize))
+        abort ();
+    }
+  free (format);
+}
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
@@ -83,5 +135,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         abort ();
     }
   free (typestr);
+
+  if (size > 0)
+    check_format (data + 1, size - 1, (size_t) 1 << (data[0] % 5));
   return 0;
 }

@@ -40,13 +40,6 @@ const gm_kernel gm_kernel_table[] = {
 };
 const int gm_kernel_count = 1;
 
-#ifdef GM_HAVE_CUDA
-/* backend.c names the CUDA backend in gm_backend_init, which this target
-   never calls; the real one needs the CUDA runtime, which a libFuzzer
-   build does not link.  */
-const gm_backend gm_backend_cuda = {.name = "cuda"};
-#endif
-
 /* The reference: the grammar of kernel.c, evaluated over __int128; any
    value outside int64 is an overflow, as is a number literal that does
    not fit.  */

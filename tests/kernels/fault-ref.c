@@ -1,11 +1,6 @@
 /* fault-ref.c -- the CPU reference of fault.cu.  */
 
-/* kernels.h declares this file's function only for the test build;
-   say that this is one whatever the compiler was told.  */
-#ifndef GM_TEST_KERNELS
-#define GM_TEST_KERNELS 1
-#endif
-#include "kernels.h"
+#include "test-kernels.h"
 
 /* Does nothing, and leaves OUT as it was.  The host backend runs
    kernels as plain C in the program's own process, where a wild store

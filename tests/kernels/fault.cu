@@ -6,12 +6,7 @@
    call in the process's context fails too, so a test runs it in a
    process of its own.  */
 
-/* kernels.h declares this file's functions, extern "C", only for the
-   test build; say that this is one whatever the compiler was told.  */
-#ifndef GM_TEST_KERNELS
-#define GM_TEST_KERNELS 1
-#endif
-#include "kernels.h"
+#include "test-kernels.h"
 
 #include <cuda_runtime.h>
 

@@ -3,12 +3,7 @@
 /* nanosleep is POSIX, not C11.  */
 #define _POSIX_C_SOURCE 200809L
 
-/* kernels.h declares this file's function only for the test build;
-   say that this is one whatever the compiler was told.  */
-#ifndef GM_TEST_KERNELS
-#define GM_TEST_KERNELS 1
-#endif
-#include "kernels.h"
+#include "test-kernels.h"
 
 #include <errno.h>
 #include <time.h>

@@ -1,12 +1,7 @@
 /* spin.cu -- a kernel that takes as long as asked, for the tests of
    asynchrony, events, stream ordering and Ctrl-C while waiting.  */
 
-/* kernels.h declares this file's functions, extern "C", only for the
-   test build; say that this is one whatever the compiler was told.  */
-#ifndef GM_TEST_KERNELS
-#define GM_TEST_KERNELS 1
-#endif
-#include "kernels.h"
+#include "test-kernels.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>

@@ -1,0 +1,269 @@
+/* py-cai.c -- the CUDA Array Interface (version 3), both ways.
+
+   The producer: DeviceArray.__cuda_array_interface__.  The reader: any
+   object offering the interface, as kernels, copies and asarray take
+   it; gmpy_devbuf_get looks up the device memory behind an argument (a
+   DeviceArray or such an object).  DLPack, the other protocol, is in
+   py-dlpack.c.  */
+
+#include "gm-python.h"
+
+PyObject *
+gmpy_array_cai (PyObject *self, void *closure)
+{
+  arraypy_object *array = (arraypy_object *) self;
+  gm_stream *pending;
+  PyObject *shape, *stream;
+  char typestr[8];
+
+  if (gm_backend_current->device_memory != GM_MEMORY_CUDA)
+    {
+      PyErr_SetString (PyExc_AttributeError,
+                       "__cuda_array_interface__ is only offered by the "
+                       "cuda backend; host-backend arrays are in host "
+                       "memory");
+      return NULL;
+    }
+  if (gmpy_array_usable (array) < 0
+      || gmpy_array_pending_stream (array, &pending) < 0)
+    return NULL;
+  /* Default-stream work is complete before gpumem returns, so a stream
+     is named only while work queued on a gpumem.Stream that writes the
+     array may still run.  */
+  if (pending != NULL)
+    stream = PyLong_FromVoidPtr (gm_backend_current->stream_handle (pending));
+  else
+    stream = Py_NewRef (Py_None);
+  if (stream == NULL)
+    return NULL;
+  shape = gmpy_shape_tuple (array->ndim, array->shape);
+  if (shape == NULL)
+    {
+      Py_DECREF (stream);
+      return NULL;
+    }
+  gm_dtype_typestr (array->dtype, typestr);
+  /* The interface asks for a pointer of 0 for an empty array.  */
+  return Py_BuildValue ("{s:N,s:s,s:(NO),s:O,s:i,s:N}", "shape", shape,
+                        "typestr", typestr, "data",
+                        PyLong_FromVoidPtr (array->size > 0 ? array->data
+                                                            : NULL),
+                        array->readonly ? Py_True : Py_False, "strides",
+                        Py_None, "version", 3, "stream", stream);
+}
+
+/* Reads OBJ's __cuda_array_interface__ (versions 0 to 3) into BUF, and
+   its shape into *NDIM and DIMS; waits for the stream it names, if any,
+   so that the data may be read.  1, 0 when OBJ has no interface, -1 with
+   an exception (TypeError for a malformed interface or an unsupported
+   type, ValueError for strides that are not C-contiguous, a mask, a
+   pointer to host memory, or stream 0).  */
+static int
+cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
+          Py_ssize_t dims[GM_MAX_NDIM], const char *what)
+{
+  PyObject *cai, *item;
+  int result = -1, dtype, readonly;
+
+  cai = PyObject_GetAttrString (obj, "__cuda_array_interface__");
+  if (cai == NULL)
+    {
+      if (!PyErr_ExceptionMatches (PyExc_AttributeError))
+        return -1;
+      PyErr_Clear ();
+      return 0;
+    }
+  if (!PyDict_Check (cai))
+    {
+      PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ is not a "
+                    "dict", what);
+      goto done;
+    }
+  item = PyDict_GetItemString (cai, "typestr");
+  dtype = item && PyUnicode_Check (item)
+            ? gm_dtype_from_typestr (PyUnicode_AsUTF8 (item)) : -1;
+  if (PyErr_Occurred ())
+    goto done;
+  if (dtype < 0)
+    {
+      PyErr_Format (PyExc_TypeError, "%s: element type %R is not supported",
+                    what, item ? item : Py_None);
+      goto done;
+    }
+  item = PyDict_GetItemString (cai, "shape");
+  if (item == NULL)
+    {
+      PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ has no "
+                    "shape", what);
+      goto done;
+    }
+  if (gmpy_shape_arg (item, gm_dtypes[dtype].itemsize, ndim, dims) < 0)
+    goto done;
+  buf->size = gmpy_shape_size (*ndim, dims);
+  buf->dtype = (gm_dtype) dtype;
+  item = PyDict_GetItemString (cai, "mask");
+  if (item != NULL && item != Py_None)
+    {
+      PyErr_Format (PyExc_ValueError, "%s: masked arrays (a "
+                    "__cuda_array_interface__ mask) are not supported", what);
+      goto done;
+    }
+  item = PyDict_GetItemString (cai, "strides");
+  if (item != NULL && item != Py_None && buf->size > 1)
+    {
+      /* Strides that equal the C-contiguous ones are contiguous too;
+         a dimension of length 1 may have any stride.  */
+      Py_ssize_t expect = (Py_ssize_t) gm_dtypes[dtype].itemsize;
+      PyObject *seq = PySequence_Fast (item, "strides must be a sequence");
+      bool contiguous = seq != NULL
+                        && PySequence_Fast_GET_SIZE (seq) == *ndim;
+      for (int i = *ndim - 1; contiguous && i >= 0; i--)
+        {
+          Py_ssize_t s = PyLong_AsSsize_t (PySequence_Fast_GET_ITEM (seq, i));
+          if (s == -1 && PyErr_Occurred ())
+            break;
+          if (dims[i] > 1 && s != expect)
+            contiguous = false;
+          expect *= dims[i];
+        }
+      Py_XDECREF (seq);
+      if (PyErr_Occurred ())
+        goto done;
+      if (!contiguous)
+        {
+          PyErr_Format (PyExc_ValueError, "%s is not C-contiguous (its "
+                        "strides are %R); gpumem needs contiguous device "
+                        "memory", what, item);
+          goto done;
+        }
+    }
+  item = PyDict_GetItemString (cai, "data");
+  if (item == NULL || !PyTuple_Check (item) || PyTuple_GET_SIZE (item) != 2)
+    {
+      PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ data is "
+                    "not a (pointer, read_only) tuple", what);
+      goto done;
+    }
+  buf->data = PyLong_AsVoidPtr (PyTuple_GET_ITEM (item, 0));
+  if (buf->data == NULL && PyErr_Occurred ())
+    goto done;
+  readonly = PyObject_IsTrue (PyTuple_GET_ITEM (item, 1));
+  if (readonly < 0)
+    goto done;
+  buf->readonly = readonly;
+  buf->device = gmpy_current_device ();
+  if (buf->data == NULL && buf->size > 0)
+    {
+      PyErr_Format (PyExc_ValueError, "%s: its __cuda_array_interface__ "
+                    "has a null pointer for %zd elements", what, buf->size);
+      goto done;
+    }
+  if (buf->data != NULL)
+    {
+      gm_status status = gm_backend_current->pointer_device (buf->data,
+                                                             &buf->device);
+      if (status != GM_OK)
+        {
+          gmpy_raise (status);
+          goto done;
+        }
+      if (buf->device < 0)
+        {
+          PyErr_Format (PyExc_ValueError, "%s: its __cuda_array_interface__ "
+                        "points to host memory", what);
+          goto done;
+        }
+    }
+  item = PyDict_GetItemString (cai, "stream");
+  if (item != NULL && item != Py_None)
+    {
+      /* The producer's work on that stream must finish before ours
+         reads the data.  */
+      gm_status status;
+      void *handle;
+
+      if (!PyLong_Check (item))
+        {
+          PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ "
+                        "stream is not an int or None", what);
+          goto done;
+        }
+      handle = PyLong_AsVoidPtr (item);
+      if (handle == NULL)
+        {
+          if (!PyErr_Occurred ())
+            PyErr_Format (PyExc_ValueError, "%s: __cuda_array_interface__ "
+                          "stream 0 is not allowed (it is ambiguous)", what);
+          goto done;
+        }
+      Py_BEGIN_ALLOW_THREADS
+      status = gm_backend_current->foreign_stream_sync (handle);
+      Py_END_ALLOW_THREADS
+      if (status != GM_OK)
+        {
+          gmpy_raise (status);
+          goto done;
+        }
+    }
+  result = 1;
+done:
+  Py_DECREF (cai);
+  return result;
+}
+
+int
+gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
+{
+  Py_ssize_t dims[GM_MAX_NDIM];
+  int ndim;
+
+  if (gmpy_array_check (obj))
+    {
+      arraypy_object *array = (arraypy_object *) obj;
+      if (gmpy_array_usable (array) < 0)
+        return -1;
+      buf->data = array->data;
+      buf->size = array->size;
+      buf->dtype = array->dtype;
+      buf->device = array->device;
+      buf->readonly = array->readonly;
+      buf->array = obj;
+      return 1;
+    }
+  buf->array = NULL;
+  if (gm_backend_current->device_memory != GM_MEMORY_CUDA)
+    return 0;
+  return cai_read (obj, buf, &ndim, dims, what);
+}
+
+PyObject *
+gmpy_asarray (PyObject *module, PyObject *obj)
+{
+  Py_ssize_t dims[GM_MAX_NDIM];
+  PyObject *result;
+  gmpy_devbuf buf;
+  int found = 0, ndim;
+
+  if (gmpy_array_check (obj))
+    return Py_NewRef (obj);
+  /* The CUDA Array Interface first: it is what kernels take too.  */
+  if (gm_backend_current->device_memory == GM_MEMORY_CUDA)
+    found = cai_read (obj, &buf, &ndim, dims, "obj");
+  if (found < 0)
+    return NULL;
+  if (found)
+    return gmpy_array_wrap (ndim, dims, buf.dtype, buf.device, buf.data,
+                            buf.readonly, obj);
+  found = gmpy_dlpack_asarray (obj, &result);
+  if (found < 0)
+    return NULL;
+  if (found)
+    return result;
+  PyErr_Format (PyExc_TypeError,
+                "asarray needs device memory: a DeviceArray, an object with "
+                "__cuda_array_interface__ or a DLPack producer of CUDA "
+                "memory, not %.100s (use gpumem.to_device to copy host "
+                "data; on the host backend gpumem.from_dlpack wraps it)",
+                Py_TYPE (obj)->tp_name);
+  return NULL;
+}

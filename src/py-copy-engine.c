@@ -1,0 +1,332 @@
+/* py-copy-engine.c -- the copy engine under every copy of the Python
+   layer: host objects to device memory and back (to_device,
+   copy_to_host, copy_from_host, copy, copy_to_gpu, copy_from_gpu), and
+   chunked, interruptible backend copies (DLPack's copies too).
+
+   Every copy is checked whole before the first byte moves: the count
+   against both sides, the dtypes (same_kind casting for host data of
+   another dtype, equal dtypes on the device side), writability of the
+   destination.  Host data already C-contiguous and of the device's dtype
+   is copied straight from its buffer; anything else goes through NumPy
+   into a contiguous buffer first.  */
+
+#include "gm-python.h"
+
+/* Large copies move in chunks of this size, without the GIL, so that
+   Ctrl-C is answered between chunks (some 10 ms apart at the pageable
+   copy's speed; larger pieces keep its pipeline full longer).  */
+#define COPY_CHUNK ((size_t) 256 << 20)
+/* Copies smaller than this take tens of microseconds at most and keep
+   the GIL: releasing and retaking it would cost more than it frees.  */
+#define COPY_KEEP_GIL_MAX ((size_t) 1 << 20)
+
+int
+gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
+                   void *dst, int dst_device, const void *src,
+                   int src_device, size_t nbytes, gm_stream *stream)
+{
+  size_t done = 0;
+
+  /* Copies on a stream are asynchronous: enqueue them whole.  */
+  size_t chunk = stream != NULL ? nbytes : COPY_CHUNK;
+
+  /* A copy without a stream waits, inside the backend's copy, for the
+     work queued before it on its devices, and a small one keeps the GIL:
+     behind a long kernel it would block the program with no way to see
+     Ctrl-C.  So that work is waited for first, as gmpy_wait waits
+     (answering Ctrl-C, letting other threads run); the copy itself then
+     takes its usual microseconds.  */
+  if (stream == NULL && nbytes > 0)
+    {
+      if (dst_device >= 0 && gmpy_wait (dst_device, NULL) < 0)
+        return -1;
+      if (src_device >= 0 && src_device != dst_device
+          && gmpy_wait (src_device, NULL) < 0)
+        return -1;
+    }
+  do
+    {
+      size_t n = nbytes - done < chunk ? nbytes - done : chunk;
+      gm_status status;
+
+      if ((dst_buf != NULL && gmpy_devbuf_usable (dst_buf) < 0)
+          || (src_buf != NULL && gmpy_devbuf_usable (src_buf) < 0))
+        return -1;
+      if (n < COPY_KEEP_GIL_MAX)
+        status = gm_backend_current->copy ((char *) dst + done, dst_device,
+                                           (const char *) src + done,
+                                           src_device, n, stream);
+      else
+        {
+          Py_BEGIN_ALLOW_THREADS
+          status = gm_backend_current->copy ((char *) dst + done, dst_device,
+                                             (const char *) src + done,
+                                             src_device, n, stream);
+          Py_END_ALLOW_THREADS
+        }
+      if (status != GM_OK)
+        return gmpy_raise_int (status);
+      done += n;
+      if (done < nbytes && PyErr_CheckSignals () < 0)
+        return -1;
+    }
+  while (done < nbytes);
+  return 0;
+}
+
+int
+gmpy_backend_copy (void *dst, int dst_device, const void *src,
+                   int src_device, size_t nbytes, gm_stream *stream)
+{
+  return gmpy_guarded_copy (NULL, NULL, dst, dst_device, src, src_device,
+                            nbytes, stream);
+}
+
+/* Raises TypeError unless FROM may be cast to TO under NumPy's
+   same_kind rule.  FROM and TO are numpy.dtype objects.  */
+static int
+check_same_kind (PyObject *from, PyObject *to, const char *what)
+{
+  gmpy_state *state = gmpy_state_get ();
+  PyObject *ok = PyObject_CallMethod (state->numpy, "can_cast", "OOs", from,
+                                      to, "same_kind");
+  int result;
+
+  if (ok == NULL)
+    return -1;
+  result = PyObject_IsTrue (ok);
+  Py_DECREF (ok);
+  if (result < 0)
+    return -1;
+  if (!result)
+    {
+      PyErr_Format (PyExc_TypeError,
+                    "%s: cannot copy %S data into %S without a cast that "
+                    "NumPy's same_kind rule forbids", what, from, to);
+      return -1;
+    }
+  return 0;
+}
+
+int
+gmpy_count_error (const char *what, Py_ssize_t count, const char *side,
+                  Py_ssize_t size)
+{
+  PyErr_Format (PyExc_ValueError,
+                "%s: %zd elements asked for, but the %s has only %zd",
+                what, count, side, size);
+  return -1;
+}
+
+int
+gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
+                          Py_ssize_t count, gm_stream *stream,
+                          const char *src_name)
+{
+  gmpy_state *state = gmpy_state_get ();
+  size_t itemsize = gm_dtypes[dst->dtype].itemsize;
+  PyObject *array = NULL, *flat = NULL, *contiguous = NULL, *dtype = NULL;
+  Py_ssize_t src_size;
+  Py_buffer view;
+  int result = -1;
+
+  if (dst->readonly)
+    {
+      PyErr_SetString (PyExc_ValueError, "the destination device array is "
+                                         "read-only");
+      return -1;
+    }
+  if (count > dst->size)
+    return gmpy_count_error (src_name, count, "destination", dst->size);
+
+  if (PyObject_CheckBuffer (src)
+      && PyObject_GetBuffer (src, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+           == 0)
+    {
+      if (gm_dtype_from_format (view.format, (size_t) view.itemsize)
+          == (int) dst->dtype)
+        {
+          Py_ssize_t n = view.len / view.itemsize;
+          if (count > n)
+            result = gmpy_count_error (src_name, count, "source", n);
+          else
+            result = gmpy_guarded_copy (dst, NULL, dst->data, dst->device,
+                                        view.buf, -1,
+                                        (size_t) count * itemsize, stream);
+          PyBuffer_Release (&view);
+          return result;
+        }
+      PyBuffer_Release (&view);
+    }
+  PyErr_Clear ();
+
+  array = PyObject_CallMethod (state->numpy, "asarray", "O", src);
+  if (array == NULL)
+    goto done;
+  dtype = PyObject_GetAttrString (array, "dtype");
+  if (dtype == NULL
+      || check_same_kind (dtype, state->np_dtypes[dst->dtype], src_name) < 0)
+    goto done;
+  flat = PyObject_CallMethod (array, "reshape", "i", -1);
+  if (flat == NULL)
+    goto done;
+  src_size = PyObject_Size (flat);
+  if (src_size < 0)
+    goto done;
+  if (count > src_size)
+    {
+      gmpy_count_error (src_name, count, "source", src_size);
+      goto done;
+    }
+  {
+    PyObject *head = PySequence_GetSlice (flat, 0, count);
+    if (head == NULL)
+      goto done;
+    contiguous = PyObject_CallMethod (state->numpy, "ascontiguousarray", "OO",
+                                      head, state->np_dtypes[dst->dtype]);
+    Py_DECREF (head);
+  }
+  if (contiguous == NULL
+      || PyObject_GetBuffer (contiguous, &view, PyBUF_C_CONTIGUOUS) < 0)
+    goto done;
+  result = gmpy_guarded_copy (dst, NULL, dst->data, dst->device, view.buf,
+                              -1, (size_t) count * itemsize, stream);
+  PyBuffer_Release (&view);
+done:
+  Py_XDECREF (array);
+  Py_XDECREF (dtype);
+  Py_XDECREF (flat);
+  Py_XDECREF (contiguous);
+  return result;
+}
+
+int
+gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
+                          Py_ssize_t count, gm_stream *stream,
+                          const char *dst_name)
+{
+  gmpy_state *state = gmpy_state_get ();
+  size_t itemsize = gm_dtypes[src->dtype].itemsize;
+  PyObject *array = NULL, *dtype = NULL, *flags = NULL, *staging = NULL;
+  PyObject *flat = NULL, *slice = NULL, *ndarray_type;
+  Py_ssize_t dst_size;
+  Py_buffer view;
+  int result = -1, writeable, is_ndarray;
+
+  if (count > src->size)
+    return gmpy_count_error (dst_name, count, "source", src->size);
+
+  if (PyObject_CheckBuffer (dst)
+      && PyObject_GetBuffer (dst, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS
+                                           | PyBUF_FORMAT) == 0)
+    {
+      if (gm_dtype_from_format (view.format, (size_t) view.itemsize)
+          == (int) src->dtype)
+        {
+          Py_ssize_t n = view.len / view.itemsize;
+          if (count > n)
+            result = gmpy_count_error (dst_name, count, "destination", n);
+          else
+            result = gmpy_guarded_copy (NULL, src, view.buf, -1, src->data,
+                                        src->device,
+                                        (size_t) count * itemsize, stream);
+          PyBuffer_Release (&view);
+          return result;
+        }
+      PyBuffer_Release (&view);
+    }
+  PyErr_Clear ();
+
+  /* Anything else must be a host array that writes reach: an ndarray,
+     or an object exporting a buffer.  */
+  ndarray_type = PyObject_GetAttrString (state->numpy, "ndarray");
+  if (ndarray_type == NULL)
+    return -1;
+  is_ndarray = PyObject_IsInstance (dst, ndarray_type);
+  Py_DECREF (ndarray_type);
+  if (is_ndarray < 0)
+    return -1;
+  if (!is_ndarray && !PyObject_CheckBuffer (dst))
+    {
+      PyErr_Format (PyExc_TypeError,
+                    "%s must be a writable host array (a numpy.ndarray or "
+                    "an object with the buffer protocol), not %.100s",
+                    dst_name, Py_TYPE (dst)->tp_name);
+      return -1;
+    }
+  /* Through a memoryview, NumPy views an exporter's own memory (and
+     keeps its read-only flag) instead of copying it.  */
+  if (is_ndarray)
+    array = Py_NewRef (dst);
+  else
+    {
+      PyObject *view_obj = PyMemoryView_FromObject (dst);
+      if (view_obj == NULL)
+        goto done;
+      array = PyObject_CallMethod (state->numpy, "asarray", "O", view_obj);
+      Py_DECREF (view_obj);
+    }
+  if (array == NULL)
+    goto done;
+  flags = PyObject_GetAttrString (array, "flags");
+  if (flags == NULL)
+    goto done;
+  {
+    PyObject *w = PyObject_GetAttrString (flags, "writeable");
+    writeable = w ? PyObject_IsTrue (w) : -1;
+    Py_XDECREF (w);
+  }
+  if (writeable < 0)
+    goto done;
+  if (!writeable)
+    {
+      PyErr_Format (PyExc_ValueError, "%s is read-only", dst_name);
+      goto done;
+    }
+  dtype = PyObject_GetAttrString (array, "dtype");
+  if (dtype == NULL
+      || check_same_kind (state->np_dtypes[src->dtype], dtype, dst_name) < 0)
+    goto done;
+  {
+    PyObject *size_obj = PyObject_GetAttrString (array, "size");
+    dst_size = size_obj ? PyLong_AsSsize_t (size_obj) : -1;
+    Py_XDECREF (size_obj);
+  }
+  if (dst_size < 0)
+    goto done;
+  if (count > dst_size)
+    {
+      gmpy_count_error (dst_name, count, "destination", dst_size);
+      goto done;
+    }
+  staging = PyObject_CallMethod (state->numpy, "empty", "nO", count,
+                                 state->np_dtypes[src->dtype]);
+  if (staging == NULL
+      || PyObject_GetBuffer (staging, &view, PyBUF_C_CONTIGUOUS
+                                               | PyBUF_WRITABLE) < 0)
+    goto done;
+  result = gmpy_guarded_copy (NULL, src, view.buf, -1, src->data,
+                              src->device, (size_t) count * itemsize, stream);
+  PyBuffer_Release (&view);
+  if (result < 0)
+    goto done;
+  /* The flat iterator writes through to any layout, in C order.  */
+  result = -1;
+  flat = PyObject_GetAttrString (array, "flat");
+  {
+    PyObject *stop = PyLong_FromSsize_t (count);
+    slice = stop ? PySlice_New (NULL, stop, NULL) : NULL;
+    Py_XDECREF (stop);
+  }
+  if (flat != NULL && slice != NULL
+      && PyObject_SetItem (flat, slice, staging) == 0)
+    result = 0;
+done:
+  Py_XDECREF (array);
+  Py_XDECREF (flags);
+  Py_XDECREF (dtype);
+  Py_XDECREF (staging);
+  Py_XDECREF (flat);
+  Py_XDECREF (slice);
+  return result;
+}

@@ -1,0 +1,450 @@
+/* py-utils.c -- the floor under gpumem's Python layer: what every py-*.c
+   file shares.  The module's state, the one bridge from a gm_status to a
+   Python exception (gmpy_raise), waiting on the backend without the GIL
+   (gmpy_wait), the fast-call argument parser, the readers of size,
+   shape and dtype arguments, and whether a DeviceArray (or the device
+   buffer read from one) may still be used.  It calls no other py-*.c
+   file.  */
+
+#include "gm-python.h"
+
+/* The state of the one gpumem module the embedded interpreter imports;
+   set by its exec slot, cleared when it is freed.  */
+static gmpy_state *module_state;
+
+gmpy_state *
+gmpy_state_get (void)
+{
+  return module_state;
+}
+
+void
+gmpy_state_set (gmpy_state *state)
+{
+  module_state = state;
+}
+
+PyObject *
+gmpy_raise (gm_status status)
+{
+  const gm_error *error = gm_last_error ();
+  gmpy_state *state = module_state;
+  PyObject *type, *exc;
+
+  switch (status)
+    {
+    case GM_ERR_VALUE:
+      type = PyExc_ValueError;
+      break;
+    case GM_ERR_TYPE:
+      type = PyExc_TypeError;
+      break;
+    case GM_ERR_NOMEM:
+      type = state->oom_error;
+      break;
+    case GM_ERR_HOST_NOMEM:
+      type = PyExc_MemoryError;
+      break;
+    case GM_ERR_CUDA:
+      type = state->cuda_error;
+      break;
+    default:
+      type = state->error;
+      break;
+    }
+  exc = PyObject_CallFunction (type, "s", error->message);
+  if (exc == NULL)
+    return NULL;
+  if (status == GM_ERR_CUDA || error->cuda_code != 0)
+    {
+      PyObject *code = PyLong_FromLong (error->cuda_code);
+      PyObject *name = PyUnicode_FromString (error->cuda_name);
+      int failed = code == NULL || name == NULL
+                   || PyObject_SetAttrString (exc, "code", code) < 0
+                   || PyObject_SetAttrString (exc, "name", name) < 0;
+      Py_XDECREF (code);
+      Py_XDECREF (name);
+      if (failed)
+        {
+          Py_DECREF (exc);
+          return NULL;
+        }
+    }
+  PyErr_SetObject (type, exc);
+  Py_DECREF (exc);
+  return NULL;
+}
+
+int
+gmpy_raise_int (gm_status status)
+{
+  gmpy_raise (status);
+  return -1;
+}
+
+int
+gmpy_wait (int device, gm_stream *stream)
+{
+  /* Short work (a small kernel, the workload's) is over within tens of
+     microseconds: wait that long with the GIL, then let other threads
+     run while waiting in calls of 50 ms.  */
+  gm_status status = gm_backend_current->wait (device, stream, 50);
+
+  if (status == GM_OK)
+    return 0;
+  if (status != GM_ERR_NOT_READY)
+    return gmpy_raise_int (status);
+  for (;;)
+    {
+      /* Ctrl-C raises KeyboardInterrupt here; the queued work goes on,
+         and a later wait sees it finish.  */
+      if (PyErr_CheckSignals () < 0)
+        return -1;
+      Py_BEGIN_ALLOW_THREADS
+      status = gm_backend_current->wait (device, stream, 50000);
+      Py_END_ALLOW_THREADS
+      if (status == GM_OK)
+        return 0;
+      if (status != GM_ERR_NOT_READY)
+        return gmpy_raise_int (status);
+    }
+}
+
+int
+gmpy_synchronize_device (int device)
+{
+  gm_status status;
+
+  if (gmpy_wait (device, NULL) < 0)
+    return -1;
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_backend_current->device_synchronize (device);
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
+    return gmpy_raise_int (status);
+  return 0;
+}
+
+/* Why a parser of our own beside PyArg_ParseTupleAndKeywords: the copy
+   and kernel calls are METH_FASTCALL | METH_KEYWORDS, the calling
+   convention that hands over a C array of arguments and a tuple of
+   keyword names without building an args tuple and a kwargs dict for
+   each call.  They are the calls a workload makes in its inner loop, and
+   CPython's public API has no parser for that convention
+   (_PyArg_ParseStackAndKeywords is private).  Functions called rarely
+   (factories, settings) keep PyArg_ParseTupleAndKeywords.  */
+int
+gmpy_parse_args (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                 const char *fname, const char *const *names, int required,
+                 int positional, PyObject **out)
+{
+  int count = 0;
+
+  while (names[count] != NULL)
+    count++;
+  if (positional < 0)
+    positional = count;
+  if (nargs > positional)
+    {
+      PyErr_Format (PyExc_TypeError, "%s() takes at most %d positional "
+                    "arguments (%zd given)", fname, positional, nargs);
+      return -1;
+    }
+  for (int i = 0; i < count; i++)
+    out[i] = i < nargs ? args[i] : NULL;
+  if (kwnames != NULL)
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE (kwnames); k++)
+      {
+        PyObject *key = PyTuple_GET_ITEM (kwnames, k);
+        int i;
+        for (i = 0; i < count; i++)
+          if (PyUnicode_CompareWithASCIIString (key, names[i]) == 0)
+            break;
+        if (i == count)
+          {
+            PyErr_Format (PyExc_TypeError, "%s() got an unexpected keyword "
+                          "argument '%U'", fname, key);
+            return -1;
+          }
+        if (out[i] != NULL)
+          {
+            PyErr_Format (PyExc_TypeError, "%s() got multiple values for "
+                          "argument '%s'", fname, names[i]);
+            return -1;
+          }
+        out[i] = args[nargs + k];
+      }
+  for (int i = 0; i < required; i++)
+    if (out[i] == NULL)
+      {
+        PyErr_Format (PyExc_TypeError, "%s() missing required argument "
+                      "'%s'", fname, names[i]);
+        return -1;
+      }
+  return 0;
+}
+
+/* Reads OBJ, an int or an object with __index__, into *VALUE; WHAT names
+   it in messages.  TypeError for anything else, ValueError when it does
+   not fit a Py_ssize_t.  0 or -1.  */
+static int
+index_arg (PyObject *obj, const char *what, Py_ssize_t *value)
+{
+  if (!PyLong_Check (obj))
+    {
+      if (!PyIndex_Check (obj))
+        {
+          PyErr_Format (PyExc_TypeError, "%s must be an integer, not %.100s",
+                        what, Py_TYPE (obj)->tp_name);
+          return -1;
+        }
+    }
+  *value = PyNumber_AsSsize_t (obj, NULL);
+  if (*value == -1 && PyErr_Occurred ())
+    {
+      if (PyErr_ExceptionMatches (PyExc_OverflowError))
+        {
+          PyErr_Clear ();
+          PyErr_Format (PyExc_ValueError, "%s is too large", what);
+        }
+      return -1;
+    }
+  return 0;
+}
+
+int
+gmpy_size_arg (PyObject *obj, const char *what, Py_ssize_t *value)
+{
+  if (index_arg (obj, what, value) < 0)
+    return -1;
+  if (*value < 0)
+    {
+      PyErr_Format (PyExc_ValueError, "%s must not be negative, got %zd",
+                    what, *value);
+      return -1;
+    }
+  return 0;
+}
+
+int
+gmpy_dtype_arg (PyObject *obj, gm_dtype *dtype)
+{
+  gmpy_state *state = gmpy_state_get ();
+  PyObject *np_dtype;
+  int found = -1;
+
+  if (obj == NULL || obj == Py_None)
+    {
+      *dtype = GM_FLOAT32;
+      return 0;
+    }
+  for (int d = 0; d < GM_NDTYPES; d++)
+    if (obj == state->np_dtypes[d])
+      {
+        *dtype = (gm_dtype) d;
+        return 0;
+      }
+  if (PyUnicode_Check (obj))
+    {
+      Py_ssize_t len;
+      const char *name = PyUnicode_AsUTF8AndSize (obj, &len);
+      if (name == NULL)
+        return -1;
+      found = gm_dtype_from_name (name, (size_t) len);
+      if (found >= 0)
+        {
+          *dtype = (gm_dtype) found;
+          return 0;
+        }
+    }
+  np_dtype = PyObject_CallMethod (state->numpy, "dtype", "O", obj);
+  if (np_dtype == NULL)
+    {
+      PyErr_Clear ();
+      PyErr_Format (PyExc_TypeError, "dtype %R is not a data type", obj);
+      return -1;
+    }
+  for (int d = 0; d < GM_NDTYPES && found < 0; d++)
+    {
+      int equal = PyObject_RichCompareBool (np_dtype, state->np_dtypes[d],
+                                            Py_EQ);
+      if (equal < 0)
+        {
+          Py_DECREF (np_dtype);
+          return -1;
+        }
+      if (equal)
+        found = d;
+    }
+  if (found < 0)
+    {
+      PyErr_Format (PyExc_TypeError,
+                    "dtype %R is not supported; gpumem supports bool, int8, "
+                    "int16, int32, int64, uint8, uint16, uint32, uint64, "
+                    "float16, float32, float64, complex64 and complex128 "
+                    "(native byte order)", np_dtype);
+      Py_DECREF (np_dtype);
+      return -1;
+    }
+  Py_DECREF (np_dtype);
+  *dtype = (gm_dtype) found;
+  return 0;
+}
+
+/* The items of sequence OBJ as a new tuple, or NULL (TypeError MESSAGE
+   when OBJ is no sequence).  A tuple, not PySequence_Fast's list: the
+   items' __index__ may change a list while it is being read.  */
+static PyObject *
+shape_items (PyObject *obj, const char *message)
+{
+  PyObject *seq = PySequence_Fast (obj, message), *tuple;
+
+  if (seq == NULL || PyTuple_Check (seq))
+    return seq;
+  tuple = PyList_AsTuple (seq);
+  Py_DECREF (seq);
+  return tuple;
+}
+
+int
+gmpy_shape_read (PyObject *shape, size_t itemsize, int *ndim,
+                 Py_ssize_t dims[GM_MAX_NDIM], int *unknown)
+{
+  bool scalar = PyLong_Check (shape) || (!PySequence_Check (shape)
+                                         && PyIndex_Check (shape));
+  const char *what = scalar ? "shape" : "each dimension of shape";
+  PyObject *seq;
+  Py_ssize_t n, total = 1;
+
+  if (unknown != NULL)
+    *unknown = -1;
+  if (scalar)
+    {
+      seq = PyTuple_Pack (1, shape);
+      if (seq == NULL)
+        return -1;
+    }
+  else
+    {
+      seq = shape_items (shape, "shape must be an int or a sequence "
+                                "of ints");
+      if (seq == NULL)
+        return -1;
+    }
+  n = PyTuple_GET_SIZE (seq);
+  if (n > GM_MAX_NDIM)
+    {
+      Py_DECREF (seq);
+      PyErr_Format (PyExc_ValueError, "shape has %zd dimensions; at "
+                    "most %d are supported", n, GM_MAX_NDIM);
+      return -1;
+    }
+  for (Py_ssize_t i = 0; i < n; i++)
+    {
+      if (index_arg (PyTuple_GET_ITEM (seq, i), what, &dims[i]) < 0)
+        {
+          Py_DECREF (seq);
+          return -1;
+        }
+      /* -1 stands for the one dimension the others leave.  */
+      if (dims[i] == -1 && unknown != NULL && *unknown < 0)
+        *unknown = (int) i;
+      else if (dims[i] < 0)
+        {
+          PyErr_Format (PyExc_ValueError, "%s must not be negative, got %zd",
+                        what, dims[i]);
+          Py_DECREF (seq);
+          return -1;
+        }
+    }
+  Py_DECREF (seq);
+  *ndim = (int) n;
+  for (Py_ssize_t i = 0; i < n; i++)
+    if (unknown == NULL || i != *unknown)
+      if (__builtin_mul_overflow (total, dims[i], &total))
+        goto too_large;
+  if (__builtin_mul_overflow (total, (Py_ssize_t) itemsize, &total))
+    goto too_large;
+  return 0;
+too_large:
+  PyErr_SetString (PyExc_ValueError, "array is too large");
+  return -1;
+}
+
+int
+gmpy_shape_arg (PyObject *shape, size_t itemsize, int *ndim,
+                Py_ssize_t dims[GM_MAX_NDIM])
+{
+  return gmpy_shape_read (shape, itemsize, ndim, dims, NULL);
+}
+
+Py_ssize_t
+gmpy_shape_size (int ndim, const Py_ssize_t *dims)
+{
+  Py_ssize_t size = 1;
+
+  for (int i = 0; i < ndim; i++)
+    size *= dims[i];
+  return size;
+}
+
+PyObject *
+gmpy_shape_tuple (int ndim, const Py_ssize_t *dims)
+{
+  PyObject *shape = PyTuple_New (ndim);
+
+  if (shape == NULL)
+    return NULL;
+  for (int i = 0; i < ndim; i++)
+    {
+      PyObject *dim = PyLong_FromSsize_t (dims[i]);
+      if (dim == NULL)
+        {
+          Py_DECREF (shape);
+          return NULL;
+        }
+      PyTuple_SET_ITEM (shape, i, dim);
+    }
+  return shape;
+}
+
+/* DeviceArrays as every file that takes them sees them.  */
+
+int
+gmpy_array_check (PyObject *obj)
+{
+  return PyObject_TypeCheck (obj, gmpy_state_get ()->array_type);
+}
+
+arraypy_object *
+gmpy_array_owner (arraypy_object *array)
+{
+  if (array->base == NULL)
+    return array;
+  if (gmpy_array_check (array->base))
+    return (arraypy_object *) array->base;
+  return NULL;
+}
+
+int
+gmpy_array_usable (arraypy_object *array)
+{
+  arraypy_object *owner = gmpy_array_owner (array);
+
+  if (array->released || (owner != NULL && owner->released))
+    {
+      PyErr_SetString (PyExc_ValueError,
+                       "this DeviceArray's memory was freed (free() or the "
+                       "end of its with block); it cannot be used");
+      return -1;
+    }
+  return 0;
+}
+
+int
+gmpy_devbuf_usable (const gmpy_devbuf *buf)
+{
+  if (buf->array == NULL)
+    return 0;
+  return gmpy_array_usable ((arraypy_object *) buf->array);
+}
