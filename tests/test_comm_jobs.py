@@ -9,6 +9,7 @@ others waiting.
 import os
 import subprocess
 import tempfile
+import time
 
 import numpy as np
 
@@ -27,10 +28,11 @@ BACKEND = os.environ["GPUMEM_BACKEND"]
 SCRIPTS = os.path.join(gmtest.SRCDIR, "scripts")
 
 
-def job(np_, *args, timeout=60):
-    """Runs gpumem ARGS in an MPI job of NP_ ranks; the CompletedProcess.
-    The wrapper ends a job that outlives TIMEOUT seconds (exit 124)."""
-    env = dict(os.environ, GM_MPI_TIMEOUT=str(timeout))
+def job(np_, *args, timeout=60, env=None):
+    """Runs gpumem ARGS in an MPI job of NP_ ranks, with ENV added to the
+    environment; the CompletedProcess.  The wrapper ends a job that
+    outlives TIMEOUT seconds (exit 124)."""
+    env = dict(os.environ, GM_MPI_TIMEOUT=str(timeout), **(env or {}))
     return subprocess.run([MPI_TEST, BACKEND, str(np_), *args], env=env,
                           capture_output=True, text=True,
                           timeout=timeout + 60)
@@ -169,6 +171,129 @@ def mismatched_arrays_in_a_job_raise_not_hang():
         os.unlink(path)
     assert proc.returncode == 0, (proc.returncode, proc.stderr)
     assert proc.stdout.count("raised") == 4, proc.stdout
+
+
+@case
+def a_stalled_rank_ends_the_job_after_the_timeout():
+    # Rank 1 never joins the allreduce; after GPUMEM_COMM_TIMEOUT the
+    # others' watchdog ends the job with a message, instead of the job
+    # waiting for ever.
+    path = script("import time, gpumem\n"
+                  "from gpumem import comm\n"
+                  "a = gpumem.zeros(4)\n"
+                  "comm.allreduce(a)\n"
+                  "if comm.rank == 1:\n"
+                  "    time.sleep(120)\n"
+                  "comm.allreduce(a)\n"
+                  "print('not reached')\n")
+    start = time.monotonic()
+    try:
+        proc = job(3, path, timeout=90, env={"GPUMEM_COMM_TIMEOUT": "2"})
+    finally:
+        os.unlink(path)
+    elapsed = time.monotonic() - start
+    assert proc.returncode not in (0, 124, 137), (proc.returncode,
+                                                  proc.stderr)
+    assert "gpumem.comm.allreduce waited more than 2 s for the other ranks " \
+        "(GPUMEM_COMM_TIMEOUT)" in proc.stderr, proc.stderr
+    assert "aborting the job" in proc.stderr, proc.stderr
+    assert "not reached" not in proc.stdout
+    assert elapsed < 60, elapsed
+
+
+@case
+def gpumem_comm_nccl_raises_on_every_rank_where_nccl_cannot_run():
+    if comm.backend == "nccl":
+        print("skip: NCCL is this build's engine here (the NCCL jobs "
+              "below test it)")
+        return
+    path = script("import gpumem\n"
+                  "from gpumem import comm\n"
+                  "try:\n"
+                  "    comm.allreduce(gpumem.zeros(4))\n"
+                  "except gpumem.Error as exc:\n"
+                  "    print('raised', comm.rank, exc, flush=True)\n"
+                  "comm.barrier()\n")
+    try:
+        proc = job(2, path, env={"GPUMEM_COMM": "nccl"})
+    finally:
+        os.unlink(path)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert proc.stdout.count("raised") == 2, proc.stdout
+    assert "GPUMEM_COMM=nccl, but NCCL cannot run it: rank 0:" \
+        in proc.stdout, proc.stdout
+
+
+def nccl_jobs_can_run():
+    """Whether 2-rank jobs run on NCCL here (else prints why not)."""
+    if comm.backend != "nccl" or gpumem.device_count() < 2:
+        print(f"skip: needs NCCL and 2 GPUs (engine {comm.backend}, "
+              f"{gpumem.device_count()} device(s))")
+        return False
+    return True
+
+
+@case
+def on_nccl_a_rank_raising_mid_collective_aborts_the_job():
+    if not nccl_jobs_can_run():
+        return
+    path = script("import gpumem\n"
+                  "from gpumem import comm\n"
+                  "assert comm.backend == 'nccl'\n"
+                  "a = gpumem.zeros(1 << 20)\n"
+                  "comm.allreduce(a)   # the communicator exists now\n"
+                  "if comm.rank == 1:\n"
+                  "    raise RuntimeError('boom on rank 1')\n"
+                  "comm.allreduce(a)\n"
+                  "print('not reached')\n")
+    try:
+        proc = job(2, path, timeout=90,
+                   env={"GPUMEM_COMM": "nccl", "GPUMEM_COMM_TIMEOUT": "20"})
+    finally:
+        os.unlink(path)
+    assert proc.returncode not in (0, 124, 137), (proc.returncode,
+                                                  proc.stderr)
+    assert "RuntimeError: boom on rank 1" in proc.stderr, proc.stderr
+    assert "gpumem: rank 1 failed (exit 1); aborting the job" in proc.stderr
+    assert "not reached" not in proc.stdout
+
+
+@case
+def on_nccl_a_peer_stuck_after_agreeing_times_out():
+    # Rank 1 queues its part on a stream behind a 60 s kernel: the
+    # ranks agreed, and rank 0's NCCL allreduce waits for a peer that
+    # does not come; GPUMEM_COMM_TIMEOUT ends it (NCCL's communicator
+    # aborted, then the job).
+    if not nccl_jobs_can_run():
+        return
+    path = script("import gpumem\n"
+                  "from gpumem import comm\n"
+                  "a = gpumem.zeros(1 << 20)\n"
+                  "comm.allreduce(a)\n"
+                  "if comm.rank == 1:\n"
+                  "    s = gpumem.Stream()\n"
+                  "    flag = gpumem.zeros(1, dtype='int32')\n"
+                  "    gpumem.kernels.spin(60000, flag, stream=s)\n"
+                  "    comm.allreduce(a, stream=s)\n"
+                  "    s.synchronize()\n"
+                  "else:\n"
+                  "    comm.allreduce(a)\n"
+                  "print('not reached', comm.rank)\n")
+    start = time.monotonic()
+    try:
+        proc = job(2, path, timeout=120,
+                   env={"GPUMEM_COMM": "nccl", "GPUMEM_COMM_TIMEOUT": "3",
+                        "GM_MPI_PROGRAM": gmtest.GPUMEM_TEST})
+    finally:
+        os.unlink(path)
+    elapsed = time.monotonic() - start
+    assert proc.returncode not in (0, 124, 137), (proc.returncode,
+                                                  proc.stderr)
+    assert "(GPUMEM_COMM_TIMEOUT)" in proc.stderr, proc.stderr
+    assert "gpumem: rank 0: " in proc.stderr, proc.stderr
+    assert "aborting the job" in proc.stderr, proc.stderr
+    assert "not reached" not in proc.stdout
+    assert elapsed < 50, elapsed
 
 
 gmtest.main()
