@@ -164,7 +164,8 @@ gm_comm_devices_run (const gm_comm_devices_call *call)
   gm_nccl_verdict verdict
     = gm_nccl_verdict_for (call->kind, call->dtype, call->op);
 
-  if (verdict != GM_NCCL_OK
+  /* GPUMEM_COMM=nccl insists on NCCL, but for dtypes it has none of.  */
+  if (verdict != GM_NCCL_OK && verdict != GM_NCCL_DTYPE
       && gm_comm_engine_setting () == GM_COMM_ENGINE_NCCL)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
                          "GPUMEM_COMM=nccl, but NCCL cannot run this %s: %s",

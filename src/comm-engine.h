@@ -12,7 +12,8 @@
 #include "comm.h"
 
 /* GPUMEM_COMM: auto (NCCL where it can move the data, else MPI), nccl
-   (NCCL or an error), mpi (never NCCL).  */
+   (NCCL or an error; reductions of dtypes NCCL has none of still take
+   MPI), mpi (never NCCL).  */
 typedef enum gm_comm_engine
 {
   GM_COMM_ENGINE_AUTO, GM_COMM_ENGINE_NCCL, GM_COMM_ENGINE_MPI

@@ -25,6 +25,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@
 #include "comm-nccl.h"
 
 #define NCCL_MAX_GROUPS 64
+#define NCCL_MAX_KEYS 64         /* devices whose key is remembered */
 /* A wait spins this long before it sleeps between polls (as the CUDA
    backend's waits do: a collective's end is seen within microseconds).  */
 #define NCCL_SPIN_MS 20.0
@@ -368,9 +370,13 @@ group_add (uint64_t key, bool devices_form, int n, const int *devices)
 uint64_t
 gm_nccl_device_key (int device)
 {
+  /* Asked once a device: every collective asks.  */
+  static _Atomic uint64_t known[NCCL_MAX_KEYS];
   char bus[64], host[256];
   uint64_t hash = 1469598103934665603u;   /* FNV-1a */
 
+  if (device >= 0 && device < NCCL_MAX_KEYS && known[device] != 0)
+    return known[device];
   if (cudaDeviceGetPCIBusId (bus, sizeof bus, device) != cudaSuccess)
     {
       cudaGetLastError ();
@@ -384,7 +390,11 @@ gm_nccl_device_key (int device)
   hash = (hash ^ '/') * 1099511628211u;
   for (const char *p = bus; *p; p++)
     hash = (hash ^ (unsigned char) *p) * 1099511628211u;
-  return hash != 0 ? hash : 1;
+  if (hash == 0)
+    hash = 1;
+  if (device >= 0 && device < NCCL_MAX_KEYS)
+    known[device] = hash;
+  return hash;
 }
 
 /* The rank form's communicator for LAYOUT, made with the other ranks

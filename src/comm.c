@@ -457,7 +457,7 @@ fatal (const char *what)
    can go through NCCL and no two ranks share a GPU, *LAYOUT becomes a
    number naming every rank's GPU (the same on every rank, never 0),
    else 0.  GM_ERR_UNAVAILABLE, on every rank alike, when GPUMEM_COMM=nccl
-   and NCCL cannot.  */
+   and NCCL cannot (a dtype NCCL cannot reduce still goes through MPI).  */
 static gm_status
 choose_engine (const comm_desc *all, int n, uint64_t *layout)
 {
@@ -502,7 +502,8 @@ choose_engine (const comm_desc *all, int n, uint64_t *layout)
     }
   if (verdict == GM_NCCL_OK)
     *layout = hash;
-  else if (all[0].engine == GM_COMM_ENGINE_NCCL)
+  else if (all[0].engine == GM_COMM_ENGINE_NCCL
+           && verdict != GM_NCCL_DTYPE)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
                          "gpumem.comm.%s: GPUMEM_COMM=nccl, but NCCL cannot "
                          "run it: rank %d: %s; no data was moved",
