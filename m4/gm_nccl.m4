@@ -50,6 +50,12 @@ AS_IF([test "x$with_nccl" != xno], [
        gm_nccl_cflags="-I$gm_nccl_where/include"
        gm_nccl_libs="-L$gm_nccl_libdir -Wl,-rpath,$gm_nccl_libdir -lnccl"])
     AC_MSG_CHECKING([for NCCL 2.14 or later in $gm_nccl_where])
+    dnl A directory must hold nccl.h itself (CUDA's include path would
+    dnl otherwise find another).
+    AS_CASE(["$gm_nccl_where"], [given|system], [],
+      [AS_IF([test -f "$gm_nccl_where/include/nccl.h"], [],
+        [AC_MSG_RESULT([no ($gm_nccl_where/include/nccl.h is absent)])
+         continue])])
     CPPFLAGS="$gm_nccl_cflags $CUDA_CFLAGS $gm_save_CPPFLAGS"
     LIBS="$gm_nccl_libs $CUDA_LIBS $gm_save_LIBS"
     AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <nccl.h>
