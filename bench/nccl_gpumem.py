@@ -47,14 +47,20 @@ def main(argv):
             return 77
         n, rank = comm.size, comm.rank
         impl = f"gpumem-{comm.backend}"
-        buffers = [gpumem.zeros(args.max_bytes // 4)]
+        buffer = gpumem.zeros(args.max_bytes // 4)
         barrier = comm.barrier
+        views = {}
 
         def call(count, stream=None):
+            # The view is made once a size, outside the timed calls.
+            view = views.get(count)
+            if view is None:
+                views.clear()
+                view = views[count] = buffer[:count]
             if stream is None:
-                comm.allreduce(buffers[0][:count])
+                comm.allreduce(view)
             else:
-                comm.allreduce(buffers[0][:count], stream=stream)
+                comm.allreduce(view, stream=stream)
 
         def slowest(seconds):
             t = gpumem.to_device(np.array([seconds]))
@@ -74,10 +80,11 @@ def main(argv):
             pass
 
         def call(count, stream=None):
-            if count not in views:
+            group = views.get(count)
+            if group is None:
                 views.clear()
-                views[count] = [b[:count] for b in buffers]
-            gpumem.allreduce_devices(views[count])
+                group = views[count] = [b[:count] for b in buffers]
+            gpumem.allreduce_devices(group)
 
         def slowest(seconds):
             return seconds

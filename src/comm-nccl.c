@@ -664,12 +664,13 @@ gm_nccl_shutdown (void)
       for (int i = 0; i < group->n; i++)
         {
           ncclComm_t comm = group->comms[i];
-          /* The rank form's communicators are nonblocking: their
-             finalizing is polled, and a peer that does not answer
-             within 10 s gets its communicator aborted.  */
-          if (comm != NULL && !group->devices_form
-              && settle (comm, ncclCommFinalize (comm), "ncclCommFinalize",
-                         now_ms () + 10000.0) != GM_OK)
+          /* The rank form's communicators are aborted, which is local:
+             finalizing one waits for the other ranks to finalize too,
+             and they may end minutes later, or have ended by
+             MPI_Abort.  Every collective without a stream was waited
+             for; one queued on a stream the script never waited for is
+             cut short, as the process's end would cut it.  */
+          if (comm != NULL && !group->devices_form)
             ncclCommAbort (comm);
           else if (comm != NULL)
             ncclCommDestroy (comm);

@@ -45,8 +45,9 @@ gm_status gm_nccl_run_rank (const gm_comm_call *call, uint64_t layout,
    ncclCommInitAll at first need for that list of devices).  */
 gm_status gm_nccl_run_devices (const gm_comm_devices_call *call);
 
-/* Destroys every communicator and engine stream.  Before the backend
-   shuts down.  */
+/* Destroys every communicator (the rank form's by ncclCommAbort, which
+   waits for no other rank) and engine stream.  Before the backend shuts
+   down.  */
 void gm_nccl_shutdown (void);
 
 #endif /* GM_COMM_NCCL_H */
