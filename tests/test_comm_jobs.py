@@ -202,6 +202,29 @@ def a_stalled_rank_ends_the_job_after_the_timeout():
 
 
 @case
+def a_rank_killed_mid_job_ends_the_job():
+    # SIGKILL leaves no chance to call MPI_Abort: the launcher sees the
+    # rank die and ends the others (or, failing that, their timeout).
+    path = script("import os, signal, gpumem\n"
+                  "from gpumem import comm\n"
+                  "a = gpumem.zeros(1 << 16)\n"
+                  "comm.allreduce(a)\n"
+                  "if comm.rank == 1:\n"
+                  "    os.kill(os.getpid(), signal.SIGKILL)\n"
+                  "comm.allreduce(a)\n"
+                  "print('not reached')\n")
+    start = time.monotonic()
+    try:
+        proc = job(3, path, timeout=90, env={"GPUMEM_COMM_TIMEOUT": "20"})
+    finally:
+        os.unlink(path)
+    elapsed = time.monotonic() - start
+    assert proc.returncode not in (0, 124), (proc.returncode, proc.stderr)
+    assert "not reached" not in proc.stdout
+    assert elapsed < 60, elapsed
+
+
+@case
 def gpumem_comm_nccl_raises_on_every_rank_where_nccl_cannot_run():
     if comm.backend == "nccl":
         print("skip: NCCL is this build's engine here (the NCCL jobs "
