@@ -20,6 +20,17 @@ from gmtest import case, raises, DTYPES
 import gpumem
 
 NDEV = gpumem.device_count()
+# GPUMEM_COMM=nccl (the cuda.test_comm_devices_nccl run) insists on
+# NCCL: every collective below then runs on it or raises.
+if os.environ.get("GPUMEM_COMM") == "nccl":
+    if NDEV < 2:
+        gmtest.skip_file("GPUMEM_COMM=nccl: needs 2 devices")
+    try:
+        gpumem.allreduce_devices([gpumem.zeros(1, device=i)
+                                  for i in range(2)])
+    except gpumem.Error as exc:
+        gmtest.skip_file(f"GPUMEM_COMM=nccl, but NCCL cannot run here: "
+                         f"{exc}")
 REDUCIBLE = [d for d in DTYPES if d != "float16"]
 ORDERED = [d for d in REDUCIBLE if np.dtype(d).kind != "c"]
 SHAPES = [(0,), (1,), (7,), (3, 5), (1000,)]
