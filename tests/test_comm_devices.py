@@ -231,8 +231,7 @@ def read_only_on_device_0(values):
 @case
 def read_only_arrays_are_refused_but_a_bcast_root_may_be_one():
     if NDEV < 2:
-        print("skip: needs 2 devices")
-        return
+        gmtest.skip("needs 2 devices")
     ro, keep = read_only_on_device_0([1, 2, 3])
     assert ro.device.index == 0
     w = gpumem.to_device(np.zeros(3, np.int32), device=1)

@@ -227,9 +227,8 @@ def a_rank_killed_mid_job_ends_the_job():
 @case
 def gpumem_comm_nccl_raises_on_every_rank_where_nccl_cannot_run():
     if comm.backend == "nccl":
-        print("skip: NCCL is this build's engine here (the NCCL jobs "
-              "below test it)")
-        return
+        gmtest.skip("NCCL is this build's engine here (the NCCL jobs "
+                    "below test it)")
     path = script("import gpumem\n"
                   "from gpumem import comm\n"
                   "try:\n"
@@ -247,19 +246,16 @@ def gpumem_comm_nccl_raises_on_every_rank_where_nccl_cannot_run():
         in proc.stdout, proc.stdout
 
 
-def nccl_jobs_can_run():
-    """Whether 2-rank jobs run on NCCL here (else prints why not)."""
+def need_nccl_jobs():
+    """Skips the case unless 2-rank jobs run on NCCL here."""
     if comm.backend != "nccl" or gpumem.device_count() < 2:
-        print(f"skip: needs NCCL and 2 GPUs (engine {comm.backend}, "
-              f"{gpumem.device_count()} device(s))")
-        return False
-    return True
+        gmtest.skip(f"needs NCCL and 2 GPUs (engine {comm.backend}, "
+                    f"{gpumem.device_count()} device(s))")
 
 
 @case
 def on_nccl_a_rank_raising_mid_collective_aborts_the_job():
-    if not nccl_jobs_can_run():
-        return
+    need_nccl_jobs()
     path = script("import gpumem\n"
                   "from gpumem import comm\n"
                   "assert comm.backend == 'nccl'\n"
@@ -287,8 +283,7 @@ def on_nccl_a_peer_stuck_after_agreeing_times_out():
     # ranks agreed, and rank 0's NCCL allreduce waits for a peer that
     # does not come; GPUMEM_COMM_TIMEOUT ends it (NCCL's communicator
     # aborted, then the job).
-    if not nccl_jobs_can_run():
-        return
+    need_nccl_jobs()
     path = script("import gpumem\n"
                   "from gpumem import comm\n"
                   "a = gpumem.zeros(1 << 20)\n"
