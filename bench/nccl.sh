@@ -12,7 +12,7 @@
 #   bench/nccl.sh [OUTDIR]
 #
 # OUTDIR (default $BENCH_OUT, else bench/results) receives, with no
-# subfolders: nccl-raw-devices.jsonl, nccl-raw-ranks.jsonl,
+# subfolders: nccl-machine.txt, nccl-raw-devices.jsonl, nccl-raw-ranks.jsonl,
 # nccl-gpumem-nccl.jsonl, nccl-gpumem-mpi.jsonl,
 # nccl-gpumem-devices.jsonl, nccl-stitching.jsonl, a .log for each step,
 # DATE-TAG-nccl.md and DATE-TAG-nccl-busbw.png.
@@ -78,6 +78,18 @@ test "$(id -u)" = 0 && as_root=--allow-run-as-root
 step () {
   echo "bench/nccl.sh: $* ($(( $(date +%s) - begin )) s)"
 }
+
+# What ran where: the GPUs, how they are connected, the program.
+{
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total \
+    --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+  echo "GPUs used: $gpus; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
+  echo "gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "mpirun: ${mpirun:-none} $("${mpirun:-false}" --version 2>/dev/null | head -n 1)"
+  echo "started: $(date -u '+%F %T UTC')"
+  echo "topology (nvidia-smi topo -m):"
+  nvidia-smi topo -m 2>/dev/null
+} > "$out/nccl-machine.txt"
 
 # run NAME COMMAND...: one step, its progress to nccl-NAME.log; 77 is a
 # skip.

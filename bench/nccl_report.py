@@ -7,7 +7,7 @@ against size.
 
 DIR holds what bench/nccl.sh wrote: nccl-*.jsonl (bench/nccl_raw.c and
 bench/nccl_gpumem.py say the records' fields; any may be missing) and
-machine.txt when bench/run.sh ran first.  Writes DIR/DATE-TAG-nccl.md
+nccl-machine.txt (else bench/run.sh's machine.txt).  Writes DIR/DATE-TAG-nccl.md
 and DIR/DATE-TAG-nccl-busbw.png (the plot needs matplotlib).
 """
 
@@ -160,10 +160,12 @@ def main():
     args = parser.parse_args()
     series, stitching = load(args.dir)
     machine = ""
-    machine_path = os.path.join(args.dir, "machine.txt")
-    if os.path.exists(machine_path):
-        with open(machine_path) as handle:
-            machine = handle.read()
+    for name in ("nccl-machine.txt", "machine.txt"):
+        machine_path = os.path.join(args.dir, name)
+        if os.path.exists(machine_path):
+            with open(machine_path) as handle:
+                machine = handle.read()
+            break
     tag = args.tag
     if tag is None:
         found = re.search(r"H(\d+)", machine)
