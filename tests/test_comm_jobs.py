@@ -188,13 +188,15 @@ def a_stalled_rank_ends_the_job_after_the_timeout():
                   "print('not reached')\n")
     start = time.monotonic()
     try:
-        proc = job(3, path, timeout=90, env={"GPUMEM_COMM_TIMEOUT": "2"})
+        # 5 s: on NCCL (3 GPUs) the first collective makes the
+        # communicator, which counts too.
+        proc = job(3, path, timeout=90, env={"GPUMEM_COMM_TIMEOUT": "5"})
     finally:
         os.unlink(path)
     elapsed = time.monotonic() - start
     assert proc.returncode not in (0, 124, 137), (proc.returncode,
                                                   proc.stderr)
-    assert "gpumem.comm.allreduce waited more than 2 s for the other ranks " \
+    assert "gpumem.comm.allreduce waited more than 5 s for the other ranks " \
         "(GPUMEM_COMM_TIMEOUT)" in proc.stderr, proc.stderr
     assert "aborting the job" in proc.stderr, proc.stderr
     assert "not reached" not in proc.stdout
@@ -299,8 +301,10 @@ def on_nccl_a_peer_stuck_after_agreeing_times_out():
                   "print('not reached', comm.rank)\n")
     start = time.monotonic()
     try:
+        # 8 s: the first collective makes the communicator, which
+        # counts too and may take a few seconds.
         proc = job(2, path, timeout=120,
-                   env={"GPUMEM_COMM": "nccl", "GPUMEM_COMM_TIMEOUT": "3",
+                   env={"GPUMEM_COMM": "nccl", "GPUMEM_COMM_TIMEOUT": "8",
                         "GM_MPI_PROGRAM": gmtest.GPUMEM_TEST})
     finally:
         os.unlink(path)
