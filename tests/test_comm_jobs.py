@@ -248,6 +248,41 @@ def gpumem_comm_nccl_raises_on_every_rank_where_nccl_cannot_run():
         in proc.stdout, proc.stdout
 
 
+@case
+def ranks_that_set_gpumem_comm_differently_raise_everywhere():
+    # The ranks must choose alike; rank 1 runs with GPUMEM_COMM=mpi, the
+    # others with auto (a wrapper sets it a rank, as a site script
+    # might), and every rank raises before any data moves.
+    fd, wrapper = tempfile.mkstemp(suffix=".sh")
+    with os.fdopen(fd, "w") as handle:
+        handle.write("#!/bin/sh\n"
+                     "if test \"$OMPI_COMM_WORLD_RANK\" = 1; then\n"
+                     "  GPUMEM_COMM=mpi\n"
+                     "else\n"
+                     "  GPUMEM_COMM=auto\n"
+                     "fi\n"
+                     "export GPUMEM_COMM\n"
+                     f"exec '{gmtest.GPUMEM}' \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    path = script("import numpy as np, gpumem\n"
+                  "from gpumem import comm\n"
+                  "a = gpumem.to_device(np.full(4, comm.rank, np.int32))\n"
+                  "try:\n"
+                  "    comm.allreduce(a)\n"
+                  "except ValueError as exc:\n"
+                  "    print('raised', comm.rank, exc, flush=True)\n"
+                  "assert (a.copy_to_host() == comm.rank).all()\n")
+    try:
+        proc = job(3, path, env={"GM_MPI_PROGRAM": wrapper})
+    finally:
+        os.unlink(path)
+        os.unlink(wrapper)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert proc.stdout.count("raised") == 3, proc.stdout
+    assert "the ranks set GPUMEM_COMM differently: rank 0 'auto', rank 1 " \
+        "'mpi'" in proc.stdout, proc.stdout
+
+
 def need_nccl_jobs():
     """Skips the case unless 2-rank jobs run on NCCL here."""
     if comm.backend != "nccl" or gpumem.device_count() < 2:
