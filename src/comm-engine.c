@@ -143,6 +143,11 @@ gm_nccl_verdict_text (gm_nccl_verdict verdict)
 const char *
 gm_comm_backend_name (void)
 {
+  /* More ranks on this node than GPUs: the ranks' default devices are
+     shared, and their collectives go through MPI.  */
+  if (gm_backend_current != NULL
+      && gm_comm_local_size () > gm_backend_current->device_count ())
+    return "mpi";
   return gm_nccl_verdict_for (GM_COMM_ALLREDUCE, GM_FLOAT32, GM_COMM_SUM)
            == GM_NCCL_OK ? "nccl" : "mpi";
 }

@@ -52,9 +52,10 @@ gm_nccl_verdict gm_nccl_verdict_for (gm_comm_kind kind, gm_dtype dtype,
 /* The verdict in words ("the backend's memory is host memory").  */
 const char *gm_nccl_verdict_text (gm_nccl_verdict verdict);
 
-/* "nccl" when collectives on arrays of the current backend go through
-   NCCL (dtypes NCCL cannot reduce still take MPI), else "mpi".  After
-   gm_backend_init.  */
+/* "nccl" when collectives on arrays on the ranks' default devices go
+   through NCCL (dtypes NCCL cannot reduce still take MPI), else "mpi":
+   also where this node has more ranks than GPUs, so that ranks share
+   one.  After gm_backend_init.  */
 const char *gm_comm_backend_name (void);
 
 #endif /* GM_COMM_ENGINE_H */
