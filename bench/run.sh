@@ -119,6 +119,12 @@ run gpumem "$gpumem" -q --backend="${BENCH_BACKEND:-cuda}" "$here/bench_gpumem.p
 # shellcheck disable=SC2086
 run cupy "$python" "$here/bench_cupy.py" $args
 
+# Collectives where 2 or more GPUs answer (bench/nccl.sh: its own
+# records and report in the same folder; 77, fewer GPUs, is a skip).
+step "running the collectives benchmark (bench/nccl.sh)"
+BENCH_PYTHON=$python sh "$here/nccl.sh" "$out"
+case $? in 0|77) ;; *) status=1 ;; esac
+
 step "writing the report"
 if ! "$python" "$here/report.py" "$out" --date "$(date +%F)"; then
   echo "bench: report.py FAILED" >&2

@@ -128,9 +128,9 @@ def main(argv):
 
     where = placement_all.copy_to_host()
     on = [f"{i % size}:{where[i % size][i]}" for i in range(PARTITIONS)]
-    print(f"backend {gpumem.backend}; {size} rank{'s' if size > 1 else ''}; "
-          f"partitions on rank:device {on} (rank 0's device {home}: "
-          f"{gpumem.Device(home).name})")
+    print(f"backend {gpumem.backend}; {size} rank{'s' if size > 1 else ''}"
+          f" (collectives on {comm.backend}); partitions on rank:device {on}"
+          f" (rank 0's device {home}: {gpumem.Device(home).name})")
     print(f"{args.images} images, {args.iterations} iterations, kernel "
           f"{args.kernel}: {np.median(times) * 1e6:.1f} us per iteration "
           f"(median, rank 0), {sum(times):.3f} s in all")

@@ -35,6 +35,11 @@
 #endif
 
 #include "comm.h"
+#include "comm-engine.h"
+#ifdef GM_HAVE_NCCL
+#include "comm-nccl.h"
+#endif
+#include "comm-watchdog.h"
 
 /* Data moves in chunks of at most this many bytes (GPUMEM_MPI_CHUNK
    changes it, for tests): MPI counts are ints, and staging through
@@ -151,12 +156,15 @@ run_alone (const gm_comm_call *call)
 gm_status
 gm_comm_init (void)
 {
-  return GM_OK;
+  return gm_comm_engine_init ();
 }
 
 int
 gm_comm_finalize (int status)
 {
+#ifdef GM_HAVE_NCCL
+  gm_nccl_shutdown ();
+#endif
   return status;
 }
 
@@ -180,6 +188,7 @@ static size_t staging_bytes;
 static bool staging_pinned;
 
 static void staging_release (void);
+static void fatal (const char *what);
 
 /* Whether an MPI launcher started this process.  */
 static bool
@@ -228,6 +237,8 @@ gm_comm_init (void)
   int provided = MPI_THREAD_SINGLE;
   const char *chunk_env;
 
+  if (gm_comm_engine_init () != GM_OK)
+    return GM_ERR_UNAVAILABLE;
   if (!launched ())
     return GM_OK;
   chunk_env = getenv ("GPUMEM_MPI_CHUNK");
@@ -257,6 +268,9 @@ gm_comm_init (void)
       MPI_Comm_free (&node);
     }
   cuda_aware = query_cuda_aware ();
+  if (world_size > 1
+      && gm_comm_watchdog_start (gm_comm_timeout_ms (), fatal) != GM_OK)
+    return GM_ERR_UNAVAILABLE;
   if (provided < MPI_THREAD_SERIALIZED && world_rank == 0)
     fprintf (stderr, "gpumem: the MPI library offers thread level %d only; "
              "call gpumem.comm from the main thread alone\n", provided);
@@ -266,6 +280,12 @@ gm_comm_init (void)
 int
 gm_comm_finalize (int status)
 {
+  if (!mpi_started || status == 0 || world_size == 1)
+    {
+#ifdef GM_HAVE_NCCL
+      gm_nccl_shutdown ();
+#endif
+    }
   if (!mpi_started)
     return status;
   if (status != 0 && world_size > 1)
@@ -287,6 +307,9 @@ typedef struct comm_desc
 {
   int64_t kind, refused, op, root, dtype, ndim, count, shape_hash, chunk;
   int64_t dims[COMM_DESC_DIMS];
+  /* GPUMEM_COMM, whether NCCL can move this rank's part (a
+     gm_nccl_verdict) and the GPU it would use (gm_nccl_device_key).  */
+  int64_t engine, nccl, device_key;
 } comm_desc;
 
 #define COMM_DESC_WORDS ((int) (sizeof (comm_desc) / sizeof (int64_t)))
@@ -300,8 +323,14 @@ describe (const gm_comm_call *call, comm_desc *desc)
   desc->kind = call->kind;
   desc->refused = call->refused;
   desc->chunk = (int64_t) chunk_bytes;
+  desc->engine = gm_comm_engine_setting ();
   if (call->refused || call->kind == GM_COMM_BARRIER)
     return;
+  desc->nccl = gm_nccl_verdict_for (call->kind, call->dtype, call->op);
+#ifdef GM_HAVE_NCCL
+  if (desc->nccl == GM_NCCL_OK)
+    desc->device_key = (int64_t) gm_nccl_device_key (call->device);
+#endif
   desc->op = call->kind == GM_COMM_ALLREDUCE ? (int64_t) call->op : 0;
   desc->root = call->kind == GM_COMM_ALLREDUCE ? 0 : call->root;
   desc->dtype = call->dtype;
@@ -359,6 +388,14 @@ compare (const comm_desc *all, int n)
                              "gpumem.comm: the ranks called different "
                              "collectives: rank 0 %s, rank %d %s", name, r,
                              gm_comm_kind_name ((gm_comm_kind) other->kind));
+      if (other->engine != first->engine)
+        return gm_error_set (GM_ERR_VALUE, 0, NULL,
+                             "gpumem.comm.%s: the ranks set GPUMEM_COMM "
+                             "differently: rank 0 '%s', rank %d '%s'", name,
+                             gm_comm_engine_name ((gm_comm_engine)
+                                                  first->engine), r,
+                             gm_comm_engine_name ((gm_comm_engine)
+                                                  other->engine));
       if (other->chunk != first->chunk)
         return gm_error_set (GM_ERR_VALUE, 0, NULL,
                              "gpumem.comm.%s: the ranks move data in "
@@ -415,9 +452,82 @@ fatal (const char *what)
   abort ();
 }
 
-/* Exchanges CALL's description with every rank and compares them.  */
+/* Whether NCCL moves the data of the collective every rank described
+   in ALL (N descriptions that compare equal): when every rank's part
+   can go through NCCL and no two ranks share a GPU, *LAYOUT becomes a
+   number naming every rank's GPU (the same on every rank, never 0),
+   else 0.  GM_ERR_UNAVAILABLE, on every rank alike, when GPUMEM_COMM=nccl
+   and NCCL cannot (a dtype NCCL cannot reduce still goes through MPI).  */
 static gm_status
-agree (const gm_comm_call *call)
+choose_engine (const comm_desc *all, int n, uint64_t *layout)
+{
+  static uint64_t checked_hash;   /* the last layout seen, its verdict */
+  static gm_nccl_verdict checked_verdict;
+  uint64_t hash = 1469598103934665603u;
+  gm_nccl_verdict verdict = GM_NCCL_OK;
+  int who = 0;
+
+  *layout = 0;
+  if (all[0].kind == GM_COMM_BARRIER)
+    return GM_OK;
+  for (int r = 0; r < n && verdict == GM_NCCL_OK; r++)
+    if (all[r].nccl != GM_NCCL_OK)
+      {
+        verdict = (gm_nccl_verdict) all[r].nccl;
+        who = r;
+      }
+  for (int r = 0; r < n && verdict == GM_NCCL_OK; r++)
+    hash = (hash ^ (uint64_t) all[r].device_key) * 1099511628211u;
+  if (hash == 0)
+    hash = 1;
+  if (verdict == GM_NCCL_OK && hash == checked_hash)
+    verdict = checked_verdict;
+  else if (verdict == GM_NCCL_OK)
+    {
+      /* Ranks sharing a GPU (or whose GPU CUDA cannot name) cannot be
+         one NCCL communicator.  Checked once a layout.  */
+      for (int r = 0; r < n && verdict == GM_NCCL_OK; r++)
+        {
+          bool shared = all[r].device_key == 0;
+          for (int q = r + 1; q < n && !shared; q++)
+            shared = all[q].device_key == all[r].device_key;
+          if (shared)
+            {
+              verdict = GM_NCCL_SHARED_DEVICE;
+              who = r;
+            }
+        }
+      checked_hash = hash;
+      checked_verdict = verdict;
+    }
+  if (verdict == GM_NCCL_OK)
+    *layout = hash;
+  else if (all[0].engine == GM_COMM_ENGINE_NCCL
+           && verdict != GM_NCCL_DTYPE)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "gpumem.comm.%s: GPUMEM_COMM=nccl, but NCCL cannot "
+                         "run it: rank %d: %s; no data was moved",
+                         gm_comm_kind_name ((gm_comm_kind) all[0].kind), who,
+                         gm_nccl_verdict_text (verdict));
+  return GM_OK;
+}
+
+/* Copies NBYTES at BYTES from rank 0 to every rank: how the NCCL
+   engine shares its unique id.  */
+static gm_status
+share_bytes (void *bytes, size_t nbytes)
+{
+  if (MPI_Bcast (bytes, (int) nbytes, MPI_BYTE, 0, MPI_COMM_WORLD)
+      != MPI_SUCCESS)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "MPI_Bcast of NCCL's unique id failed");
+  return GM_OK;
+}
+
+/* Exchanges CALL's description with every rank and compares them; then
+   chooses the engine (choose_engine sets *LAYOUT).  */
+static gm_status
+agree (const gm_comm_call *call, uint64_t *layout)
 {
   comm_desc mine, *all;
   gm_status status;
@@ -429,6 +539,8 @@ agree (const gm_comm_call *call)
   MPI_Allgather (&mine, COMM_DESC_WORDS, MPI_INT64_T, all, COMM_DESC_WORDS,
                  MPI_INT64_T, MPI_COMM_WORLD);
   status = compare (all, world_size);
+  if (status == GM_OK)
+    status = choose_engine (all, world_size, layout);
   free (all);
   return status;
 }
@@ -671,6 +783,7 @@ gm_status
 gm_comm_run (const gm_comm_call *call)
 {
   gm_status status, moved;
+  uint64_t layout;
   bool staged;
 
   if (!mpi_started || world_size == 1)
@@ -680,9 +793,21 @@ gm_comm_run (const gm_comm_call *call)
       return run_alone (call);
     }
   pthread_mutex_lock (&mpi_lock);
-  status = agree (call);
+  gm_comm_watchdog_arm (gm_comm_kind_name (call->kind));
+  status = agree (call, &layout);
   if (status != GM_OK || call->kind == GM_COMM_BARRIER)
     goto done;
+#ifdef GM_HAVE_NCCL
+  if (layout != 0)
+    {
+      bool broken;
+      status = gm_nccl_run_rank (call, layout, world_rank, world_size,
+                                 share_bytes, &broken);
+      if (broken)
+        fatal (gm_last_error ()->message);
+      goto done;
+    }
+#endif
   /* MPI reads the memory behind the device's back: the work queued on
      it must be done first.  */
   status = gm_backend_current->device_synchronize (call->device);
@@ -698,6 +823,7 @@ gm_comm_run (const gm_comm_call *call)
   if (status == GM_OK)
     status = moved;
 done:
+  gm_comm_watchdog_disarm ();
   pthread_mutex_unlock (&mpi_lock);
   return status;
 }

@@ -78,6 +78,8 @@ typedef struct gm_comm_call
   int device;               /* DATA's device */
   void *result;             /* gather on the root: size * COUNT elements
                                on DEVICE */
+  gm_stream *stream;        /* NULL: complete on return; else queued on
+                               this stream of DEVICE where NCCL runs it */
 } gm_comm_call;
 
 /* Runs CALL together with the other ranks' calls.  First every rank
@@ -86,7 +88,12 @@ typedef struct gm_comm_call
    moves, when the calls differ.  Then the data moves: directly where MPI
    can read the memory (the host backend's, or device memory with a
    CUDA-aware MPI), else through pinned host memory, in chunks.  Blocks
-   until this rank's part is done; call without the GIL.
+   until this rank's part is done; call without the GIL.  Where every
+   rank's memory is CUDA device memory on a GPU of its own, NCCL moves
+   the data instead (comm-engine.h says when; GPUMEM_COMM chooses), on
+   CALL->stream when given, and this returns once it is queued there.
+   A collective that waits longer than GPUMEM_COMM_TIMEOUT, or whose
+   NCCL part fails, ends the job (MPI_Abort) with a message.
    GM_OK; GM_ERR_VALUE when the ranks' calls differ or one refused its
    arguments (gm_last_error says which, unless CALL->refused); a
    backend's status when staging through host memory failed (the

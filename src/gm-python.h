@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "gm.h"
+#include "comm.h"
 
 #define GM_MAX_NDIM 32
 
@@ -104,6 +105,14 @@ int gmpy_kernels_init (PyObject *module, gmpy_state *state);
 int gmpy_pinned_init (PyObject *module, gmpy_state *state);
 /* gpumem.comm (py-comm.c), built only with MPI.  */
 int gmpy_comm_init (PyObject *module, gmpy_state *state);
+/* gpumem.allreduce_devices and bcast_devices (py-comm-devices.c), in
+   every build: adds them to MODULE; gmpy_comm_devices_alias adds
+   MODULE's to TARGET (gpumem.comm) too.  0 or -1.  */
+int gmpy_comm_devices_init (PyObject *module, gmpy_state *state);
+int gmpy_comm_devices_alias (PyObject *module, PyObject *target);
+/* Reads an op= argument (NULL: 'sum') of the function FNAME into *OP
+   (comm.h's gm_comm_op).  0 or -1 (TypeError, ValueError).  */
+int gmpy_comm_op_arg (PyObject *obj, const char *fname, gm_comm_op *op);
 
 /* gpumem.Device.  */
 typedef struct devicepy_object

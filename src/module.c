@@ -252,7 +252,8 @@ gmpy_exec (PyObject *module)
       || gmpy_array_init (module, state) < 0
       || gmpy_stream_init (module, state) < 0
       || gmpy_pinned_init (module, state) < 0
-      || gmpy_kernels_init (module, state) < 0)
+      || gmpy_kernels_init (module, state) < 0
+      || gmpy_comm_devices_init (module, state) < 0)
     return -1;
 #ifdef GM_HAVE_MPI
   if (gmpy_comm_init (module, state) < 0)

@@ -15,6 +15,7 @@
 #include "gm-python.h"
 
 #include "comm.h"
+#include "comm-engine.h"
 
 /* Runs CALL with the other ranks, without the GIL.  When CALL->refused,
    the exception this rank already has is kept.  0 or -1.  */
@@ -76,6 +77,14 @@ array_arg (PyObject *obj, bool writes, const char *fname, gm_comm_call *call,
   return 0;
 }
 
+/* Reads a stream= argument (NULL or None: none) into CALL->stream: a
+   gpumem.Stream of the array's device.  0 or -1.  */
+static int
+stream_arg (PyObject *obj, gm_comm_call *call)
+{
+  return gmpy_stream_arg (obj, call->device, &call->stream);
+}
+
 /* Reads a root= argument (NULL: 0) into *ROOT: a rank of the job.
    0 or -1.  */
 static int
@@ -108,36 +117,6 @@ root_arg (PyObject *obj, const char *fname, int *root)
   return 0;
 }
 
-/* Reads an op= argument (NULL: 'sum') into *OP.  0 or -1.  */
-static int
-op_arg (PyObject *obj, gm_comm_op *op)
-{
-  static const gm_comm_op ops[] = {GM_COMM_SUM, GM_COMM_MAX, GM_COMM_MIN};
-
-  if (obj == NULL)
-    {
-      *op = GM_COMM_SUM;
-      return 0;
-    }
-  if (!PyUnicode_Check (obj))
-    {
-      PyErr_Format (PyExc_TypeError,
-                    "gpumem.comm.allreduce: op must be 'sum', 'max' or "
-                    "'min', not %.100s", Py_TYPE (obj)->tp_name);
-      return -1;
-    }
-  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-    if (PyUnicode_CompareWithASCIIString (obj, gm_comm_op_name (ops[i])) == 0)
-      {
-        *op = ops[i];
-        return 0;
-      }
-  PyErr_Format (PyExc_ValueError,
-                "gpumem.comm.allreduce: op must be 'sum', 'max' or 'min', "
-                "not %R", obj);
-  return -1;
-}
-
 static PyObject *
 commpy_barrier (PyObject *module, PyObject *unused)
 {
@@ -152,18 +131,21 @@ static PyObject *
 commpy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
               PyObject *kwnames)
 {
-  static const char *const names[] = {"a", "root", NULL};
-  PyObject *arg[2];
+  static const char *const names[] = {"a", "root", "stream", NULL};
+  PyObject *arg[3];
   int64_t dims[GM_MAX_NDIM];
   gm_comm_call call = {.kind = GM_COMM_BCAST};
 
-  if (gmpy_parse_args (args, nargs, kwnames, "bcast", names, 1, -1, arg) < 0
+  if (gmpy_parse_args (args, nargs, kwnames, "bcast", names, 1, 2, arg) < 0
       || root_arg (arg[1], "bcast", &call.root) < 0
       || array_arg (arg[0], gm_comm_rank () != call.root, "bcast", &call,
-                    dims) < 0)
+                    dims) < 0
+      || stream_arg (arg[2], &call) < 0)
     call.refused = true;
   if (run (&call) < 0)
     return NULL;
+  if (gm_comm_rank () != call.root)
+    gmpy_array_note_stream (arg[0], arg[2]);
   Py_RETURN_NONE;
 }
 
@@ -171,16 +153,17 @@ static PyObject *
 commpy_allreduce (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                   PyObject *kwnames)
 {
-  static const char *const names[] = {"a", "op", NULL};
-  PyObject *arg[2];
+  static const char *const names[] = {"a", "op", "stream", NULL};
+  PyObject *arg[3];
   int64_t dims[GM_MAX_NDIM];
   gm_comm_call call = {.kind = GM_COMM_ALLREDUCE};
   gm_status status;
 
-  if (gmpy_parse_args (args, nargs, kwnames, "allreduce", names, 1, -1, arg)
+  if (gmpy_parse_args (args, nargs, kwnames, "allreduce", names, 1, 2, arg)
         < 0
-      || op_arg (arg[1], &call.op) < 0
-      || array_arg (arg[0], true, "allreduce", &call, dims) < 0)
+      || gmpy_comm_op_arg (arg[1], "gpumem.comm.allreduce", &call.op) < 0
+      || array_arg (arg[0], true, "allreduce", &call, dims) < 0
+      || stream_arg (arg[2], &call) < 0)
     call.refused = true;
   else if ((status = gm_comm_op_check (call.dtype, call.op)) != GM_OK)
     {
@@ -189,6 +172,7 @@ commpy_allreduce (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     }
   if (run (&call) < 0)
     return NULL;
+  gmpy_array_note_stream (arg[0], arg[2]);
   Py_RETURN_NONE;
 }
 
@@ -222,22 +206,23 @@ gather_result (const gm_comm_call *call)
   for (int i = 0; i < call->ndim; i++)
     shape[i + 1] = (Py_ssize_t) call->shape[i];
   return gmpy_array_new (call->ndim + 1, shape, call->dtype, call->device,
-                         NULL);
+                         call->stream);
 }
 
 static PyObject *
 commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                PyObject *kwnames)
 {
-  static const char *const names[] = {"a", "root", NULL};
-  PyObject *arg[2];
+  static const char *const names[] = {"a", "root", "stream", NULL};
+  PyObject *arg[3];
   int64_t dims[GM_MAX_NDIM];
   gm_comm_call call = {.kind = GM_COMM_GATHER};
   arraypy_object *result = NULL;
 
-  if (gmpy_parse_args (args, nargs, kwnames, "gather", names, 1, -1, arg) < 0
+  if (gmpy_parse_args (args, nargs, kwnames, "gather", names, 1, 2, arg) < 0
       || root_arg (arg[1], "gather", &call.root) < 0
-      || array_arg (arg[0], false, "gather", &call, dims) < 0)
+      || array_arg (arg[0], false, "gather", &call, dims) < 0
+      || stream_arg (arg[2], &call) < 0)
     call.refused = true;
   else if (gm_comm_rank () == call.root)
     {
@@ -254,6 +239,7 @@ commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     }
   if (result == NULL)
     Py_RETURN_NONE;
+  gmpy_array_note_stream ((PyObject *) result, arg[2]);
   return (PyObject *) result;
 }
 
@@ -263,23 +249,25 @@ static PyMethodDef commpy_methods[] = {
    "Wait until every rank has called barrier()."},
   {"bcast", (PyCFunction) (void (*) (void)) commpy_bcast,
    METH_FASTCALL | METH_KEYWORDS,
-   "bcast(a, root=0)\n--\n\n"
+   "bcast(a, root=0, *, stream=None)\n--\n\n"
    "Copy the root's DeviceArray A into every other rank's A, in place.\n"
-   "A has the same shape and dtype on every rank."},
+   "A has the same shape and dtype on every rank.  With STREAM (a\n"
+   "gpumem.Stream of A's device) it is queued there where NCCL moves it;\n"
+   "without, it is complete on return."},
   {"allreduce", (PyCFunction) (void (*) (void)) commpy_allreduce,
    METH_FASTCALL | METH_KEYWORDS,
-   "allreduce(a, op='sum')\n--\n\n"
+   "allreduce(a, op='sum', *, stream=None)\n--\n\n"
    "Replace every rank's DeviceArray A, in place, with the elementwise\n"
    "OP ('sum', 'max' or 'min') of all ranks' A.  A has the same shape and\n"
    "dtype on every rank.  On bool arrays sum and max are a logical or, min\n"
    "a logical and; complex arrays have sum only; float16 arrays cannot be\n"
-   "reduced (TypeError)."},
+   "reduced (TypeError).  STREAM as for bcast."},
   {"gather", (PyCFunction) (void (*) (void)) commpy_gather,
    METH_FASTCALL | METH_KEYWORDS,
-   "gather(a, root=0)\n--\n\n"
+   "gather(a, root=0, *, stream=None)\n--\n\n"
    "On the root, a new DeviceArray of shape (size,) + a.shape on A's\n"
    "device whose row r is rank r's A; None on the other ranks.  A has the\n"
-   "same shape and dtype on every rank."},
+   "same shape and dtype on every rank.  STREAM as for bcast."},
   {NULL, NULL, 0, NULL}
 };
 
@@ -303,7 +291,10 @@ gmpy_comm_init (PyObject *module, gmpy_state *state)
         "allreduce(a, op='sum'), gather(a, root=0) work on DeviceArrays of\n"
         "the same shape and dtype on every rank; a rank whose arguments\n"
         "differ makes every rank raise ValueError.  Outside mpirun the job\n"
-        "is this process alone: rank 0 of 1.")
+        "is this process alone: rank 0 of 1.  backend: 'nccl' when\n"
+        "collectives on device arrays go through NCCL, else 'mpi'\n"
+        "(GPUMEM_COMM chooses).  allreduce_devices and bcast_devices are\n"
+        "gpumem's, over the devices of this one process.")
         < 0
       || PyModule_AddFunctions (comm, commpy_methods) < 0
       || PyModule_AddIntConstant (comm, "rank", gm_comm_rank ()) < 0
@@ -315,6 +306,9 @@ gmpy_comm_init (PyObject *module, gmpy_state *state)
       || PyModule_AddObjectRef (comm, "cuda_aware",
                                 gm_comm_cuda_aware () ? Py_True : Py_False)
            < 0
+      || PyModule_AddStringConstant (comm, "backend",
+                                     gm_comm_backend_name ()) < 0
+      || gmpy_comm_devices_alias (module, comm) < 0
       || PyModule_AddObjectRef (module, "comm", comm) < 0;
   /* `import gpumem.comm` finds it here.  */
   if (!failed)

@@ -22,6 +22,14 @@ if comm.size < 2:
     gmtest.skip_file("needs an MPI job of 2 or more ranks (mpirun -n 4)")
 
 RANK, SIZE = comm.rank, comm.size
+# GPUMEM_COMM=nccl (the cuda.test_comm_nccl run) insists on NCCL, which
+# wants one GPU a rank: elsewhere every collective would raise.
+if gmtest.os.environ.get("GPUMEM_COMM") == "nccl":
+    if comm.backend != "nccl":
+        gmtest.skip_file("GPUMEM_COMM=nccl, but NCCL is not this build's "
+                         "or backend's engine")
+    if gpumem.device_count() < comm.local_size:
+        gmtest.skip_file("GPUMEM_COMM=nccl needs a GPU a rank")
 REDUCIBLE = [d for d in DTYPES if d != "float16"]
 ORDERED = [d for d in REDUCIBLE if np.dtype(d).kind != "c"]
 SHAPES = [(0,), (1,), (7,), (3, 5), (2, 1, 4), (1000,)]
@@ -109,6 +117,67 @@ def rank_size_and_default_device():
     ranks = comm.gather(gpumem.to_device(np.array([RANK, comm.local_rank])))
     if RANK == 0:
         assert np.array_equal(ranks.copy_to_host()[:, 0], np.arange(SIZE))
+
+
+@collective_case
+def the_engine_is_reported():
+    assert comm.backend in ("nccl", "mpi")
+    if gpumem.backend == "host":
+        assert comm.backend == "mpi"
+    if gmtest.os.environ.get("GPUMEM_COMM") == "mpi":
+        assert comm.backend == "mpi"
+    # Every rank says the same.
+    mine = gpumem.to_device(np.array([comm.backend == "nccl"], np.int32))
+    comm.allreduce(mine)
+    assert mine.copy_to_host()[0] in (0, SIZE)
+
+
+@collective_case
+def collectives_on_a_stream():
+    s = gpumem.Stream()
+    a = gpumem.to_device(np.full(1000, RANK + 1, np.float32))
+    assert comm.allreduce(a, stream=s) is None
+    s.synchronize()
+    assert np.array_equal(a.copy_to_host(),
+                          np.full(1000, SIZE * (SIZE + 1) // 2))
+    b = gpumem.to_device(np.arange(6, dtype=np.int32) * (RANK + 1))
+    assert comm.bcast(b, root=SIZE - 1, stream=s) is None
+    s.synchronize()
+    assert np.array_equal(b.copy_to_host(), np.arange(6) * SIZE)
+    out = comm.gather(b, root=0, stream=s)
+    s.synchronize()
+    if RANK == 0:
+        assert np.array_equal(out.copy_to_host(),
+                              np.stack([np.arange(6) * SIZE] * SIZE))
+    else:
+        assert out is None
+    # Without a stream, a collective sees the work queued on a stream
+    # before it.
+    c = gpumem.zeros(1 << 16)
+    c.copy_from_host(np.full(1 << 16, RANK, np.float32), stream=s)
+    comm.allreduce(c, op="max")
+    assert np.all(c.copy_to_host() == SIZE - 1)
+
+
+@collective_case
+def bad_streams_raise_everywhere():
+    a = gpumem.to_device(np.full(4, RANK, np.float32))
+    raises(TypeError, comm.allreduce, a, stream=5, match="stream")
+    raises(TypeError, comm.bcast, a, 0, gpumem.Stream())
+    raises(TypeError, comm.gather, a, stream="s")
+    if gpumem.device_count() > 1:
+        home = gpumem.current_device().index
+        elsewhere = gpumem.Stream(device=(home + 1) % gpumem.device_count())
+        raises(ValueError, comm.allreduce, a, stream=elsewhere,
+               match="device")
+    # One rank's bad stream makes every rank raise.
+    bad = SIZE - 1
+    if RANK == bad:
+        raises(TypeError, comm.allreduce, a, stream=1.5)
+    else:
+        raises(ValueError, comm.allreduce, a, stream=gpumem.Stream(),
+               match=f"rank {bad} refused")
+    assert np.array_equal(a.copy_to_host(), np.full(4, RANK, np.float32))
 
 
 @collective_case

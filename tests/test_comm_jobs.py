@@ -9,6 +9,7 @@ others waiting.
 import os
 import subprocess
 import tempfile
+import time
 
 import numpy as np
 
@@ -27,10 +28,11 @@ BACKEND = os.environ["GPUMEM_BACKEND"]
 SCRIPTS = os.path.join(gmtest.SRCDIR, "scripts")
 
 
-def job(np_, *args, timeout=60):
-    """Runs gpumem ARGS in an MPI job of NP_ ranks; the CompletedProcess.
-    The wrapper ends a job that outlives TIMEOUT seconds (exit 124)."""
-    env = dict(os.environ, GM_MPI_TIMEOUT=str(timeout))
+def job(np_, *args, timeout=60, env=None):
+    """Runs gpumem ARGS in an MPI job of NP_ ranks, with ENV added to the
+    environment; the CompletedProcess.  The wrapper ends a job that
+    outlives TIMEOUT seconds (exit 124)."""
+    env = dict(os.environ, GM_MPI_TIMEOUT=str(timeout), **(env or {}))
     return subprocess.run([MPI_TEST, BACKEND, str(np_), *args], env=env,
                           capture_output=True, text=True,
                           timeout=timeout + 60)
@@ -169,6 +171,186 @@ def mismatched_arrays_in_a_job_raise_not_hang():
         os.unlink(path)
     assert proc.returncode == 0, (proc.returncode, proc.stderr)
     assert proc.stdout.count("raised") == 4, proc.stdout
+
+
+@case
+def a_stalled_rank_ends_the_job_after_the_timeout():
+    # Rank 1 never joins the allreduce; after GPUMEM_COMM_TIMEOUT the
+    # others' watchdog ends the job with a message, instead of the job
+    # waiting for ever.
+    path = script("import time, gpumem\n"
+                  "from gpumem import comm\n"
+                  "a = gpumem.zeros(4)\n"
+                  "comm.allreduce(a)\n"
+                  "if comm.rank == 1:\n"
+                  "    time.sleep(120)\n"
+                  "comm.allreduce(a)\n"
+                  "print('not reached')\n")
+    start = time.monotonic()
+    try:
+        # 5 s: on NCCL (3 GPUs) the first collective makes the
+        # communicator, which counts too.
+        proc = job(3, path, timeout=90, env={"GPUMEM_COMM_TIMEOUT": "5"})
+    finally:
+        os.unlink(path)
+    elapsed = time.monotonic() - start
+    assert proc.returncode not in (0, 124, 137), (proc.returncode,
+                                                  proc.stderr)
+    assert "gpumem.comm.allreduce waited more than 5 s for the other ranks " \
+        "(GPUMEM_COMM_TIMEOUT)" in proc.stderr, proc.stderr
+    assert "aborting the job" in proc.stderr, proc.stderr
+    assert "not reached" not in proc.stdout
+    assert elapsed < 60, elapsed
+
+
+@case
+def a_rank_killed_mid_job_ends_the_job():
+    # SIGKILL leaves no chance to call MPI_Abort: the launcher sees the
+    # rank die and ends the others (or, failing that, their timeout).
+    path = script("import os, signal, gpumem\n"
+                  "from gpumem import comm\n"
+                  "a = gpumem.zeros(1 << 16)\n"
+                  "comm.allreduce(a)\n"
+                  "if comm.rank == 1:\n"
+                  "    os.kill(os.getpid(), signal.SIGKILL)\n"
+                  "comm.allreduce(a)\n"
+                  "print('not reached')\n")
+    start = time.monotonic()
+    try:
+        proc = job(3, path, timeout=90, env={"GPUMEM_COMM_TIMEOUT": "20"})
+    finally:
+        os.unlink(path)
+    elapsed = time.monotonic() - start
+    assert proc.returncode not in (0, 124), (proc.returncode, proc.stderr)
+    assert "not reached" not in proc.stdout
+    assert elapsed < 60, elapsed
+
+
+@case
+def gpumem_comm_nccl_raises_on_every_rank_where_nccl_cannot_run():
+    if comm.backend == "nccl":
+        gmtest.skip("NCCL is this build's engine here (the NCCL jobs "
+                    "below test it)")
+    path = script("import gpumem\n"
+                  "from gpumem import comm\n"
+                  "try:\n"
+                  "    comm.allreduce(gpumem.zeros(4))\n"
+                  "except gpumem.Error as exc:\n"
+                  "    print('raised', comm.rank, exc, flush=True)\n"
+                  "comm.barrier()\n")
+    try:
+        proc = job(2, path, env={"GPUMEM_COMM": "nccl"})
+    finally:
+        os.unlink(path)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert proc.stdout.count("raised") == 2, proc.stdout
+    assert "GPUMEM_COMM=nccl, but NCCL cannot run it: rank 0:" \
+        in proc.stdout, proc.stdout
+
+
+@case
+def ranks_that_set_gpumem_comm_differently_raise_everywhere():
+    # The ranks must choose alike; rank 1 runs with GPUMEM_COMM=mpi, the
+    # others with auto (a wrapper sets it a rank, as a site script
+    # might), and every rank raises before any data moves.
+    fd, wrapper = tempfile.mkstemp(suffix=".sh")
+    with os.fdopen(fd, "w") as handle:
+        handle.write("#!/bin/sh\n"
+                     "if test \"$OMPI_COMM_WORLD_RANK\" = 1; then\n"
+                     "  GPUMEM_COMM=mpi\n"
+                     "else\n"
+                     "  GPUMEM_COMM=auto\n"
+                     "fi\n"
+                     "export GPUMEM_COMM\n"
+                     f"exec '{gmtest.GPUMEM}' \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    path = script("import numpy as np, gpumem\n"
+                  "from gpumem import comm\n"
+                  "a = gpumem.to_device(np.full(4, comm.rank, np.int32))\n"
+                  "try:\n"
+                  "    comm.allreduce(a)\n"
+                  "except ValueError as exc:\n"
+                  "    print('raised', comm.rank, exc, flush=True)\n"
+                  "assert (a.copy_to_host() == comm.rank).all()\n")
+    try:
+        proc = job(3, path, env={"GM_MPI_PROGRAM": wrapper})
+    finally:
+        os.unlink(path)
+        os.unlink(wrapper)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert proc.stdout.count("raised") == 3, proc.stdout
+    assert "the ranks set GPUMEM_COMM differently: rank 0 'auto', rank 1 " \
+        "'mpi'" in proc.stdout, proc.stdout
+
+
+def need_nccl_jobs():
+    """Skips the case unless 2-rank jobs run on NCCL here."""
+    if comm.backend != "nccl" or gpumem.device_count() < 2:
+        gmtest.skip(f"needs NCCL and 2 GPUs (engine {comm.backend}, "
+                    f"{gpumem.device_count()} device(s))")
+
+
+@case
+def on_nccl_a_rank_raising_mid_collective_aborts_the_job():
+    need_nccl_jobs()
+    path = script("import gpumem\n"
+                  "from gpumem import comm\n"
+                  "assert comm.backend == 'nccl'\n"
+                  "a = gpumem.zeros(1 << 20)\n"
+                  "comm.allreduce(a)   # the communicator exists now\n"
+                  "if comm.rank == 1:\n"
+                  "    raise RuntimeError('boom on rank 1')\n"
+                  "comm.allreduce(a)\n"
+                  "print('not reached')\n")
+    try:
+        proc = job(2, path, timeout=90,
+                   env={"GPUMEM_COMM": "nccl", "GPUMEM_COMM_TIMEOUT": "20"})
+    finally:
+        os.unlink(path)
+    assert proc.returncode not in (0, 124, 137), (proc.returncode,
+                                                  proc.stderr)
+    assert "RuntimeError: boom on rank 1" in proc.stderr, proc.stderr
+    assert "gpumem: rank 1 failed (exit 1); aborting the job" in proc.stderr
+    assert "not reached" not in proc.stdout
+
+
+@case
+def on_nccl_a_peer_stuck_after_agreeing_times_out():
+    # Rank 1 queues its part on a stream behind a 60 s kernel: the
+    # ranks agreed, and rank 0's NCCL allreduce waits for a peer that
+    # does not come; GPUMEM_COMM_TIMEOUT ends it (NCCL's communicator
+    # aborted, then the job).
+    need_nccl_jobs()
+    path = script("import gpumem\n"
+                  "from gpumem import comm\n"
+                  "a = gpumem.zeros(1 << 20)\n"
+                  "comm.allreduce(a)\n"
+                  "if comm.rank == 1:\n"
+                  "    s = gpumem.Stream()\n"
+                  "    flag = gpumem.zeros(1, dtype='int32')\n"
+                  "    gpumem.kernels.spin(60000, flag, stream=s)\n"
+                  "    comm.allreduce(a, stream=s)\n"
+                  "    s.synchronize()\n"
+                  "else:\n"
+                  "    comm.allreduce(a)\n"
+                  "print('not reached', comm.rank)\n")
+    start = time.monotonic()
+    try:
+        # 8 s: the first collective makes the communicator, which
+        # counts too and may take a few seconds.
+        proc = job(2, path, timeout=120,
+                   env={"GPUMEM_COMM": "nccl", "GPUMEM_COMM_TIMEOUT": "8",
+                        "GM_MPI_PROGRAM": gmtest.GPUMEM_TEST})
+    finally:
+        os.unlink(path)
+    elapsed = time.monotonic() - start
+    assert proc.returncode not in (0, 124, 137), (proc.returncode,
+                                                  proc.stderr)
+    assert "(GPUMEM_COMM_TIMEOUT)" in proc.stderr, proc.stderr
+    assert "gpumem: rank 0: " in proc.stderr, proc.stderr
+    assert "aborting the job" in proc.stderr, proc.stderr
+    assert "not reached" not in proc.stdout
+    assert elapsed < 50, elapsed
 
 
 gmtest.main()
