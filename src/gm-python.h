@@ -138,11 +138,24 @@ typedef struct streampy_object
   PyObject_HEAD
   gm_stream *stream;
   int device;
+  bool external;          /* made by Stream.from_handle: not ours */
 } streampy_object;
 
-/* Reads a stream= argument into *STREAM (NULL for None).  If DEVICE is
-   >= 0 the stream must belong to it.  0 or -1.  */
+/* Reads a stream= argument into *STREAM.  None (or NULL) gives, when
+   DEVICE >= 0, the current stream of DEVICE in this thread (the
+   innermost `with stream:` block's, see gmpy_stream_current), else NULL:
+   the default stream.  If DEVICE is >= 0 a given stream must belong to
+   it.  0 or -1.  */
 int gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream);
+/* The Stream of the innermost open `with stream:` block of DEVICE in
+   this thread, or None: a new reference, NULL with an exception.  */
+PyObject *gmpy_stream_current (int device);
+/* OBJ (a stream= argument) when it is given, else
+   gmpy_stream_current (DEVICE): a new reference, or NULL.  */
+PyObject *gmpy_stream_or_current (PyObject *obj, int device);
+/* gpumem.current_stream(device=None).  */
+PyObject *gmpy_current_stream_fn (PyObject *module, PyObject *args,
+                                  PyObject *kwargs);
 
 /* gpumem.DeviceArray.  */
 typedef struct arraypy_object
@@ -192,9 +205,11 @@ size_t gmpy_array_nbytes (const arraypy_object *array);
 PyObject *gmpy_array_wrap (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
                            int device, void *data, bool readonly,
                            PyObject *base);
-/* Records that work queued on STREAM_OBJ (a gpumem.Stream; NULL or None,
-   the default stream, records nothing: it completes before the call
-   returns) writes OBJ's memory, when OBJ is a DeviceArray.  */
+/* Records that work queued on STREAM_OBJ (a gpumem.Stream; NULL or None
+   stands for the current stream of OBJ's device, see
+   gmpy_stream_current, and records nothing when there is none: the
+   default stream's work completes before the call returns) writes OBJ's
+   memory, when OBJ is a DeviceArray.  */
 void gmpy_array_note_stream (PyObject *obj, PyObject *stream_obj);
 /* The gpumem stream whose work writing ARRAY's memory is still pending,
    in *STREAM; NULL when none is.  0, or -1 with an exception.  */

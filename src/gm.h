@@ -101,6 +101,10 @@ typedef struct gm_device_props
 typedef struct gm_stream gm_stream;
 typedef struct gm_event gm_event;
 
+/* Flags of the backend's event_create.  */
+#define GM_EVENT_TIMING 1u
+#define GM_EVENT_BLOCKING 2u
+
 /* The kernel registry (kernels/registry.c).  */
 typedef enum gm_param_kind
 {
@@ -191,6 +195,15 @@ typedef struct gm_backend
                      int src_device, size_t nbytes, gm_stream *stream);
   gm_status (*memset) (void *dst, int device, int value, size_t nbytes,
                        gm_stream *stream);
+  /* Copies HEIGHT rows of WIDTH bytes from SRC (rows SPITCH bytes apart)
+     on SRC_DEVICE to DST (rows DPITCH bytes apart) on DST_DEVICE, either
+     of them -1 for host memory, but not two different devices (callers
+     stage those through a contiguous buffer).  Pitches may be smaller
+     than WIDTH only when HEIGHT is 1.  STREAM NULL: complete on return,
+     after the work queued before it on the default stream.  */
+  gm_status (*copy2d) (void *dst, size_t dpitch, int dst_device,
+                       const void *src, size_t spitch, int src_device,
+                       size_t width, size_t height, gm_stream *stream);
 
   /* Enqueue KERNEL with ARGS on DEVICE.  With STREAM NULL the caller
      waits for the device afterwards (wait ()).  */
@@ -210,8 +223,21 @@ typedef struct gm_backend
   void (*stream_destroy) (gm_stream *stream);
   gm_status (*stream_query) (gm_stream *stream, bool *done);
   void *(*stream_handle) (gm_stream *stream);   /* cudaStream_t, or NULL */
+  /* Wraps HANDLE, a stream made by other code (a cudaStream_t; 0, 1 and
+     2 name CUDA's default, legacy and per-thread streams), as a stream
+     of DEVICE.  gpumem does not own it: stream_destroy frees only the
+     wrapper.  GM_ERR_VALUE when the backend can tell that HANDLE belongs
+     to another device.  */
+  gm_status (*stream_wrap) (int device, void *handle, gm_stream **stream);
+  /* Makes STREAM (NULL: DEVICE's default stream) wait, without blocking
+     the host, until EVENT's recorded work is done (nothing when EVENT was
+     never recorded).  */
+  gm_status (*stream_wait_event) (int device, gm_stream *stream,
+                                  gm_event *event);
 
-  gm_status (*event_create) (int device, gm_event **event);
+  /* FLAGS: GM_EVENT_TIMING (elapsed_ms may measure it), GM_EVENT_BLOCKING
+     (a wait for it sleeps rather than spins, where the backend can).  */
+  gm_status (*event_create) (int device, unsigned flags, gm_event **event);
   void (*event_destroy) (gm_event *event);
   gm_status (*event_record) (gm_event *event, gm_stream *stream);
   gm_status (*event_query) (gm_event *event, bool *done);

@@ -173,6 +173,12 @@ static PyMethodDef gmpy_methods[] = {
    METH_VARARGS | METH_KEYWORDS,
    "empty_cache(device=None)\n--\n\n"
    "Return the pool's cached, unused memory to the driver."},
+  {"current_stream", (PyCFunction) (void (*) (void)) gmpy_current_stream_fn,
+   METH_VARARGS | METH_KEYWORDS,
+   "current_stream(device=None)\n--\n\n"
+   "The Stream of the innermost `with stream:` block of DEVICE (default:\n"
+   "the current device) in this thread, or None: calls without stream=\n"
+   "on that device's data are queued on it."},
   {"synchronize", (PyCFunction) (void (*) (void)) gmpy_synchronize,
    METH_VARARGS | METH_KEYWORDS,
    "synchronize(device=None)\n--\n\nWait for all work on the device."},

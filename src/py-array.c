@@ -146,12 +146,27 @@ void
 gmpy_array_note_stream (PyObject *obj, PyObject *stream_obj)
 {
   arraypy_object *books;
+  PyObject *current = NULL;
 
-  if (stream_obj == NULL || stream_obj == Py_None || !gmpy_array_check (obj)
-      || !PyObject_TypeCheck (stream_obj, gmpy_state_get ()->stream_type))
+  if (!gmpy_array_check (obj))
     return;
-  books = books_of ((arraypy_object *) obj);
-  Py_XSETREF (books->last_stream, Py_NewRef (stream_obj));
+  if (stream_obj == NULL || stream_obj == Py_None)
+    {
+      /* The work went to the current stream of a with block, if any.  */
+      current = gmpy_stream_current (((arraypy_object *) obj)->device);
+      if (current == NULL)
+        {
+          PyErr_WriteUnraisable (obj);
+          return;
+        }
+      stream_obj = current;
+    }
+  if (PyObject_TypeCheck (stream_obj, gmpy_state_get ()->stream_type))
+    {
+      books = books_of ((arraypy_object *) obj);
+      Py_XSETREF (books->last_stream, Py_NewRef (stream_obj));
+    }
+  Py_XDECREF (current);
 }
 
 int

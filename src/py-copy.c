@@ -100,6 +100,18 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   if (arg[2] != NULL && arg[2] != Py_None
       && gmpy_size_arg (arg[2], "count", &count) < 0)
     return NULL;
+  if ((arg[3] == NULL || arg[3] == Py_None) && (dst_dev || src_dev))
+    {
+      /* Without stream=: the current stream of the destination's device
+         (else the source's), when a with block set one.  Borrowed: that
+         block's list holds it for the length of this call.  */
+      PyObject *current = gmpy_stream_current (dst_dev ? dst.device
+                                                       : src.device);
+      if (current == NULL)
+        return NULL;
+      arg[3] = current;
+      Py_DECREF (current);
+    }
   if (gmpy_stream_arg (arg[3], -1, &stream) < 0)
     return NULL;
 
