@@ -164,6 +164,10 @@ typedef struct arraypy_object
   char *data;                  /* address of element 0 */
   int ndim;
   Py_ssize_t shape[GM_MAX_NDIM];
+  /* Bytes from one index to the next along each axis (negative for a
+     reversed view); C-contiguous for every array but a strided view.  */
+  Py_ssize_t strides[GM_MAX_NDIM];
+  bool contiguous;             /* C-contiguous: the fast paths apply */
   Py_ssize_t size;
   gm_dtype dtype;
   int device;
@@ -191,6 +195,42 @@ int gmpy_array_check (PyObject *obj);
 /* The owner whose allocation ARRAY uses (ARRAY itself for an owner), or
    NULL for foreign memory (py-utils.c).  */
 arraypy_object *gmpy_array_owner (arraypy_object *array);
+/* A view of SOURCE's memory at byte OFFSET from its data, of NDIM
+   dimensions SHAPE and STRIDES (bytes): a new reference or NULL.  */
+PyObject *gmpy_array_view (arraypy_object *source, Py_ssize_t offset,
+                           int ndim, const Py_ssize_t *shape,
+                           const Py_ssize_t *strides);
+
+/* ARRAY's strides divided by UNIT (1: bytes; the itemsize: elements),
+   a new tuple or NULL.  */
+PyObject *gmpy_strides_tuple (const arraypy_object *array, Py_ssize_t unit);
+
+/* Indexing, assignment and strided copies (py-index.c).  */
+PyObject *gmpy_array_subscript (PyObject *self, PyObject *key);
+int gmpy_array_ass_subscript (PyObject *self, PyObject *key,
+                              PyObject *value);
+/* sq_item, so that iteration walks the first axis.  */
+PyObject *gmpy_array_item (PyObject *self, Py_ssize_t index);
+/* tp_iter: the first axis's items; TypeError for a 0-d array.  */
+PyObject *gmpy_array_iter (PyObject *self);
+/* DeviceArray.fill (value) and DeviceArray.copy ().  */
+PyObject *gmpy_array_fill (PyObject *self, PyObject *value);
+PyObject *gmpy_array_copy (PyObject *self, PyObject *unused);
+/* DeviceArray.__array__: raises TypeError (no implicit host copies).  */
+PyObject *gmpy_array_no_numpy (PyObject *self, PyObject *args,
+                               PyObject *kwargs);
+/* ARRAY (any layout) in a new C-contiguous numpy.ndarray, complete on
+   return even when STREAM is given.  New reference or NULL.  */
+PyObject *gmpy_array_strided_to_host (arraypy_object *array,
+                                      gm_stream *stream);
+/* Writes host data SRC into ARRAY (any layout): SRC broadcast to its
+   shape when BROADCAST, else of the same number of elements; converted
+   as NumPy's same_kind casting allows, or any way (UNSAFE, as NumPy's
+   item assignment).  Complete on return.  WHAT names SRC in messages.
+   0 or -1 (TypeError, ValueError, or the backend's error).  */
+int gmpy_array_strided_from_host (arraypy_object *array, PyObject *src,
+                                  bool broadcast, bool unsafe,
+                                  gm_stream *stream, const char *what);
 /* A new owner array of SHAPE and DTYPE on DEVICE (uninitialized).  */
 arraypy_object *gmpy_array_new (int ndim, const Py_ssize_t *shape,
                                 gm_dtype dtype, int device,

@@ -47,6 +47,9 @@ gm_status gm_error_set (gm_status status, int cuda_code,
 /* The calling thread's last error (never NULL).  */
 const gm_error *gm_last_error (void);
 
+/* The most dimensions an array may have.  */
+#define GM_MAX_NDIM 32
+
 /* Element types.  */
 typedef enum gm_dtype
 {
@@ -291,6 +294,35 @@ extern const gm_backend gm_backend_host;
 #ifdef GM_HAVE_CUDA
 extern const gm_backend gm_backend_cuda;
 #endif
+
+/* Strided copies (strided.c), composed from the backend's copy and
+   copy2d.  A plan says how a copy of SHAPE between two strided layouts
+   (strides in bytes, negative for reversed axes) breaks into backend
+   calls.  */
+typedef struct gm_copy_plan
+{
+  bool empty;                  /* a dimension is 0: nothing to copy */
+  int nloop;                   /* outer dimensions, one call per index */
+  int64_t dims[GM_MAX_NDIM];   /* their lengths */
+  int64_t dst[GM_MAX_NDIM], src[GM_MAX_NDIM];   /* and strides */
+  size_t width;                /* bytes of a row */
+  int64_t height;              /* rows per call (1: a plain copy) */
+  int64_t dpitch, spitch;      /* bytes between rows */
+  int64_t calls;               /* backend calls the copy takes */
+} gm_copy_plan;
+
+/* Fills PLAN for copying NDIM-dimensional SHAPE of ITEMSIZE-byte
+   elements from the layout with SRC_STRIDES to the one with DST_STRIDES
+   (element-wise, in index order).  GM_ERR_VALUE for a bad NDIM.  */
+gm_status gm_strided_plan (int ndim, const int64_t *shape, size_t itemsize,
+                           const int64_t *dst_strides,
+                           const int64_t *src_strides, gm_copy_plan *plan);
+/* Runs PLAN from SRC (element 0's address) on SRC_DEVICE to DST on
+   DST_DEVICE (-1: host memory; not two different devices) on STREAM
+   (NULL: complete on return).  Layouts must not overlap.  */
+gm_status gm_strided_copy (const gm_copy_plan *plan, char *dst,
+                           int dst_device, const char *src, int src_device,
+                           gm_stream *stream);
 
 /* Memory accounting (memory.c): every device allocation goes through
    here, so statistics and limits hold for both backends.  */

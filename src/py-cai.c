@@ -13,7 +13,7 @@ gmpy_array_cai (PyObject *self, void *closure)
 {
   arraypy_object *array = (arraypy_object *) self;
   gm_stream *pending;
-  PyObject *shape, *stream;
+  PyObject *shape, *stream, *strides;
   char typestr[8];
 
   if (gm_backend_current->device_memory != GM_MEMORY_CUDA)
@@ -43,13 +43,22 @@ gmpy_array_cai (PyObject *self, void *closure)
       return NULL;
     }
   gm_dtype_typestr (array->dtype, typestr);
+  /* None says C-contiguous; a strided view spells its strides out.  */
+  strides = array->contiguous ? Py_NewRef (Py_None)
+                              : gmpy_strides_tuple (array, 1);
+  if (strides == NULL)
+    {
+      Py_DECREF (stream);
+      Py_DECREF (shape);
+      return NULL;
+    }
   /* The interface asks for a pointer of 0 for an empty array.  */
-  return Py_BuildValue ("{s:N,s:s,s:(NO),s:O,s:i,s:N}", "shape", shape,
+  return Py_BuildValue ("{s:N,s:s,s:(NO),s:N,s:i,s:N}", "shape", shape,
                         "typestr", typestr, "data",
                         PyLong_FromVoidPtr (array->size > 0 ? array->data
                                                             : NULL),
                         array->readonly ? Py_True : Py_False, "strides",
-                        Py_None, "version", 3, "stream", stream);
+                        strides, "version", 3, "stream", stream);
 }
 
 /* Reads OBJ's __cuda_array_interface__ (versions 0 to 3) into BUF, and
@@ -222,6 +231,13 @@ gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
       arraypy_object *array = (arraypy_object *) obj;
       if (gmpy_array_usable (array) < 0)
         return -1;
+      if (!array->contiguous)
+        {
+          PyErr_Format (PyExc_ValueError, "%s is a strided (non-contiguous) "
+                        "DeviceArray view; kernels and copies take contiguous "
+                        "memory: pass %s.copy()", what, what);
+          return -1;
+        }
       buf->data = array->data;
       buf->size = array->size;
       buf->dtype = array->dtype;

@@ -152,14 +152,15 @@ device_of (int device)
   return dl;
 }
 
-/* A capsule exporting NDIM, SHAPE and DTYPE at DATA on DL_DEVICE, kept
-   alive by OWNER (a new strong reference is taken).  ARRAY, when not
+/* A capsule exporting NDIM, SHAPE, BYTE_STRIDES (NULL: C-contiguous)
+   and DTYPE at DATA on DL_DEVICE, kept alive by OWNER (a new strong reference is taken).  ARRAY, when not
    NULL, is the DeviceArray OWNER is, whose exports count this one.
    VERSIONED picks the capsule kind; FLAGS are the versioned flags.  New
    reference, or NULL with MemoryError.  */
 static PyObject *
 export_capsule (PyObject *owner, arraypy_object *array, void *data, int ndim,
-                const Py_ssize_t *shape, gm_dtype dtype,
+                const Py_ssize_t *shape, const Py_ssize_t *byte_strides,
+                gm_dtype dtype,
                 gm_dl_device dl_device, bool versioned, uint64_t flags)
 {
   export_block *block;
@@ -198,7 +199,8 @@ export_capsule (PyObject *owner, arraypy_object *array, void *data, int ndim,
   for (int i = ndim - 1; i >= 0; i--)
     {
       block->dims[i] = shape[i];
-      block->dims[ndim + i] = stride;
+      block->dims[ndim + i] = byte_strides != NULL
+        ? byte_strides[i] / (Py_ssize_t) gm_dtypes[dtype].itemsize : stride;
       /* Past an overflow the array is empty (a dimension is 0), and an
          empty array's strides are never used.  */
       if (__builtin_mul_overflow (stride, shape[i] > 1 ? shape[i] : 1,
@@ -369,9 +371,12 @@ host_stream_arg (PyObject *obj)
 static arraypy_object *
 device_copy (arraypy_object *array)
 {
-  arraypy_object *copy = gmpy_array_new (array->ndim, array->shape,
-                                         array->dtype, array->device, NULL);
+  arraypy_object *copy;
 
+  if (!array->contiguous)
+    return (arraypy_object *) gmpy_array_copy ((PyObject *) array, NULL);
+  copy = gmpy_array_new (array->ndim, array->shape, array->dtype,
+                         array->device, NULL);
   if (copy == NULL)
     return NULL;
   if (gmpy_backend_copy (copy->data, array->device, array->data,
@@ -462,7 +467,7 @@ gmpy_array_dlpack (PyObject *self, PyObject *args, PyObject *kwargs)
         goto done;
       capsule = export_capsule (owner, NULL,
                                 array->size > 0 ? view.buf : NULL,
-                                array->ndim, array->shape, array->dtype,
+                                array->ndim, array->shape, NULL, array->dtype,
                                 wanted, versioned, GM_DLPACK_FLAG_IS_COPIED);
       PyBuffer_Release (&view);
       goto done;
@@ -500,8 +505,10 @@ gmpy_array_dlpack (PyObject *self, PyObject *args, PyObject *kwargs)
     }
   capsule = export_capsule (owner, (arraypy_object *) owner,
                             ((arraypy_object *) owner)->data, array->ndim,
-                            array->shape, array->dtype, ours, versioned,
-                            flags);
+                            array->shape,
+                            ((arraypy_object *) owner)->contiguous
+                              ? NULL : ((arraypy_object *) owner)->strides,
+                            array->dtype, ours, versioned, flags);
 done:
   Py_XDECREF (owner);
   return capsule;
