@@ -330,7 +330,9 @@ PyModuleDef gmpy_module_def = {
            "Arrays: empty, zeros, to_device, asarray, alloc_gpu_memory.\n"
            "Copies: copy, copy_to_gpu, copy_from_gpu.\n"
            "Kernels: gpumem.kernels.NAME(...), gpumem.kernels.list().\n"
-           "See gpumem(1).",
+           "Streams: Stream, Event, `with stream:`, current_stream.\n"
+           "The reference of every name: docs/python-api.md; the program:\n"
+           "docs/command-line.md and gpumem(1).",
   .m_size = sizeof (gmpy_state),
   .m_methods = gmpy_methods,
   .m_slots = gmpy_slots,

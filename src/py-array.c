@@ -698,8 +698,12 @@ static PyMethodDef arraypy_methods[] = {
    METH_VARARGS | METH_KEYWORDS,
    "__array__(*args, **kwargs)\n--\n\nRaises TypeError: a DeviceArray "
    "becomes a NumPy array only\nthrough an explicit copy_to_host()."},
-  {"__enter__", arraypy_enter, METH_NOARGS, NULL},
-  {"__exit__", arraypy_exit, METH_VARARGS, NULL},
+  {"__enter__", arraypy_enter, METH_NOARGS,
+   "__enter__()\n--\n\nThe array itself, for `with gpumem.empty(n) as "
+   "a:`."},
+  {"__exit__", arraypy_exit, METH_VARARGS,
+   "__exit__(*exc_info)\n--\n\nfree() the array at the end of the with "
+   "block."},
   {"__dlpack__", (PyCFunction) (void (*) (void)) gmpy_array_dlpack,
    METH_VARARGS | METH_KEYWORDS,
    "__dlpack__(*, stream=None, max_version=None, dl_device=None, "
