@@ -108,7 +108,20 @@ shape_of (const arraypy_object *array)
   return shape;
 }
 
-/* Runs a strided copy PLAN; 0, or -1 with the backend's error set.  */
+/* One backend copy with the GIL held, so that no other thread can free
+   the memory while it runs (gmpy_backend_copy lets go of the GIL between
+   chunks).  0, or -1 with the backend's error set.  */
+static int
+held_copy (void *dst, int dst_device, const void *src, int src_device,
+           size_t nbytes, gm_stream *stream)
+{
+  gm_status status = gm_backend_current->copy (dst, dst_device, src,
+                                               src_device, nbytes, stream);
+  return status == GM_OK ? 0 : gmpy_raise_int (status);
+}
+
+/* Runs a strided copy PLAN (with the GIL held, as held_copy); 0, or -1
+   with the backend's error set.  */
 static int
 run_plan (const gm_copy_plan *plan, char *dst, int dst_device,
           const char *src, int src_device, gm_stream *stream)
@@ -196,7 +209,7 @@ download_span (const arraypy_object *array, const pos_layout *layout,
       Py_DECREF (span);
       return NULL;
     }
-  rc = gmpy_backend_copy (buf.buf, -1, layout->data, array->device,
+  rc = held_copy (buf.buf, -1, layout->data, array->device,
                           layout->span, stream);
   PyBuffer_Release (&buf);
   if (rc < 0 || (stream != NULL && gmpy_wait (array->device, stream) < 0))
@@ -402,7 +415,7 @@ gmpy_array_strided_from_host (arraypy_object *array, PyObject *src,
           Py_buffer span_buf;
           if (host_buffer (span, &span_buf, false) == 0)
             {
-              rc = gmpy_backend_copy (layout.data, array->device,
+              rc = held_copy (layout.data, array->device,
                                       span_buf.buf, -1, layout.span, stream);
               PyBuffer_Release (&span_buf);
             }
@@ -439,12 +452,12 @@ fill_contiguous (char *data, int device, Py_ssize_t n, size_t itemsize,
       return status == GM_OK ? 0 : gmpy_raise_int (status);
     }
   /* From pageable memory the backend holds the bytes when it returns.  */
-  if (gmpy_backend_copy (data, device, pattern, -1, itemsize, stream) < 0)
+  if (held_copy (data, device, pattern, -1, itemsize, stream) < 0)
     return -1;
   while (done < n)
     {
       Py_ssize_t more = done < n - done ? done : n - done;
-      if (gmpy_backend_copy (data + (size_t) done * itemsize, device, data,
+      if (held_copy (data + (size_t) done * itemsize, device, data,
                              device, (size_t) more * itemsize, stream) < 0)
         return -1;
       done += more;
@@ -639,7 +652,7 @@ gmpy_array_copy (PyObject *self, PyObject *unused)
     return NULL;
   if (array->contiguous)
     {
-      if (gmpy_backend_copy (copy->data, array->device, array->data,
+      if (held_copy (copy->data, array->device, array->data,
                              array->device, gmpy_array_nbytes (array),
                              stream) < 0
           || (stream == NULL && gmpy_wait (array->device, NULL) < 0))
