@@ -216,6 +216,13 @@ PyObject *gmpy_array_iter (PyObject *self);
 /* DeviceArray.fill (value) and DeviceArray.copy ().  */
 PyObject *gmpy_array_fill (PyObject *self, PyObject *value);
 PyObject *gmpy_array_copy (PyObject *self, PyObject *unused);
+/* gpumem.copy (DST, SRC, COUNT, STREAM_OBJ) when DST or SRC is a strided
+   DeviceArray view: COUNT must be None or all of the view's elements,
+   and the other side as many elements (any shape, host or device).
+   1 when done (complete on return), 0 when neither is a strided view
+   (the caller copies), -1 with an exception.  */
+int gmpy_copy_strided (PyObject *dst, PyObject *src, PyObject *count,
+                       PyObject *stream_obj);
 /* DeviceArray.__array__: raises TypeError (no implicit host copies).  */
 PyObject *gmpy_array_no_numpy (PyObject *self, PyObject *args,
                                PyObject *kwargs);

@@ -549,17 +549,17 @@ spans_overlap (const arraypy_object *a, const arraypy_object *b)
   return la.data < lb.data + lb.span && lb.data < la.data + la.span;
 }
 
-/* DST[...] = SRC for DeviceArrays: directly on the device when both are
-   on one device with equal dtypes and shapes, do not overlap and the
-   copy takes few calls; else through host memory (which also broadcasts
-   SRC and converts its dtype as NumPy's assignment does: unsafe
-   casting).  0 or -1.  */
+/* DST[...] = SRC for DeviceArrays, queued on STREAM (of DST's device):
+   directly on the device when both are on one device with equal dtypes
+   and shapes, do not overlap and the copy takes few calls; else through
+   host memory (complete on return; it also broadcasts SRC and converts
+   its dtype as NumPy's assignment does: unsafe casting).  The caller
+   notes the stream.  0 or -1.  */
 static int
-assign_device (arraypy_object *dst, arraypy_object *src)
+assign_device (arraypy_object *dst, arraypy_object *src, gm_stream *stream)
 {
   size_t itemsize = gm_dtypes[dst->dtype].itemsize;
   bool same_shape = dst->ndim == src->ndim;
-  gm_stream *stream;
   PyObject *host;
   int rc;
 
@@ -572,8 +572,6 @@ assign_device (arraypy_object *dst, arraypy_object *src)
     }
   for (int i = 0; same_shape && i < dst->ndim; i++)
     same_shape = dst->shape[i] == src->shape[i];
-  if (gmpy_stream_arg (Py_None, dst->device, &stream) < 0)
-    return -1;
   if (same_shape && dst->dtype == src->dtype && dst->device == src->device
       && !spans_overlap (dst, src))
     {
@@ -608,7 +606,6 @@ assign_device (arraypy_object *dst, arraypy_object *src)
             return -1;
           if (stream == NULL && gmpy_wait (dst->device, NULL) < 0)
             return -1;
-          gmpy_array_note_stream ((PyObject *) dst, Py_None);
           return 0;
         }
     }
@@ -632,8 +629,6 @@ assign_device (arraypy_object *dst, arraypy_object *src)
     return -1;
   rc = gmpy_array_strided_from_host (dst, host, true, true, stream, "value");
   Py_DECREF (host);
-  if (rc == 0)
-    gmpy_array_note_stream ((PyObject *) dst, Py_None);
   return rc;
 }
 
@@ -660,8 +655,10 @@ gmpy_array_copy (PyObject *self, PyObject *unused)
       else
         gmpy_array_note_stream ((PyObject *) copy, Py_None);
     }
-  else if (assign_device (copy, array) < 0)
+  else if (assign_device (copy, array, stream) < 0)
     Py_CLEAR (copy);
+  else
+    gmpy_array_note_stream ((PyObject *) copy, Py_None);
   return (PyObject *) copy;
 }
 
@@ -851,7 +848,15 @@ gmpy_array_ass_subscript (PyObject *self, PyObject *key, PyObject *value)
   if (view == NULL)
     return -1;
   if (gmpy_array_check (value))
-    rc = assign_device ((arraypy_object *) view, (arraypy_object *) value);
+    {
+      gm_stream *stream;
+      if (gmpy_stream_arg (Py_None, ((arraypy_object *) view)->device,
+                           &stream) == 0)
+        rc = assign_device ((arraypy_object *) view, (arraypy_object *) value,
+                            stream);
+      if (rc == 0)
+        gmpy_array_note_stream (view, Py_None);
+    }
   else
     {
       ndim = PyObject_CallMethod (gmpy_state_get ()->numpy, "ndim", "O",
@@ -873,6 +878,110 @@ gmpy_array_ass_subscript (PyObject *self, PyObject *key, PyObject *value)
   Py_XDECREF (ndim);
   Py_DECREF (view);
   return rc;
+}
+
+static bool
+is_strided (PyObject *obj)
+{
+  return gmpy_array_check (obj) && !((arraypy_object *) obj)->contiguous;
+}
+
+int
+gmpy_copy_strided (PyObject *dst, PyObject *src, PyObject *count,
+                   PyObject *stream_obj)
+{
+  arraypy_object *view;
+  Py_ssize_t n = -1;
+  gm_stream *stream;
+  PyObject *host;
+  int rc;
+
+  if (!is_strided (dst) && !is_strided (src))
+    return 0;
+  view = (arraypy_object *) (is_strided (dst) ? dst : src);
+  if (gmpy_array_usable (view) < 0)
+    return -1;
+  if (count != NULL && count != Py_None)
+    {
+      if (gmpy_size_arg (count, "count", &n) < 0)
+        return -1;
+      if (n != view->size)
+        {
+          PyErr_Format (PyExc_ValueError, "copy: %s is a strided view of %zd "
+                        "elements; count must be None or %zd", view == (void *)
+                        dst ? "dst" : "src", view->size, view->size);
+          return -1;
+        }
+    }
+  if (gmpy_stream_arg (stream_obj, view->device, &stream) < 0)
+    return -1;
+  /* Between devices: through host memory, complete on return.  */
+  if (gmpy_array_check (dst) && gmpy_array_check (src)
+      && ((arraypy_object *) dst)->device != ((arraypy_object *) src)->device)
+    stream = NULL;
+  if (!gmpy_array_check (dst))
+    {
+      /* Into a host array of as many elements, as copy_to_host (out=).  */
+      PyObject *result = PyObject_CallMethod (src, "copy_to_host", "OO", dst,
+                                              stream_obj ? stream_obj
+                                                         : Py_None);
+      if (result == NULL)
+        return -1;
+      Py_DECREF (result);
+      return 1;
+    }
+  if (gmpy_array_check (src))
+    {
+      arraypy_object *a = (arraypy_object *) dst, *b = (arraypy_object *) src;
+      bool same_shape = a->ndim == b->ndim;
+      if (a->dtype != b->dtype)
+        {
+          PyErr_Format (PyExc_TypeError, "copy: device arrays of different "
+                        "dtypes (%s from %s); device copies need equal "
+                        "dtypes", gm_dtypes[a->dtype].name,
+                        gm_dtypes[b->dtype].name);
+          return -1;
+        }
+      if (a->size != b->size)
+        {
+          PyErr_Format (PyExc_ValueError, "copy: dst has %zd elements, src "
+                        "%zd; a copy with a strided view copies all of it",
+                        a->size, b->size);
+          return -1;
+        }
+      for (int i = 0; same_shape && i < a->ndim; i++)
+        same_shape = a->shape[i] == b->shape[i];
+      if (same_shape)
+        {
+          if (assign_device (a, b, stream) < 0)
+            return -1;
+          gmpy_array_note_stream (dst, stream_obj);
+          return 1;
+        }
+    }
+  /* Through host memory: SRC there first, unless it is there already.  */
+  if (!gmpy_array_check (src))
+    host = Py_NewRef (src);
+  else if (((arraypy_object *) src)->contiguous)
+    host = PyObject_CallMethod (src, "copy_to_host", NULL);
+  else
+    host = gmpy_array_strided_to_host ((arraypy_object *) src, NULL);
+  if (host == NULL)
+    return -1;
+  if (((arraypy_object *) dst)->contiguous)
+    {
+      PyObject *result = PyObject_CallMethod (dst, "copy_from_host", "O",
+                                              host);
+      rc = result != NULL ? 0 : -1;
+      Py_XDECREF (result);
+    }
+  else
+    rc = gmpy_array_strided_from_host ((arraypy_object *) dst, host, false,
+                                       false, stream, "src");
+  if (rc == 0)
+    gmpy_array_note_stream (dst, stream_obj);
+  Py_DECREF (host);
+  return rc < 0 ? -1 : 1;
 }
 
 PyObject *

@@ -216,14 +216,45 @@ def kernels_and_copies_refuse_strided_views():
            match="strided")
     raises(ValueError, gpumem.kernels.saxpy, 8, 1.0, out, d[::-1, 0],
            match="strided")
-    raises(ValueError, gpumem.copy, out, col, match="strided")
     raises(ValueError, gpumem.copy_from_gpu, col, np.zeros(8, np.float32), 8,
+           match="strided")
+    raises(ValueError, gpumem.copy_to_gpu, np.zeros(8, np.float32), col, 8,
            match="strided")
     assert np.array_equal(out.copy_to_host(), np.zeros(8))   # untouched
     # Contiguous views and copies of strided ones work.
     gpumem.kernels.saxpy(8, 1.0, col.copy(), out)
     gpumem.kernels.saxpy(8, 1.0, d[3], out)
     assert np.allclose(out.copy_to_host(), h[:, 2] + h[3])
+
+
+@case
+def module_copy_takes_strided_views_whole():
+    h, d = make((6, 8))
+    col = d[:, ::-3]                                   # (6, 3), strided
+    out = np.empty(18, np.float32)
+    gpumem.copy(out, col)
+    assert np.array_equal(out, h[:, ::-3].ravel())
+    new = random_array(18, "float32")
+    gpumem.copy(col, new)                              # host -> view
+    h[:, ::-3] = new.reshape(6, 3)
+    assert np.array_equal(d.copy_to_host(), h)
+    flat = gpumem.empty(18)
+    gpumem.copy(flat, col)                             # view -> device
+    assert np.array_equal(flat.copy_to_host(), h[:, ::-3].ravel())
+    same = gpumem.zeros((6, 3))
+    gpumem.copy(same, col, count=18)
+    assert np.array_equal(same.copy_to_host(), h[:, ::-3])
+    gpumem.copy(d[::2, 1:4], same[:3])                 # view <- device
+    h[::2, 1:4] = h[:, ::-3][:3]
+    assert np.array_equal(d.copy_to_host(), h)
+    if gpumem.device_count() > 1:
+        other = gpumem.zeros((6, 3), device=1)
+        gpumem.copy(other, col)                        # across devices
+        assert np.array_equal(other.copy_to_host(), h[:, ::-3])
+    raises(ValueError, gpumem.copy, out, col, count=5, match="count")
+    raises(ValueError, gpumem.copy, gpumem.empty(17), col)
+    raises(TypeError, gpumem.copy, gpumem.empty(18, dtype="int32"), col)
+    raises(ValueError, gpumem.copy, col, np.zeros(5, np.float32))
 
 
 @case
