@@ -1,6 +1,8 @@
 """DeviceArray indexing, assignment, fill, copy and strided views against
 NumPy on random shapes (py-index.c, strided.c)."""
 
+import os
+
 import numpy as np
 
 import gmtest
@@ -8,7 +10,7 @@ from gmtest import case, raises, random_array, rng
 
 import gpumem
 
-ROUNDS = 300
+ROUNDS = int(os.environ.get("GM_TEST_ROUNDS", 300))
 
 
 def random_shape(max_ndim=4, max_dim=7):
