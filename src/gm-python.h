@@ -201,6 +201,18 @@ PyObject *gmpy_array_view (arraypy_object *source, Py_ssize_t offset,
                            int ndim, const Py_ssize_t *shape,
                            const Py_ssize_t *strides);
 
+/* Gives ARRAY, just wrapped around foreign memory, the byte STRIDES of
+   that memory (its ndim of them).  */
+void gmpy_array_set_strides (arraypy_object *array, const Py_ssize_t *strides);
+
+/* Checks foreign byte STRIDES for NDIM-dimensional DIMS of ITEMSIZE-byte
+   elements: multiples of ITEMSIZE, and no axis of length > 1 with stride
+   0 (elements that share memory).  Sets *CONTIGUOUS.  0, or -1 with
+   ValueError naming WHAT.  */
+int gmpy_strides_check (int ndim, const Py_ssize_t *dims,
+                        const Py_ssize_t *strides, size_t itemsize,
+                        bool *contiguous, const char *what);
+
 /* ARRAY's strides divided by UNIT (1: bytes; the itemsize: elements),
    a new tuple or NULL.  */
 PyObject *gmpy_strides_tuple (const arraypy_object *array, Py_ssize_t unit);

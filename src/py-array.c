@@ -106,6 +106,33 @@ gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
   return array;
 }
 
+int
+gmpy_strides_check (int ndim, const Py_ssize_t *dims,
+                    const Py_ssize_t *strides, size_t itemsize,
+                    bool *contiguous, const char *what)
+{
+  for (int i = 0; i < ndim; i++)
+    if (dims[i] > 1 && (strides[i] == 0
+                        || strides[i] % (Py_ssize_t) itemsize != 0))
+      {
+        PyErr_Format (PyExc_ValueError, "%s: stride %zd of axis %d is %s",
+                      what, strides[i], i, strides[i] == 0
+                        ? "0 (elements sharing memory are not supported)"
+                        : "not a multiple of the element size");
+        return -1;
+      }
+  *contiguous = is_c_contiguous (ndim, dims, strides, itemsize);
+  return 0;
+}
+
+void
+gmpy_array_set_strides (arraypy_object *array, const Py_ssize_t *strides)
+{
+  memcpy (array->strides, strides, sizeof *strides * (size_t) array->ndim);
+  array->contiguous = is_c_contiguous (array->ndim, array->shape, strides,
+                                       gm_dtypes[array->dtype].itemsize);
+}
+
 PyObject *
 gmpy_array_view (arraypy_object *source, Py_ssize_t offset, int ndim,
                  const Py_ssize_t *shape, const Py_ssize_t *strides)

@@ -575,13 +575,14 @@ wrong_device (int32_t type)
 }
 
 /* Checks TENSOR, the DLTensor of a capsule, and reads what a DeviceArray
-   needs: *NDIM, DIMS, *DTYPE, *DEVICE and *DATA.  0, or -1 with
-   BufferError (device, strides, null data), TypeError (data type) or
-   ValueError (shape); TENSOR is left as it was.  */
+   needs: *NDIM, DIMS, STRIDES (bytes), *DTYPE, *DEVICE and *DATA.  0, or
+   -1 with BufferError (device, null data), TypeError (data type) or
+   ValueError (shape, strides that are not usable); TENSOR is left as it
+   was.  */
 static int
 read_tensor (const gm_dl_tensor *tensor, int *ndim,
-             Py_ssize_t dims[GM_MAX_NDIM], gm_dtype *dtype, int *device,
-             char **data)
+             Py_ssize_t dims[GM_MAX_NDIM], Py_ssize_t strides[GM_MAX_NDIM],
+             gm_dtype *dtype, int *device, char **data)
 {
   Py_ssize_t size = 1, nbytes;
   int found = -1;
@@ -651,25 +652,30 @@ read_tensor (const gm_dl_tensor *tensor, int *ndim,
       return -1;
     }
 
-  if (tensor->strides != NULL && size > 1)
-    {
-      /* Strides in elements; a dimension of length 1 may have any.  */
-      int64_t expect = 1;
-      for (int i = *ndim - 1; i >= 0; i--)
-        {
-          if (dims[i] > 1 && tensor->strides[i] != expect)
-            {
-              PyErr_Format (PyExc_BufferError, "from_dlpack: the array is "
-                            "not C-contiguous (dimension %d has stride %lld "
-                            "elements, not %lld); gpumem needs contiguous "
-                            "memory: make a contiguous copy first", i,
-                            (long long) tensor->strides[i],
-                            (long long) expect);
-              return -1;
-            }
-          expect *= dims[i];
-        }
-    }
+  {
+    /* Strides in elements (NULL: C-contiguous), kept in bytes.  */
+    Py_ssize_t itemsize = (Py_ssize_t) gm_dtypes[found].itemsize;
+    Py_ssize_t stride = itemsize;
+    bool contiguous;
+    for (int i = *ndim - 1; i >= 0; i--)
+      {
+        if (tensor->strides == NULL)
+          strides[i] = stride;
+        else if (__builtin_mul_overflow ((Py_ssize_t) tensor->strides[i],
+                                         itemsize, &strides[i]))
+          {
+            PyErr_Format (PyExc_ValueError, "from_dlpack: stride %lld of "
+                          "dimension %d is too large",
+                          (long long) tensor->strides[i], i);
+            return -1;
+          }
+        stride *= dims[i] > 1 ? dims[i] : 1;
+      }
+    if (size > 1
+        && gmpy_strides_check (*ndim, dims, strides, (size_t) itemsize,
+                               &contiguous, "from_dlpack") < 0)
+      return -1;
+  }
   if (tensor->data == NULL && size > 0)
     {
       PyErr_SetString (PyExc_BufferError, "from_dlpack: the DLPack tensor "
@@ -689,7 +695,7 @@ read_tensor (const gm_dl_tensor *tensor, int *ndim,
 static PyObject *
 consume_capsule (PyObject *capsule)
 {
-  Py_ssize_t dims[GM_MAX_NDIM];
+  Py_ssize_t dims[GM_MAX_NDIM], strides[GM_MAX_NDIM];
   const gm_dl_tensor *tensor;
   PyObject *holder, *result;
   bool versioned, readonly = false;
@@ -736,7 +742,7 @@ consume_capsule (PyObject *capsule)
     }
   else
     tensor = &((gm_dl_managed_tensor *) managed)->dl_tensor;
-  if (read_tensor (tensor, &ndim, dims, &dtype, &device, &data) < 0)
+  if (read_tensor (tensor, &ndim, dims, strides, &dtype, &device, &data) < 0)
     return NULL;
 
   holder = PyCapsule_New (managed, versioned ? HOLDER_VERSIONED
@@ -758,6 +764,8 @@ consume_capsule (PyObject *capsule)
   result = gmpy_array_wrap (ndim, dims, dtype, device, data, readonly,
                             holder);
   Py_DECREF (holder);
+  if (result != NULL)
+    gmpy_array_set_strides ((arraypy_object *) result, strides);
   return result;
 }
 
