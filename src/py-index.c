@@ -847,6 +847,28 @@ gmpy_array_ass_subscript (PyObject *self, PyObject *key, PyObject *value)
   view = gmpy_array_subscript (self, key);
   if (view == NULL)
     return -1;
+  /* Another library's device memory (__cuda_array_interface__, DLPack)
+     is assigned as a DeviceArray over it, without a host copy.  */
+  if (!gmpy_array_check (value)
+      && gm_backend_current->device_memory == GM_MEMORY_CUDA
+      && (PyObject_HasAttrString (value, "__cuda_array_interface__")
+          || PyObject_HasAttrString (value, "__dlpack__")))
+    {
+      PyObject *wrapped = gmpy_asarray (NULL, value);
+      if (wrapped != NULL)
+        {
+          rc = gmpy_array_ass_subscript (self, key, wrapped);
+          Py_DECREF (wrapped);
+          Py_DECREF (view);
+          return rc;
+        }
+      if (!PyErr_ExceptionMatches (PyExc_TypeError))
+        {
+          Py_DECREF (view);
+          return -1;
+        }
+      PyErr_Clear ();           /* not device memory: as host data */
+    }
   if (gmpy_array_check (value))
     {
       gm_stream *stream;

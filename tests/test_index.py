@@ -290,6 +290,13 @@ def strided_views_in_cupy_and_torch():
         v = d[1:, ::-2]                 # CuPy takes negative strides
         assert np.array_equal(cupy.asarray(v).get(), h[1:, ::-2])
         assert np.array_equal(cupy.from_dlpack(v).get(), h[1:, ::-2])
+        # CuPy arrays assigned into views, without a host copy.
+        c = cupy.asarray(random_array(12, "float32").reshape(4, 3))
+        d[2:, ::2] = c
+        h[2:, ::2] = c.get()
+        d[0] = c[0, 0]
+        h[0] = c[0, 0].get()
+        assert np.array_equal(d.copy_to_host(), h)
         tried.append("cupy")
     try:
         import torch
