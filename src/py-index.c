@@ -39,15 +39,18 @@ positive_layout (const arraypy_object *array, pos_layout *out)
   out->any_flipped = false;
   out->span = itemsize;
   for (int i = 0; i < array->ndim; i++)
+    if (array->shape[i] == 0)
+      empty = true;
+  for (int i = 0; i < array->ndim; i++)
     {
       Py_ssize_t stride = array->strides[i];
       out->shape[i] = array->shape[i];
       out->flipped[i] = stride < 0 && array->shape[i] > 1;
-      if (array->shape[i] == 0)
-        empty = true;
       if (out->flipped[i])
         {
-          out->data += stride * (array->shape[i] - 1);
+          /* An empty array may have no memory at all.  */
+          if (!empty)
+            out->data += stride * (array->shape[i] - 1);
           stride = -stride;
           out->any_flipped = true;
         }
@@ -572,6 +575,8 @@ assign_device (arraypy_object *dst, arraypy_object *src, gm_stream *stream)
     }
   for (int i = 0; same_shape && i < dst->ndim; i++)
     same_shape = dst->shape[i] == src->shape[i];
+  if (same_shape && dst->size == 0)
+    return 0;
   if (same_shape && dst->dtype == src->dtype && dst->device == src->device
       && !spans_overlap (dst, src))
     {
