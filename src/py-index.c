@@ -620,15 +620,8 @@ assign_device (arraypy_object *dst, arraypy_object *src, gm_stream *stream)
     gm_stream *src_stream;
     if (gmpy_stream_arg (Py_None, src->device, &src_stream) < 0)
       return -1;
-    if (src->contiguous)
-      {
-        PyObject *method = PyObject_GetAttrString ((PyObject *) src,
-                                                   "copy_to_host");
-        host = method ? PyObject_CallNoArgs (method) : NULL;
-        Py_XDECREF (method);
-      }
-    else
-      host = gmpy_array_strided_to_host (src, src_stream);
+    /* Complete on return, whatever the stream: HOST is read next.  */
+    host = gmpy_array_strided_to_host (src, src_stream);
   }
   if (host == NULL)
     return -1;
@@ -986,25 +979,16 @@ gmpy_copy_strided (PyObject *dst, PyObject *src, PyObject *count,
           return 1;
         }
     }
-  /* Through host memory: SRC there first, unless it is there already.  */
+  /* Through host memory: SRC there first (complete), unless it is there
+     already; then into DST, complete on return.  */
   if (!gmpy_array_check (src))
     host = Py_NewRef (src);
-  else if (((arraypy_object *) src)->contiguous)
-    host = PyObject_CallMethod (src, "copy_to_host", NULL);
   else
     host = gmpy_array_strided_to_host ((arraypy_object *) src, NULL);
   if (host == NULL)
     return -1;
-  if (((arraypy_object *) dst)->contiguous)
-    {
-      PyObject *result = PyObject_CallMethod (dst, "copy_from_host", "O",
-                                              host);
-      rc = result != NULL ? 0 : -1;
-      Py_XDECREF (result);
-    }
-  else
-    rc = gmpy_array_strided_from_host ((arraypy_object *) dst, host, false,
-                                       false, stream, "src");
+  rc = gmpy_array_strided_from_host ((arraypy_object *) dst, host, false,
+                                     false, stream, "src");
   if (rc == 0)
     gmpy_array_note_stream (dst, stream_obj);
   Py_DECREF (host);
