@@ -761,7 +761,11 @@ read_key (arraypy_object *array, PyObject *key, Py_ssize_t *offset, int *ndim,
           else
             *offset += start * array->strides[axis];
           shape[out] = length;
-          strides[out] = array->strides[axis] * step;
+          /* Only an axis of length 0 or 1 can have a step this large;
+             its stride is never used.  */
+          if (__builtin_mul_overflow (array->strides[axis], step,
+                                      &strides[out]))
+            strides[out] = array->strides[axis];
           out++;
           axis++;
         }
