@@ -24,6 +24,11 @@ typedef struct eventpy_object
    innermost last}.  */
 #define CONTEXTS_KEY "gpumem.stream_contexts"
 
+/* `with stream:` blocks open in all threads (changed under the GIL): while
+   there are none, calls without stream= skip the lookup.  A thread that
+   ends inside a block leaves it counted, which only costs the lookups.  */
+static Py_ssize_t open_blocks;
+
 /* The list of DEVICE's open `with stream:` blocks in this thread, a new
    reference; created when CREATE, else None when there is none.  NULL
    with an exception on failure.  */
@@ -78,8 +83,11 @@ context_stack (int device, bool create)
 PyObject *
 gmpy_stream_current (int device)
 {
-  PyObject *stack = context_stack (device, false), *current;
+  PyObject *stack, *current;
 
+  if (open_blocks == 0)
+    return Py_NewRef (Py_None);
+  stack = context_stack (device, false);
   if (stack == NULL)
     return NULL;
   if (stack == Py_None || PyList_GET_SIZE (stack) == 0)
@@ -270,6 +278,7 @@ streampy_enter (PyObject *self, PyObject *unused)
   Py_DECREF (stack);
   if (rc < 0)
     return NULL;
+  open_blocks++;
   return Py_NewRef (self);
 }
 
@@ -296,6 +305,7 @@ streampy_exit (PyObject *self, PyObject *args)
       return NULL;
     }
   Py_DECREF (stack);
+  open_blocks--;
   Py_RETURN_FALSE;
 }
 
