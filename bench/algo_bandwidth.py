@@ -1,5 +1,5 @@
 """algo's read bandwidth against the device-to-device copy bandwidth, on
-one device, measured with events (device tool's METHOD.md: warm-up,
+one device, measured with events (warm-up,
 repetitions, medians, several input buffers larger than L2).
 
     gpumem bench/algo_bandwidth.py [--log2n 28] [--reps 20]

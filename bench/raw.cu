@@ -13,8 +13,8 @@
       "median_s": ..., "q1_s": ..., "q3_s": ..., "min_s": ..., "n": ...,
       "bytes": ..., "traffic": ..., "note": "..."}
 
-   Progress goes to standard error.  Each figure is measured as METHOD.md
-   says: warm-ups first, many repetitions, the median; host wall-clock
+   Progress goes to standard error.  Each figure is measured the same way:
+   warm-ups first, many repetitions, the median; host wall-clock
    (CLOCK_MONOTONIC) for what a program experiences on the host (launch
    and synchronize, small copies, synchronous large copies), CUDA events
    for device time (device-to-device copy, the algo kernel); fresh

@@ -1,5 +1,4 @@
-"""The request's reference workload, made real (SPEC.md, "The reference
-workload").
+"""The request's reference workload, made real.
 
 Images are split into 4 partitions placed on devices i % device_count().
 Each iteration, every partition's device computes a partial update with a

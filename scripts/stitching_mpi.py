@@ -1,5 +1,5 @@
 """The request's reference workload spread over the processes of an MPI
-job (SPEC.md, "Scale-out"): the same algorithm and result as
+job: the same algorithm and result as
 scripts/stitching.py, with its 4 partitions on the ranks.
 
 Partition i goes to rank i % size; within a rank, its partitions go

@@ -32,6 +32,7 @@ struct gm_stream
 {
   int device;
   cudaStream_t handle;
+  bool owned;           /* made by stream_create, not wrapped */
 };
 
 struct gm_event
@@ -462,6 +463,41 @@ done:
 }
 
 static gm_status
+cuda_copy2d (void *dst, size_t dpitch, int dst_device, const void *src,
+             size_t spitch, int src_device, size_t width, size_t height,
+             gm_stream *stream)
+{
+  gm_status status = GM_OK;
+  int device = stream != NULL ? stream->device
+               : dst_device >= 0 ? dst_device : src_device;
+
+  CHECK_ALIVE ();
+  if (width == 0 || height == 0)
+    goto done;
+  if (device >= 0)
+    {
+      status = use_device (device);
+      if (status != GM_OK)
+        goto done;
+    }
+  /* cudaMemcpy2D wants pitches of at least WIDTH; one row has none.  */
+  if (height == 1)
+    dpitch = spitch = width;
+  if (stream == NULL)
+    CUDA_CHECK (cudaMemcpy2D (dst, dpitch, src, spitch, width, height,
+                              cudaMemcpyDefault));
+  else
+    CUDA_CHECK (cudaMemcpy2DAsync (dst, dpitch, src, spitch, width, height,
+                                   cudaMemcpyDefault, stream->handle));
+  /* cudaMemcpy2D between device addresses may return before the copy
+     ends.  */
+  if (stream == NULL && dst_device >= 0 && src_device >= 0)
+    CUDA_CHECK (cudaStreamSynchronize (0));
+done:
+  return status;
+}
+
+static gm_status
 cuda_launch (const gm_kernel *kernel, const gm_arg *args,
              const gm_launch_cfg *cfg, int device, gm_stream *stream)
 {
@@ -616,6 +652,7 @@ cuda_stream_create (int device, gm_stream **stream)
   if (created == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for a stream");
   created->device = device;
+  created->owned = true;
   CUDA_CHECK (cudaStreamCreate (&created->handle));
   *stream = created;
   created = NULL;
@@ -624,10 +661,46 @@ done:
   return status;
 }
 
+static gm_status
+cuda_stream_wrap (int device, void *handle, gm_stream **stream)
+{
+  gm_status status = use_device (device);
+  gm_stream *created = NULL;
+  unsigned int flags;
+
+  if (status != GM_OK)
+    return status;
+  /* Asking for the flags checks that the handle names a live stream.  */
+  CUDA_CHECK (cudaStreamGetFlags ((cudaStream_t) handle, &flags));
+#if CUDART_VERSION >= 12080
+  if ((uintptr_t) handle > 2)
+    {
+      int owner;
+      CUDA_CHECK (cudaStreamGetDevice ((cudaStream_t) handle, &owner));
+      if (owner != device)
+        {
+          status = gm_error_set (GM_ERR_VALUE, 0, NULL, "stream %p belongs "
+                                 "to device %d, not %d", handle, owner,
+                                 device);
+          goto done;
+        }
+    }
+#endif
+  created = malloc (sizeof *created);
+  if (created == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for a stream");
+  created->device = device;
+  created->handle = (cudaStream_t) handle;
+  created->owned = false;
+  *stream = created;
+done:
+  return status;
+}
+
 static void
 cuda_stream_destroy (gm_stream *stream)
 {
-  if (lost_error == cudaSuccess
+  if (stream->owned && lost_error == cudaSuccess
       && cudaStreamDestroy (stream->handle) != cudaSuccess)
     cudaGetLastError ();
   free (stream);
@@ -659,7 +732,19 @@ cuda_stream_handle (gm_stream *stream)
 }
 
 static gm_status
-cuda_event_create (int device, gm_event **event)
+cuda_stream_wait_event (int device, gm_stream *stream, gm_event *event)
+{
+  gm_status status = use_device (stream != NULL ? stream->device : device);
+
+  if (status != GM_OK)
+    return status;
+  CUDA_CHECK (cudaStreamWaitEvent (handle_of (stream), event->handle, 0));
+done:
+  return status;
+}
+
+static gm_status
+cuda_event_create (int device, unsigned flags, gm_event **event)
 {
   gm_status status = use_device (device);
   gm_event *created = NULL;
@@ -670,7 +755,10 @@ cuda_event_create (int device, gm_event **event)
   if (created == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for an event");
   created->device = device;
-  CUDA_CHECK (cudaEventCreate (&created->handle));
+  CUDA_CHECK (cudaEventCreateWithFlags (
+    &created->handle,
+    ((flags & GM_EVENT_TIMING) ? 0u : cudaEventDisableTiming)
+      | ((flags & GM_EVENT_BLOCKING) ? cudaEventBlockingSync : 0u)));
   *event = created;
   created = NULL;
 done:
@@ -878,12 +966,15 @@ const gm_backend gm_backend_cuda = {
   .release_cached = cuda_release_cached,
   .reserved = cuda_reserved,
   .copy = cuda_copy,
+  .copy2d = cuda_copy2d,
   .memset = cuda_memset,
   .launch = cuda_launch,
   .wait = cuda_wait,
   .device_synchronize = cuda_device_synchronize,
   .stream_create = cuda_stream_create,
   .stream_destroy = cuda_stream_destroy,
+  .stream_wrap = cuda_stream_wrap,
+  .stream_wait_event = cuda_stream_wait_event,
   .stream_query = cuda_stream_query,
   .stream_handle = cuda_stream_handle,
   .event_create = cuda_event_create,

@@ -31,11 +31,13 @@
 struct gm_stream
 {
   int device;
+  void *handle;         /* what stream_wrap was given; NULL for our own */
 };
 
 struct gm_event
 {
   int device;
+  bool timing;          /* GM_EVENT_TIMING: elapsed_ms may measure it */
   bool recorded;
   struct timespec when;
 };
@@ -171,6 +173,22 @@ host_copy (void *dst, int dst_device, const void *src, int src_device,
 }
 
 static gm_status
+host_copy2d (void *dst, size_t dpitch, int dst_device, const void *src,
+             size_t spitch, int src_device, size_t width, size_t height,
+             gm_stream *stream)
+{
+  (void) dst_device;
+  (void) src_device;
+  (void) stream;
+  pthread_mutex_lock (&work_lock);
+  for (size_t row = 0; row < height && width > 0; row++)
+    memmove ((char *) dst + row * dpitch, (const char *) src + row * spitch,
+             width);
+  pthread_mutex_unlock (&work_lock);
+  return GM_OK;
+}
+
+static gm_status
 host_memset (void *dst, int device, int value, size_t nbytes,
              gm_stream *stream)
 {
@@ -219,6 +237,27 @@ host_stream_create (int device, gm_stream **stream)
   if (*stream == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for a stream");
   (*stream)->device = device;
+  (*stream)->handle = NULL;
+  return GM_OK;
+}
+
+static gm_status
+host_stream_wrap (int device, void *handle, gm_stream **stream)
+{
+  gm_status status = host_stream_create (device, stream);
+
+  if (status == GM_OK)
+    (*stream)->handle = handle;
+  return status;
+}
+
+/* All host work is complete when its call returns: nothing to wait for.  */
+static gm_status
+host_stream_wait_event (int device, gm_stream *stream, gm_event *event)
+{
+  (void) device;
+  (void) stream;
+  (void) event;
   return GM_OK;
 }
 
@@ -239,17 +278,17 @@ host_stream_query (gm_stream *stream, bool *done)
 static void *
 host_stream_handle (gm_stream *stream)
 {
-  (void) stream;
-  return NULL;
+  return stream != NULL ? stream->handle : NULL;
 }
 
 static gm_status
-host_event_create (int device, gm_event **event)
+host_event_create (int device, unsigned flags, gm_event **event)
 {
   *event = calloc (1, sizeof **event);
   if (*event == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for an event");
   (*event)->device = device;
+  (*event)->timing = (flags & GM_EVENT_TIMING) != 0;
   return GM_OK;
 }
 
@@ -290,6 +329,9 @@ host_event_elapsed_ms (gm_event *start, gm_event *end, float *ms)
   if (!start->recorded || !end->recorded)
     return gm_error_set (GM_ERR_VALUE, 0, NULL,
                          "both events must be recorded before elapsed_ms");
+  if (!start->timing || !end->timing)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "elapsed_ms needs events "
+                         "made with timing=True");
   *ms = (float) ((double) (end->when.tv_sec - start->when.tv_sec) * 1e3
                  + (double) (end->when.tv_nsec - start->when.tv_nsec) / 1e6);
   return GM_OK;
@@ -357,6 +399,7 @@ const gm_backend gm_backend_host = {
   .release_cached = host_release_cached,
   .reserved = host_reserved_bytes,
   .copy = host_copy,
+  .copy2d = host_copy2d,
   .memset = host_memset,
   .launch = host_launch,
   .wait = host_wait,
@@ -365,6 +408,8 @@ const gm_backend gm_backend_host = {
   .stream_destroy = host_stream_destroy,
   .stream_query = host_stream_query,
   .stream_handle = host_stream_handle,
+  .stream_wrap = host_stream_wrap,
+  .stream_wait_event = host_stream_wait_event,
   .event_create = host_event_create,
   .event_destroy = host_event_destroy,
   .event_record = host_event_record,

@@ -138,11 +138,24 @@ typedef struct streampy_object
   PyObject_HEAD
   gm_stream *stream;
   int device;
+  bool external;          /* made by Stream.from_handle: not ours */
 } streampy_object;
 
-/* Reads a stream= argument into *STREAM (NULL for None).  If DEVICE is
-   >= 0 the stream must belong to it.  0 or -1.  */
+/* Reads a stream= argument into *STREAM.  None (or NULL) gives, when
+   DEVICE >= 0, the current stream of DEVICE in this thread (the
+   innermost `with stream:` block's, see gmpy_stream_current), else NULL:
+   the default stream.  If DEVICE is >= 0 a given stream must belong to
+   it.  0 or -1.  */
 int gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream);
+/* The Stream of the innermost open `with stream:` block of DEVICE in
+   this thread, or None: a new reference, NULL with an exception.  */
+PyObject *gmpy_stream_current (int device);
+/* OBJ (a stream= argument) when it is given, else
+   gmpy_stream_current (DEVICE): a new reference, or NULL.  */
+PyObject *gmpy_stream_or_current (PyObject *obj, int device);
+/* gpumem.current_stream(device=None).  */
+PyObject *gmpy_current_stream_fn (PyObject *module, PyObject *args,
+                                  PyObject *kwargs);
 
 /* gpumem.DeviceArray.  */
 typedef struct arraypy_object
@@ -151,6 +164,10 @@ typedef struct arraypy_object
   char *data;                  /* address of element 0 */
   int ndim;
   Py_ssize_t shape[GM_MAX_NDIM];
+  /* Bytes from one index to the next along each axis (negative for a
+     reversed view); C-contiguous for every array but a strided view.  */
+  Py_ssize_t strides[GM_MAX_NDIM];
+  bool contiguous;             /* C-contiguous: the fast paths apply */
   Py_ssize_t size;
   gm_dtype dtype;
   int device;
@@ -178,6 +195,61 @@ int gmpy_array_check (PyObject *obj);
 /* The owner whose allocation ARRAY uses (ARRAY itself for an owner), or
    NULL for foreign memory (py-utils.c).  */
 arraypy_object *gmpy_array_owner (arraypy_object *array);
+/* A view of SOURCE's memory at byte OFFSET from its data, of NDIM
+   dimensions SHAPE and STRIDES (bytes): a new reference or NULL.  */
+PyObject *gmpy_array_view (arraypy_object *source, Py_ssize_t offset,
+                           int ndim, const Py_ssize_t *shape,
+                           const Py_ssize_t *strides);
+
+/* Gives ARRAY, just wrapped around foreign memory, the byte STRIDES of
+   that memory (its ndim of them).  */
+void gmpy_array_set_strides (arraypy_object *array, const Py_ssize_t *strides);
+
+/* Checks foreign byte STRIDES for NDIM-dimensional DIMS of ITEMSIZE-byte
+   elements: multiples of ITEMSIZE, and no axis of length > 1 with stride
+   0 (elements that share memory).  Sets *CONTIGUOUS.  0, or -1 with
+   ValueError naming WHAT.  */
+int gmpy_strides_check (int ndim, const Py_ssize_t *dims,
+                        const Py_ssize_t *strides, size_t itemsize,
+                        bool *contiguous, const char *what);
+
+/* ARRAY's strides divided by UNIT (1: bytes; the itemsize: elements),
+   a new tuple or NULL.  */
+PyObject *gmpy_strides_tuple (const arraypy_object *array, Py_ssize_t unit);
+
+/* Indexing, assignment and strided copies (py-index.c).  */
+PyObject *gmpy_array_subscript (PyObject *self, PyObject *key);
+int gmpy_array_ass_subscript (PyObject *self, PyObject *key,
+                              PyObject *value);
+/* sq_item, so that iteration walks the first axis.  */
+PyObject *gmpy_array_item (PyObject *self, Py_ssize_t index);
+/* tp_iter: the first axis's items; TypeError for a 0-d array.  */
+PyObject *gmpy_array_iter (PyObject *self);
+/* DeviceArray.fill (value) and DeviceArray.copy ().  */
+PyObject *gmpy_array_fill (PyObject *self, PyObject *value);
+PyObject *gmpy_array_copy (PyObject *self, PyObject *unused);
+/* gpumem.copy (DST, SRC, COUNT, STREAM_OBJ) when DST or SRC is a strided
+   DeviceArray view: COUNT must be None or all of the view's elements,
+   and the other side as many elements (any shape, host or device).
+   1 when done (complete on return), 0 when neither is a strided view
+   (the caller copies), -1 with an exception.  */
+int gmpy_copy_strided (PyObject *dst, PyObject *src, PyObject *count,
+                       PyObject *stream_obj);
+/* DeviceArray.__array__: raises TypeError (no implicit host copies).  */
+PyObject *gmpy_array_no_numpy (PyObject *self, PyObject *args,
+                               PyObject *kwargs);
+/* ARRAY (any layout) in a new C-contiguous numpy.ndarray, complete on
+   return even when STREAM is given.  New reference or NULL.  */
+PyObject *gmpy_array_strided_to_host (arraypy_object *array,
+                                      gm_stream *stream);
+/* Writes host data SRC into ARRAY (any layout): SRC broadcast to its
+   shape when BROADCAST, else of the same number of elements; converted
+   as NumPy's same_kind casting allows, or any way (UNSAFE, as NumPy's
+   item assignment).  Complete on return.  WHAT names SRC in messages.
+   0 or -1 (TypeError, ValueError, or the backend's error).  */
+int gmpy_array_strided_from_host (arraypy_object *array, PyObject *src,
+                                  bool broadcast, bool unsafe,
+                                  gm_stream *stream, const char *what);
 /* A new owner array of SHAPE and DTYPE on DEVICE (uninitialized).  */
 arraypy_object *gmpy_array_new (int ndim, const Py_ssize_t *shape,
                                 gm_dtype dtype, int device,
@@ -192,9 +264,11 @@ size_t gmpy_array_nbytes (const arraypy_object *array);
 PyObject *gmpy_array_wrap (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
                            int device, void *data, bool readonly,
                            PyObject *base);
-/* Records that work queued on STREAM_OBJ (a gpumem.Stream; NULL or None,
-   the default stream, records nothing: it completes before the call
-   returns) writes OBJ's memory, when OBJ is a DeviceArray.  */
+/* Records that work queued on STREAM_OBJ (a gpumem.Stream; NULL or None
+   stands for the current stream of OBJ's device, see
+   gmpy_stream_current, and records nothing when there is none: the
+   default stream's work completes before the call returns) writes OBJ's
+   memory, when OBJ is a DeviceArray.  */
 void gmpy_array_note_stream (PyObject *obj, PyObject *stream_obj);
 /* The gpumem stream whose work writing ARRAY's memory is still pending,
    in *STREAM; NULL when none is.  0, or -1 with an exception.  */

@@ -47,6 +47,9 @@ gm_status gm_error_set (gm_status status, int cuda_code,
 /* The calling thread's last error (never NULL).  */
 const gm_error *gm_last_error (void);
 
+/* The most dimensions an array may have.  */
+#define GM_MAX_NDIM 32
+
 /* Element types.  */
 typedef enum gm_dtype
 {
@@ -100,6 +103,10 @@ typedef struct gm_device_props
    default stream with synchronous semantics.  */
 typedef struct gm_stream gm_stream;
 typedef struct gm_event gm_event;
+
+/* Flags of the backend's event_create.  */
+#define GM_EVENT_TIMING 1u
+#define GM_EVENT_BLOCKING 2u
 
 /* The kernel registry (kernels/registry.c).  */
 typedef enum gm_param_kind
@@ -191,6 +198,15 @@ typedef struct gm_backend
                      int src_device, size_t nbytes, gm_stream *stream);
   gm_status (*memset) (void *dst, int device, int value, size_t nbytes,
                        gm_stream *stream);
+  /* Copies HEIGHT rows of WIDTH bytes from SRC (rows SPITCH bytes apart)
+     on SRC_DEVICE to DST (rows DPITCH bytes apart) on DST_DEVICE, either
+     of them -1 for host memory, but not two different devices (callers
+     stage those through a contiguous buffer).  Pitches may be smaller
+     than WIDTH only when HEIGHT is 1.  STREAM NULL: complete on return,
+     after the work queued before it on the default stream.  */
+  gm_status (*copy2d) (void *dst, size_t dpitch, int dst_device,
+                       const void *src, size_t spitch, int src_device,
+                       size_t width, size_t height, gm_stream *stream);
 
   /* Enqueue KERNEL with ARGS on DEVICE.  With STREAM NULL the caller
      waits for the device afterwards (wait ()).  */
@@ -210,8 +226,21 @@ typedef struct gm_backend
   void (*stream_destroy) (gm_stream *stream);
   gm_status (*stream_query) (gm_stream *stream, bool *done);
   void *(*stream_handle) (gm_stream *stream);   /* cudaStream_t, or NULL */
+  /* Wraps HANDLE, a stream made by other code (a cudaStream_t; 0, 1 and
+     2 name CUDA's default, legacy and per-thread streams), as a stream
+     of DEVICE.  gpumem does not own it: stream_destroy frees only the
+     wrapper.  GM_ERR_VALUE when the backend can tell that HANDLE belongs
+     to another device.  */
+  gm_status (*stream_wrap) (int device, void *handle, gm_stream **stream);
+  /* Makes STREAM (NULL: DEVICE's default stream) wait, without blocking
+     the host, until EVENT's recorded work is done (nothing when EVENT was
+     never recorded).  */
+  gm_status (*stream_wait_event) (int device, gm_stream *stream,
+                                  gm_event *event);
 
-  gm_status (*event_create) (int device, gm_event **event);
+  /* FLAGS: GM_EVENT_TIMING (elapsed_ms may measure it), GM_EVENT_BLOCKING
+     (a wait for it sleeps rather than spins, where the backend can).  */
+  gm_status (*event_create) (int device, unsigned flags, gm_event **event);
   void (*event_destroy) (gm_event *event);
   gm_status (*event_record) (gm_event *event, gm_stream *stream);
   gm_status (*event_query) (gm_event *event, bool *done);
@@ -265,6 +294,35 @@ extern const gm_backend gm_backend_host;
 #ifdef GM_HAVE_CUDA
 extern const gm_backend gm_backend_cuda;
 #endif
+
+/* Strided copies (strided.c), composed from the backend's copy and
+   copy2d.  A plan says how a copy of SHAPE between two strided layouts
+   (strides in bytes, negative for reversed axes) breaks into backend
+   calls.  */
+typedef struct gm_copy_plan
+{
+  bool empty;                  /* a dimension is 0: nothing to copy */
+  int nloop;                   /* outer dimensions, one call per index */
+  int64_t dims[GM_MAX_NDIM];   /* their lengths */
+  int64_t dst[GM_MAX_NDIM], src[GM_MAX_NDIM];   /* and strides */
+  size_t width;                /* bytes of a row */
+  int64_t height;              /* rows per call (1: a plain copy) */
+  int64_t dpitch, spitch;      /* bytes between rows */
+  int64_t calls;               /* backend calls the copy takes */
+} gm_copy_plan;
+
+/* Fills PLAN for copying NDIM-dimensional SHAPE of ITEMSIZE-byte
+   elements from the layout with SRC_STRIDES to the one with DST_STRIDES
+   (element-wise, in index order).  GM_ERR_VALUE for a bad NDIM.  */
+gm_status gm_strided_plan (int ndim, const int64_t *shape, size_t itemsize,
+                           const int64_t *dst_strides,
+                           const int64_t *src_strides, gm_copy_plan *plan);
+/* Runs PLAN from SRC (element 0's address) on SRC_DEVICE to DST on
+   DST_DEVICE (-1: host memory; not two different devices) on STREAM
+   (NULL: complete on return).  Layouts must not overlap.  */
+gm_status gm_strided_copy (const gm_copy_plan *plan, char *dst,
+                           int dst_device, const char *src, int src_device,
+                           gm_stream *stream);
 
 /* Memory accounting (memory.c): every device allocation goes through
    here, so statistics and limits hold for both backends.  */

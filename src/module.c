@@ -173,6 +173,12 @@ static PyMethodDef gmpy_methods[] = {
    METH_VARARGS | METH_KEYWORDS,
    "empty_cache(device=None)\n--\n\n"
    "Return the pool's cached, unused memory to the driver."},
+  {"current_stream", (PyCFunction) (void (*) (void)) gmpy_current_stream_fn,
+   METH_VARARGS | METH_KEYWORDS,
+   "current_stream(device=None)\n--\n\n"
+   "The Stream of the innermost `with stream:` block of DEVICE (default:\n"
+   "the current device) in this thread, or None: calls without stream=\n"
+   "on that device's data are queued on it."},
   {"synchronize", (PyCFunction) (void (*) (void)) gmpy_synchronize,
    METH_VARARGS | METH_KEYWORDS,
    "synchronize(device=None)\n--\n\nWait for all work on the device."},
@@ -324,7 +330,9 @@ PyModuleDef gmpy_module_def = {
            "Arrays: empty, zeros, to_device, asarray, alloc_gpu_memory.\n"
            "Copies: copy, copy_to_gpu, copy_from_gpu.\n"
            "Kernels: gpumem.kernels.NAME(...), gpumem.kernels.list().\n"
-           "See gpumem(1).",
+           "Streams: Stream, Event, `with stream:`, current_stream.\n"
+           "The reference of every name: docs/python-api.md; the program:\n"
+           "docs/command-line.md and gpumem(1).",
   .m_size = sizeof (gmpy_state),
   .m_methods = gmpy_methods,
   .m_slots = gmpy_slots,

@@ -18,6 +18,44 @@ gmpy_array_nbytes (const arraypy_object *array)
   return (size_t) array->size * gm_dtypes[array->dtype].itemsize;
 }
 
+/* Gives ARRAY the C-contiguous strides of its shape.  Past an overflow
+   the array is empty (a dimension is 0), and its strides are never
+   used.  */
+static void
+set_c_strides (arraypy_object *array, size_t itemsize)
+{
+  Py_ssize_t stride = (Py_ssize_t) itemsize;
+
+  for (int i = array->ndim - 1; i >= 0; i--)
+    {
+      array->strides[i] = stride;
+      if (__builtin_mul_overflow (stride, array->shape[i] > 1
+                                           ? array->shape[i] : 1, &stride))
+        stride = 0;
+    }
+  array->contiguous = true;
+}
+
+/* Whether NDIM-dimensional SHAPE with STRIDES is C-contiguous (axes of
+   length 1 may have any stride; an empty array is).  */
+static bool
+is_c_contiguous (int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides,
+                 size_t itemsize)
+{
+  Py_ssize_t expect = (Py_ssize_t) itemsize;
+
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] == 0)
+      return true;
+  for (int i = ndim - 1; i >= 0; i--)
+    {
+      if (shape[i] != 1 && strides[i] != expect)
+        return false;
+      expect *= shape[i];
+    }
+  return true;
+}
+
 /* A new, empty array object (no memory, not tracked).  */
 static arraypy_object *
 alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
@@ -30,6 +68,7 @@ alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
   array->data = NULL;
   array->ndim = ndim;
   memcpy (array->shape, shape, sizeof *shape * (size_t) ndim);
+  set_c_strides (array, gm_dtypes[dtype].itemsize);
   array->size = gmpy_shape_size (ndim, shape);
   array->dtype = dtype;
   array->device = device;
@@ -67,15 +106,47 @@ gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
   return array;
 }
 
-/* A view of OWNER's memory at byte OFFSET from SOURCE's data.  */
-static PyObject *
-make_view (arraypy_object *source, size_t offset, int ndim,
-           const Py_ssize_t *shape)
+int
+gmpy_strides_check (int ndim, const Py_ssize_t *dims,
+                    const Py_ssize_t *strides, size_t itemsize,
+                    bool *contiguous, const char *what)
 {
+  for (int i = 0; i < ndim; i++)
+    if (dims[i] > 1 && (strides[i] == 0
+                        || strides[i] % (Py_ssize_t) itemsize != 0))
+      {
+        PyErr_Format (PyExc_ValueError, "%s: stride %zd of axis %d is %s",
+                      what, strides[i], i, strides[i] == 0
+                        ? "0 (elements sharing memory are not supported)"
+                        : "not a multiple of the element size");
+        return -1;
+      }
+  *contiguous = is_c_contiguous (ndim, dims, strides, itemsize);
+  return 0;
+}
+
+void
+gmpy_array_set_strides (arraypy_object *array, const Py_ssize_t *strides)
+{
+  memcpy (array->strides, strides, sizeof *strides * (size_t) array->ndim);
+  array->contiguous = is_c_contiguous (array->ndim, array->shape, strides,
+                                       gm_dtypes[array->dtype].itemsize);
+}
+
+PyObject *
+gmpy_array_view (arraypy_object *source, Py_ssize_t offset, int ndim,
+                 const Py_ssize_t *shape, const Py_ssize_t *strides)
+{
+  size_t itemsize = gm_dtypes[source->dtype].itemsize;
   arraypy_object *view = alloc_object (ndim, shape, source->dtype,
                                        source->device);
   if (view == NULL)
     return NULL;
+  if (strides != NULL)
+    {
+      memcpy (view->strides, strides, sizeof *strides * (size_t) ndim);
+      view->contiguous = is_c_contiguous (ndim, shape, strides, itemsize);
+    }
   view->data = source->data ? source->data + offset : NULL;
   view->readonly = source->readonly;
   /* A view of a view refers to the first owner, so chains stay short
@@ -146,12 +217,27 @@ void
 gmpy_array_note_stream (PyObject *obj, PyObject *stream_obj)
 {
   arraypy_object *books;
+  PyObject *current = NULL;
 
-  if (stream_obj == NULL || stream_obj == Py_None || !gmpy_array_check (obj)
-      || !PyObject_TypeCheck (stream_obj, gmpy_state_get ()->stream_type))
+  if (!gmpy_array_check (obj))
     return;
-  books = books_of ((arraypy_object *) obj);
-  Py_XSETREF (books->last_stream, Py_NewRef (stream_obj));
+  if (stream_obj == NULL || stream_obj == Py_None)
+    {
+      /* The work went to the current stream of a with block, if any.  */
+      current = gmpy_stream_current (((arraypy_object *) obj)->device);
+      if (current == NULL)
+        {
+          PyErr_WriteUnraisable (obj);
+          return;
+        }
+      stream_obj = current;
+    }
+  if (PyObject_TypeCheck (stream_obj, gmpy_state_get ()->stream_type))
+    {
+      books = books_of ((arraypy_object *) obj);
+      Py_XSETREF (books->last_stream, Py_NewRef (stream_obj));
+    }
+  Py_XDECREF (current);
 }
 
 int
@@ -250,6 +336,34 @@ arraypy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 
 /* Attributes.  */
 
+PyObject *
+gmpy_strides_tuple (const arraypy_object *array, Py_ssize_t unit)
+{
+  PyObject *strides = PyTuple_New (array->ndim);
+
+  for (int i = 0; strides != NULL && i < array->ndim; i++)
+    {
+      PyObject *stride = PyLong_FromSsize_t (array->strides[i] / unit);
+      if (stride == NULL)
+        Py_CLEAR (strides);
+      else
+        PyTuple_SET_ITEM (strides, i, stride);
+    }
+  return strides;
+}
+
+static PyObject *
+arraypy_get_strides (PyObject *self, void *closure)
+{
+  return gmpy_strides_tuple ((arraypy_object *) self, 1);
+}
+
+static PyObject *
+arraypy_get_contiguous (PyObject *self, void *closure)
+{
+  return PyBool_FromLong (((arraypy_object *) self)->contiguous);
+}
+
 static PyObject *
 arraypy_get_shape (PyObject *self, void *closure)
 {
@@ -316,6 +430,12 @@ static PyGetSetDef arraypy_getset[] = {
   {"dtype", arraypy_get_dtype, NULL, "The numpy.dtype of the elements.",
    NULL},
   {"size", arraypy_get_size, NULL, "Number of elements.", NULL},
+  {"strides", arraypy_get_strides, NULL,
+   "Tuple of bytes from one index to the next along each axis\n"
+   "(negative for a reversed view), as NumPy's.", NULL},
+  {"is_contiguous", arraypy_get_contiguous, NULL,
+   "True when the elements are C-contiguous (every array but a\n"
+   "strided view).", NULL},
   {"ndim", arraypy_get_ndim, NULL, "Number of dimensions.", NULL},
   {"itemsize", arraypy_get_itemsize, NULL, "Bytes per element.", NULL},
   {"nbytes", arraypy_get_nbytes, NULL, "Bytes of all elements.", NULL},
@@ -332,6 +452,37 @@ static PyGetSetDef arraypy_getset[] = {
 
 /* Methods.  */
 
+/* copy_to_host (OUT, STREAM) of a strided view: into a new array, or
+   into OUT (of as many elements) as NumPy's same_kind casting allows.
+   Complete on return.  New reference or NULL.  */
+static PyObject *
+strided_to_host (arraypy_object *array, PyObject *out, gm_stream *stream)
+{
+  PyObject *host = gmpy_array_strided_to_host (array, stream), *shaped;
+  PyObject *shape, *result;
+
+  if (host == NULL || out == Py_None)
+    return host;
+  shape = PyObject_CallMethod (gmpy_state_get ()->numpy, "shape", "O", out);
+  shaped = shape ? PyObject_CallMethod (host, "reshape", "O", shape) : NULL;
+  Py_XDECREF (shape);
+  Py_DECREF (host);
+  if (shaped == NULL)
+    {
+      PyErr_Clear ();
+      PyErr_Format (PyExc_ValueError, "out must be a host array of %zd "
+                    "elements", array->size);
+      return NULL;
+    }
+  result = PyObject_CallMethod (gmpy_state_get ()->numpy, "copyto", "OO",
+                                out, shaped);
+  Py_DECREF (shaped);
+  if (result == NULL)
+    return NULL;
+  Py_DECREF (result);
+  return Py_NewRef (out);
+}
+
 static PyObject *
 arraypy_copy_to_host (PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -344,8 +495,12 @@ arraypy_copy_to_host (PyObject *self, PyObject *args, PyObject *kwargs)
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|OO:copy_to_host",
                                     keywords, &out, &stream_obj)
-      || gmpy_devbuf_get (self, &src, "self") < 0
+      || gmpy_array_usable (array) < 0
       || gmpy_stream_arg (stream_obj, array->device, &stream) < 0)
+    return NULL;
+  if (!array->contiguous)
+    return strided_to_host (array, out, stream);
+  if (gmpy_devbuf_get (self, &src, "self") < 0)
     return NULL;
   if (out == Py_None)
     {
@@ -396,8 +551,18 @@ arraypy_copy_from_host (PyObject *self, PyObject *args, PyObject *kwargs)
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|O:copy_from_host",
                                     keywords, &src, &stream_obj)
-      || gmpy_devbuf_get (self, &dst, "self") < 0
+      || gmpy_array_usable (array) < 0
       || gmpy_stream_arg (stream_obj, array->device, &stream) < 0)
+    return NULL;
+  if (!array->contiguous)
+    {
+      if (gmpy_array_strided_from_host (array, src, false, false, stream,
+                                        "src") < 0)
+        return NULL;
+      gmpy_array_note_stream (self, stream_obj);
+      Py_RETURN_NONE;
+    }
+  if (gmpy_devbuf_get (self, &dst, "self") < 0)
     return NULL;
   src_size = PyObject_CallMethod (gmpy_state_get ()->numpy, "size", "O", src);
   if (src_size == NULL)
@@ -463,6 +628,13 @@ arraypy_reshape (PyObject *self, PyObject *args)
 
   if (gmpy_array_usable (array) < 0)
     return NULL;
+  if (!array->contiguous)
+    {
+      PyErr_SetString (PyExc_ValueError, "reshape needs a contiguous "
+                       "DeviceArray; this is a strided view: reshape "
+                       "a.copy()");
+      return NULL;
+    }
   if (PyTuple_GET_SIZE (args) == 1)
     shape_obj = PyTuple_GET_ITEM (args, 0);
   else
@@ -490,7 +662,7 @@ arraypy_reshape (PyObject *self, PyObject *args)
                     "into a shape of size %zd", array->size, known);
       return NULL;
     }
-  return make_view (array, 0, ndim, dims);
+  return gmpy_array_view (array, 0, ndim, dims, NULL);
 }
 
 static PyObject *
@@ -501,10 +673,11 @@ arraypy_repr (PyObject *self)
 
   if (shape == NULL)
     return NULL;
-  result = PyUnicode_FromFormat ("DeviceArray(shape=%R, dtype=%s, device=%d%s%s)",
+  result = PyUnicode_FromFormat ("DeviceArray(shape=%R, dtype=%s, device=%d%s%s%s)",
                                  shape, gm_dtypes[array->dtype].name,
                                  array->device,
                                  array->base ? ", view" : "",
+                                 array->contiguous ? "" : ", strided",
                                  array->released || (gmpy_array_owner (array)
                                                      && gmpy_array_owner (array)
                                                           ->released)
@@ -526,65 +699,6 @@ arraypy_length (PyObject *self)
   return array->shape[0];
 }
 
-/* a[i:j] (step 1) and a[i]: views along the first axis.  */
-static PyObject *
-arraypy_subscript (PyObject *self, PyObject *key)
-{
-  arraypy_object *array = (arraypy_object *) self;
-  Py_ssize_t start, stop, step, length, row = 1;
-  Py_ssize_t dims[GM_MAX_NDIM];
-  size_t itemsize = gm_dtypes[array->dtype].itemsize;
-
-  if (gmpy_array_usable (array) < 0)
-    return NULL;
-  if (array->ndim == 0)
-    {
-      PyErr_SetString (PyExc_IndexError, "a 0-d DeviceArray cannot be "
-                                         "indexed");
-      return NULL;
-    }
-  /* Elements per index of the first axis: not the product of the other
-     dimensions, which overflows in a shape such as (0, 2**62, 2**62).  */
-  row = array->shape[0] > 0 ? array->size / array->shape[0] : 0;
-  if (PySlice_Check (key))
-    {
-      if (PySlice_Unpack (key, &start, &stop, &step) < 0)
-        return NULL;
-      if (step != 1)
-        {
-          PyErr_SetString (PyExc_ValueError,
-                           "DeviceArray slices must have step 1 (views are "
-                           "contiguous)");
-          return NULL;
-        }
-      length = PySlice_AdjustIndices (array->shape[0], &start, &stop, step);
-      memcpy (dims, array->shape, sizeof *dims * (size_t) array->ndim);
-      dims[0] = length;
-      return make_view (array, (size_t) (start * row) * itemsize, array->ndim,
-                        dims);
-    }
-  if (PyIndex_Check (key))
-    {
-      Py_ssize_t index = PyNumber_AsSsize_t (key, PyExc_IndexError);
-      if (index == -1 && PyErr_Occurred ())
-        return NULL;
-      if (index < 0)
-        index += array->shape[0];
-      if (index < 0 || index >= array->shape[0])
-        {
-          PyErr_Format (PyExc_IndexError, "index %zd is out of bounds for "
-                        "axis 0 with size %zd", index, array->shape[0]);
-          return NULL;
-        }
-      return make_view (array, (size_t) (index * row) * itemsize,
-                        array->ndim - 1, array->shape + 1);
-    }
-  PyErr_Format (PyExc_TypeError, "DeviceArray indexes are integers or "
-                "slices along the first axis, not %.100s",
-                Py_TYPE (key)->tp_name);
-  return NULL;
-}
-
 static PyMethodDef arraypy_methods[] = {
   {"copy_to_host", (PyCFunction) (void (*) (void)) arraypy_copy_to_host,
    METH_VARARGS | METH_KEYWORDS,
@@ -597,9 +711,26 @@ static PyMethodDef arraypy_methods[] = {
   {"free", arraypy_free, METH_NOARGS,
    "free()\n--\n\nRelease the memory now; later use raises ValueError."},
   {"reshape", arraypy_reshape, METH_VARARGS,
-   "reshape(shape)\n--\n\nA view of the same memory with another shape."},
-  {"__enter__", arraypy_enter, METH_NOARGS, NULL},
-  {"__exit__", arraypy_exit, METH_VARARGS, NULL},
+   "reshape(shape)\n--\n\nA view of the same memory with another shape "
+   "(-1 stands for the\ndimension the others leave); contiguous arrays "
+   "only."},
+  {"fill", gmpy_array_fill, METH_O,
+   "fill(value)\n--\n\nSet every element to the scalar VALUE, converted "
+   "as\nnumpy.array(value, dtype) converts it.  Queued on the current\n"
+   "stream (gpumem.current_stream), else complete on return."},
+  {"copy", gmpy_array_copy, METH_NOARGS,
+   "copy()\n--\n\nA new contiguous DeviceArray on the same device with "
+   "the same\ncontents (of a strided view: its elements, packed)."},
+  {"__array__", (PyCFunction) (void (*) (void)) gmpy_array_no_numpy,
+   METH_VARARGS | METH_KEYWORDS,
+   "__array__(*args, **kwargs)\n--\n\nRaises TypeError: a DeviceArray "
+   "becomes a NumPy array only\nthrough an explicit copy_to_host()."},
+  {"__enter__", arraypy_enter, METH_NOARGS,
+   "__enter__()\n--\n\nThe array itself, for `with gpumem.empty(n) as "
+   "a:`."},
+  {"__exit__", arraypy_exit, METH_VARARGS,
+   "__exit__(*exc_info)\n--\n\nfree() the array at the end of the with "
+   "block."},
   {"__dlpack__", (PyCFunction) (void (*) (void)) gmpy_array_dlpack,
    METH_VARARGS | METH_KEYWORDS,
    "__dlpack__(*, stream=None, max_version=None, dl_device=None, "
@@ -630,11 +761,20 @@ static PyType_Slot arraypy_slots[] = {
   {Py_tp_methods, arraypy_methods},
   {Py_tp_members, arraypy_members},
   {Py_mp_length, arraypy_length},
-  {Py_mp_subscript, arraypy_subscript},
+  {Py_mp_subscript, gmpy_array_subscript},
+  {Py_mp_ass_subscript, gmpy_array_ass_subscript},
   {Py_sq_length, arraypy_length},
+  {Py_sq_item, gmpy_array_item},
+  {Py_tp_iter, gmpy_array_iter},
   {Py_tp_doc,
-   "A typed, C-contiguous block of device memory, or a view into one.\n\n"
-   "Made by gpumem.empty, zeros, to_device, asarray, alloc_gpu_memory."},
+   "A typed block of device memory, or a view into one.\n\n"
+   "Made by gpumem.empty, zeros, to_device, asarray, alloc_gpu_memory.\n"
+   "Basic indexing (ints, slices with steps, ..., None) gives views,\n"
+   "strided ones too; a[key] = value assigns scalars, NumPy arrays and\n"
+   "DeviceArrays; len(a) and iteration walk the first axis.  Kernels,\n"
+   "gpumem.copy and DLPack/CUDA Array Interface consumers that need it\n"
+   "take contiguous arrays; a.copy() makes one.  np.asarray(a) raises\n"
+   "TypeError: a.copy_to_host() is the explicit copy."},
   {0, NULL}
 };
 

@@ -8,12 +8,14 @@
 
 #include "gm-python.h"
 
+#include <string.h>
+
 PyObject *
 gmpy_array_cai (PyObject *self, void *closure)
 {
   arraypy_object *array = (arraypy_object *) self;
   gm_stream *pending;
-  PyObject *shape, *stream;
+  PyObject *shape, *stream, *strides;
   char typestr[8];
 
   if (gm_backend_current->device_memory != GM_MEMORY_CUDA)
@@ -43,24 +45,35 @@ gmpy_array_cai (PyObject *self, void *closure)
       return NULL;
     }
   gm_dtype_typestr (array->dtype, typestr);
+  /* None says C-contiguous; a strided view spells its strides out.  */
+  strides = array->contiguous ? Py_NewRef (Py_None)
+                              : gmpy_strides_tuple (array, 1);
+  if (strides == NULL)
+    {
+      Py_DECREF (stream);
+      Py_DECREF (shape);
+      return NULL;
+    }
   /* The interface asks for a pointer of 0 for an empty array.  */
-  return Py_BuildValue ("{s:N,s:s,s:(NO),s:O,s:i,s:N}", "shape", shape,
+  return Py_BuildValue ("{s:N,s:s,s:(NO),s:N,s:i,s:N}", "shape", shape,
                         "typestr", typestr, "data",
                         PyLong_FromVoidPtr (array->size > 0 ? array->data
                                                             : NULL),
                         array->readonly ? Py_True : Py_False, "strides",
-                        Py_None, "version", 3, "stream", stream);
+                        strides, "version", 3, "stream", stream);
 }
 
 /* Reads OBJ's __cuda_array_interface__ (versions 0 to 3) into BUF, and
-   its shape into *NDIM and DIMS; waits for the stream it names, if any,
-   so that the data may be read.  1, 0 when OBJ has no interface, -1 with
-   an exception (TypeError for a malformed interface or an unsupported
-   type, ValueError for strides that are not C-contiguous, a mask, a
+   its shape into *NDIM and DIMS and, when STRIDES is not NULL, its byte
+   strides into STRIDES (else it must be C-contiguous); waits for the
+   stream it names, if any, so that the data may be read.  1, 0 when OBJ
+   has no interface, -1 with an exception (TypeError for a malformed
+   interface or an unsupported type, ValueError for strides that are not
+   C-contiguous where they must be or that are not usable, a mask, a
    pointer to host memory, or stream 0).  */
 static int
 cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
-          Py_ssize_t dims[GM_MAX_NDIM], const char *what)
+          Py_ssize_t dims[GM_MAX_NDIM], Py_ssize_t *strides, const char *what)
 {
   PyObject *cai, *item;
   int result = -1, dtype, readonly;
@@ -109,33 +122,54 @@ cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
       goto done;
     }
   item = PyDict_GetItemString (cai, "strides");
+  if (strides != NULL)
+    {
+      /* C-contiguous unless the interface says otherwise.  */
+      Py_ssize_t stride = (Py_ssize_t) gm_dtypes[dtype].itemsize;
+      for (int i = *ndim - 1; i >= 0; i--)
+        {
+          strides[i] = stride;
+          stride *= dims[i] > 1 ? dims[i] : 1;
+        }
+    }
   if (item != NULL && item != Py_None && buf->size > 1)
     {
-      /* Strides that equal the C-contiguous ones are contiguous too;
-         a dimension of length 1 may have any stride.  */
-      Py_ssize_t expect = (Py_ssize_t) gm_dtypes[dtype].itemsize;
+      Py_ssize_t given[GM_MAX_NDIM];
       PyObject *seq = PySequence_Fast (item, "strides must be a sequence");
-      bool contiguous = seq != NULL
-                        && PySequence_Fast_GET_SIZE (seq) == *ndim;
-      for (int i = *ndim - 1; contiguous && i >= 0; i--)
-        {
-          Py_ssize_t s = PyLong_AsSsize_t (PySequence_Fast_GET_ITEM (seq, i));
-          if (s == -1 && PyErr_Occurred ())
-            break;
-          if (dims[i] > 1 && s != expect)
-            contiguous = false;
-          expect *= dims[i];
-        }
-      Py_XDECREF (seq);
-      if (PyErr_Occurred ())
+      bool contiguous;
+
+      if (seq == NULL)
         goto done;
-      if (!contiguous)
+      if (PySequence_Fast_GET_SIZE (seq) != *ndim)
         {
-          PyErr_Format (PyExc_ValueError, "%s is not C-contiguous (its "
-                        "strides are %R); gpumem needs contiguous device "
-                        "memory", what, item);
+          Py_DECREF (seq);
+          PyErr_Format (PyExc_ValueError, "%s: __cuda_array_interface__ has "
+                        "%zd strides for %d dimensions", what,
+                        PySequence_Fast_GET_SIZE (item), *ndim);
           goto done;
         }
+      for (int i = 0; i < *ndim; i++)
+        {
+          given[i] = PyLong_AsSsize_t (PySequence_Fast_GET_ITEM (seq, i));
+          if (given[i] == -1 && PyErr_Occurred ())
+            break;
+        }
+      Py_DECREF (seq);
+      if (PyErr_Occurred ()
+          || gmpy_strides_check (*ndim, dims, given,
+                                 gm_dtypes[dtype].itemsize, &contiguous,
+                                 what) < 0)
+        goto done;
+      if (!contiguous && strides == NULL)
+        {
+          PyErr_Format (PyExc_ValueError, "%s is not C-contiguous (its "
+                        "strides are %R); kernels and copies need contiguous "
+                        "device memory (gpumem.asarray wraps it as a strided "
+                        "view; .copy() packs that)", what, item);
+          goto done;
+        }
+      if (strides != NULL)
+        memcpy (strides, given, sizeof *given * (size_t) *ndim);
     }
   item = PyDict_GetItemString (cai, "data");
   if (item == NULL || !PyTuple_Check (item) || PyTuple_GET_SIZE (item) != 2)
@@ -222,6 +256,13 @@ gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
       arraypy_object *array = (arraypy_object *) obj;
       if (gmpy_array_usable (array) < 0)
         return -1;
+      if (!array->contiguous)
+        {
+          PyErr_Format (PyExc_ValueError, "%s is a strided (non-contiguous) "
+                        "DeviceArray view; kernels and copies take contiguous "
+                        "memory: pass %s.copy()", what, what);
+          return -1;
+        }
       buf->data = array->data;
       buf->size = array->size;
       buf->dtype = array->dtype;
@@ -233,13 +274,13 @@ gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
   buf->array = NULL;
   if (gm_backend_current->device_memory != GM_MEMORY_CUDA)
     return 0;
-  return cai_read (obj, buf, &ndim, dims, what);
+  return cai_read (obj, buf, &ndim, dims, NULL, what);
 }
 
 PyObject *
 gmpy_asarray (PyObject *module, PyObject *obj)
 {
-  Py_ssize_t dims[GM_MAX_NDIM];
+  Py_ssize_t dims[GM_MAX_NDIM], strides[GM_MAX_NDIM];
   PyObject *result;
   gmpy_devbuf buf;
   int found = 0, ndim;
@@ -248,12 +289,17 @@ gmpy_asarray (PyObject *module, PyObject *obj)
     return Py_NewRef (obj);
   /* The CUDA Array Interface first: it is what kernels take too.  */
   if (gm_backend_current->device_memory == GM_MEMORY_CUDA)
-    found = cai_read (obj, &buf, &ndim, dims, "obj");
+    found = cai_read (obj, &buf, &ndim, dims, strides, "obj");
   if (found < 0)
     return NULL;
   if (found)
-    return gmpy_array_wrap (ndim, dims, buf.dtype, buf.device, buf.data,
-                            buf.readonly, obj);
+    {
+      result = gmpy_array_wrap (ndim, dims, buf.dtype, buf.device, buf.data,
+                                buf.readonly, obj);
+      if (result != NULL)
+        gmpy_array_set_strides ((arraypy_object *) result, strides);
+      return result;
+    }
   found = gmpy_dlpack_asarray (obj, &result);
   if (found < 0)
     return NULL;

@@ -60,6 +60,13 @@ array_arg (PyObject *obj, bool writes, const char *fname, gm_comm_call *call,
   array = (arraypy_object *) obj;
   if (gmpy_array_usable (array) < 0)
     return -1;
+  if (!array->contiguous)
+    {
+      PyErr_Format (PyExc_ValueError, "gpumem.comm.%s: a is a strided "
+                    "(non-contiguous) view; collectives take contiguous "
+                    "arrays: pass a.copy()", fname);
+      return -1;
+    }
   if (writes && array->readonly)
     {
       PyErr_Format (PyExc_ValueError,

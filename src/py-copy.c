@@ -91,6 +91,12 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
 
   if (gmpy_parse_args (args, nargs, kwnames, "copy", names, 2, -1, arg) < 0)
     return NULL;
+  /* Strided views take the paths of py-index.c.  */
+  switch (gmpy_copy_strided (arg[0], arg[1], arg[2], arg[3]))
+    {
+    case -1: return NULL;
+    case 1: Py_RETURN_NONE;
+    }
   dst_dev = gmpy_devbuf_get (arg[0], &dst, "dst");
   if (dst_dev < 0)
     return NULL;
@@ -100,6 +106,18 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   if (arg[2] != NULL && arg[2] != Py_None
       && gmpy_size_arg (arg[2], "count", &count) < 0)
     return NULL;
+  if ((arg[3] == NULL || arg[3] == Py_None) && (dst_dev || src_dev))
+    {
+      /* Without stream=: the current stream of the destination's device
+         (else the source's), when a with block set one.  Borrowed: that
+         block's list holds it for the length of this call.  */
+      PyObject *current = gmpy_stream_current (dst_dev ? dst.device
+                                                       : src.device);
+      if (current == NULL)
+        return NULL;
+      arg[3] = current;
+      Py_DECREF (current);
+    }
   if (gmpy_stream_arg (arg[3], -1, &stream) < 0)
     return NULL;
 

@@ -259,8 +259,12 @@ static PyMethodDef devicepy_methods[] = {
    "mem_info()\n--\n\n(free, total) bytes of the device's memory."},
   {"synchronize", devicepy_synchronize, METH_NOARGS,
    "synchronize()\n--\n\nWait for all work on the device."},
-  {"__enter__", devicepy_enter, METH_NOARGS, NULL},
-  {"__exit__", devicepy_exit, METH_VARARGS, NULL},
+  {"__enter__", devicepy_enter, METH_NOARGS,
+   "__enter__()\n--\n\nStart a with block: this device is the current "
+   "one of this thread\n(new arrays, streams and events go to it)."},
+  {"__exit__", devicepy_exit, METH_VARARGS,
+   "__exit__(*exc_info)\n--\n\nEnd the with block: the device current "
+   "before it is again."},
   {NULL, NULL, 0, NULL}
 };
 

@@ -152,14 +152,15 @@ device_of (int device)
   return dl;
 }
 
-/* A capsule exporting NDIM, SHAPE and DTYPE at DATA on DL_DEVICE, kept
-   alive by OWNER (a new strong reference is taken).  ARRAY, when not
+/* A capsule exporting NDIM, SHAPE, BYTE_STRIDES (NULL: C-contiguous)
+   and DTYPE at DATA on DL_DEVICE, kept alive by OWNER (a new strong reference is taken).  ARRAY, when not
    NULL, is the DeviceArray OWNER is, whose exports count this one.
    VERSIONED picks the capsule kind; FLAGS are the versioned flags.  New
    reference, or NULL with MemoryError.  */
 static PyObject *
 export_capsule (PyObject *owner, arraypy_object *array, void *data, int ndim,
-                const Py_ssize_t *shape, gm_dtype dtype,
+                const Py_ssize_t *shape, const Py_ssize_t *byte_strides,
+                gm_dtype dtype,
                 gm_dl_device dl_device, bool versioned, uint64_t flags)
 {
   export_block *block;
@@ -198,7 +199,8 @@ export_capsule (PyObject *owner, arraypy_object *array, void *data, int ndim,
   for (int i = ndim - 1; i >= 0; i--)
     {
       block->dims[i] = shape[i];
-      block->dims[ndim + i] = stride;
+      block->dims[ndim + i] = byte_strides != NULL
+        ? byte_strides[i] / (Py_ssize_t) gm_dtypes[dtype].itemsize : stride;
       /* Past an overflow the array is empty (a dimension is 0), and an
          empty array's strides are never used.  */
       if (__builtin_mul_overflow (stride, shape[i] > 1 ? shape[i] : 1,
@@ -369,9 +371,12 @@ host_stream_arg (PyObject *obj)
 static arraypy_object *
 device_copy (arraypy_object *array)
 {
-  arraypy_object *copy = gmpy_array_new (array->ndim, array->shape,
-                                         array->dtype, array->device, NULL);
+  arraypy_object *copy;
 
+  if (!array->contiguous)
+    return (arraypy_object *) gmpy_array_copy ((PyObject *) array, NULL);
+  copy = gmpy_array_new (array->ndim, array->shape, array->dtype,
+                         array->device, NULL);
   if (copy == NULL)
     return NULL;
   if (gmpy_backend_copy (copy->data, array->device, array->data,
@@ -462,7 +467,7 @@ gmpy_array_dlpack (PyObject *self, PyObject *args, PyObject *kwargs)
         goto done;
       capsule = export_capsule (owner, NULL,
                                 array->size > 0 ? view.buf : NULL,
-                                array->ndim, array->shape, array->dtype,
+                                array->ndim, array->shape, NULL, array->dtype,
                                 wanted, versioned, GM_DLPACK_FLAG_IS_COPIED);
       PyBuffer_Release (&view);
       goto done;
@@ -500,8 +505,10 @@ gmpy_array_dlpack (PyObject *self, PyObject *args, PyObject *kwargs)
     }
   capsule = export_capsule (owner, (arraypy_object *) owner,
                             ((arraypy_object *) owner)->data, array->ndim,
-                            array->shape, array->dtype, ours, versioned,
-                            flags);
+                            array->shape,
+                            ((arraypy_object *) owner)->contiguous
+                              ? NULL : ((arraypy_object *) owner)->strides,
+                            array->dtype, ours, versioned, flags);
 done:
   Py_XDECREF (owner);
   return capsule;
@@ -568,13 +575,14 @@ wrong_device (int32_t type)
 }
 
 /* Checks TENSOR, the DLTensor of a capsule, and reads what a DeviceArray
-   needs: *NDIM, DIMS, *DTYPE, *DEVICE and *DATA.  0, or -1 with
-   BufferError (device, strides, null data), TypeError (data type) or
-   ValueError (shape); TENSOR is left as it was.  */
+   needs: *NDIM, DIMS, STRIDES (bytes), *DTYPE, *DEVICE and *DATA.  0, or
+   -1 with BufferError (device, null data), TypeError (data type) or
+   ValueError (shape, strides that are not usable); TENSOR is left as it
+   was.  */
 static int
 read_tensor (const gm_dl_tensor *tensor, int *ndim,
-             Py_ssize_t dims[GM_MAX_NDIM], gm_dtype *dtype, int *device,
-             char **data)
+             Py_ssize_t dims[GM_MAX_NDIM], Py_ssize_t strides[GM_MAX_NDIM],
+             gm_dtype *dtype, int *device, char **data)
 {
   Py_ssize_t size = 1, nbytes;
   int found = -1;
@@ -644,25 +652,30 @@ read_tensor (const gm_dl_tensor *tensor, int *ndim,
       return -1;
     }
 
-  if (tensor->strides != NULL && size > 1)
-    {
-      /* Strides in elements; a dimension of length 1 may have any.  */
-      int64_t expect = 1;
-      for (int i = *ndim - 1; i >= 0; i--)
-        {
-          if (dims[i] > 1 && tensor->strides[i] != expect)
-            {
-              PyErr_Format (PyExc_BufferError, "from_dlpack: the array is "
-                            "not C-contiguous (dimension %d has stride %lld "
-                            "elements, not %lld); gpumem needs contiguous "
-                            "memory: make a contiguous copy first", i,
-                            (long long) tensor->strides[i],
-                            (long long) expect);
-              return -1;
-            }
-          expect *= dims[i];
-        }
-    }
+  {
+    /* Strides in elements (NULL: C-contiguous), kept in bytes.  */
+    Py_ssize_t itemsize = (Py_ssize_t) gm_dtypes[found].itemsize;
+    Py_ssize_t stride = itemsize;
+    bool contiguous;
+    for (int i = *ndim - 1; i >= 0; i--)
+      {
+        if (tensor->strides == NULL)
+          strides[i] = stride;
+        else if (__builtin_mul_overflow ((Py_ssize_t) tensor->strides[i],
+                                         itemsize, &strides[i]))
+          {
+            PyErr_Format (PyExc_ValueError, "from_dlpack: stride %lld of "
+                          "dimension %d is too large",
+                          (long long) tensor->strides[i], i);
+            return -1;
+          }
+        stride *= dims[i] > 1 ? dims[i] : 1;
+      }
+    if (size > 1
+        && gmpy_strides_check (*ndim, dims, strides, (size_t) itemsize,
+                               &contiguous, "from_dlpack") < 0)
+      return -1;
+  }
   if (tensor->data == NULL && size > 0)
     {
       PyErr_SetString (PyExc_BufferError, "from_dlpack: the DLPack tensor "
@@ -682,7 +695,7 @@ read_tensor (const gm_dl_tensor *tensor, int *ndim,
 static PyObject *
 consume_capsule (PyObject *capsule)
 {
-  Py_ssize_t dims[GM_MAX_NDIM];
+  Py_ssize_t dims[GM_MAX_NDIM], strides[GM_MAX_NDIM];
   const gm_dl_tensor *tensor;
   PyObject *holder, *result;
   bool versioned, readonly = false;
@@ -729,7 +742,7 @@ consume_capsule (PyObject *capsule)
     }
   else
     tensor = &((gm_dl_managed_tensor *) managed)->dl_tensor;
-  if (read_tensor (tensor, &ndim, dims, &dtype, &device, &data) < 0)
+  if (read_tensor (tensor, &ndim, dims, strides, &dtype, &device, &data) < 0)
     return NULL;
 
   holder = PyCapsule_New (managed, versioned ? HOLDER_VERSIONED
@@ -751,6 +764,8 @@ consume_capsule (PyObject *capsule)
   result = gmpy_array_wrap (ndim, dims, dtype, device, data, readonly,
                             holder);
   Py_DECREF (holder);
+  if (result != NULL)
+    gmpy_array_set_strides ((arraypy_object *) result, strides);
   return result;
 }
 

@@ -440,7 +440,8 @@ make_entry (const gm_kernel *kernel, kernel_entry *entry)
                     "\ngrid, block: launch shape (ints or tuples of up to 3); "
                     "by default the\nlauncher chooses from the device.  "
                     "stream: a gpumem.Stream to run in\nasynchronously; by "
-                    "default the call returns when the kernel is done.");
+                    "default the current stream (with stream:), else\n"
+                    "the call returns when the kernel is done.");
   if (failed)
     {
       PyErr_NoMemory ();

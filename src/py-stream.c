@@ -2,8 +2,11 @@
 
    A Stream is a queue of work on one device: copies and kernels given
    stream= are enqueued there and return at once.  Without stream= work
-   runs on the device's default stream and completes before the call
-   returns.  An Event marks a point in a stream, for waiting and timing.  */
+   goes to the stream of the innermost `with stream:` block of this
+   thread for the data's device, if any, and is then queued there too;
+   else it runs on the device's default stream and completes before the
+   call returns.  An Event marks a point in a stream, for waiting and
+   timing.  */
 
 #include "gm-python.h"
 
@@ -13,7 +16,109 @@ typedef struct eventpy_object
   gm_event *event;
   int device;
   bool recorded;
+  bool timing;            /* made with timing=True */
 } eventpy_object;
+
+/* Key, in each thread's state dict, of that thread's stream contexts:
+   a dict {device index: list of the Streams of its open `with` blocks,
+   innermost last}.  */
+#define CONTEXTS_KEY "gpumem.stream_contexts"
+
+/* `with stream:` blocks open in all threads (changed under the GIL): while
+   there are none, calls without stream= skip the lookup.  A thread that
+   ends inside a block leaves it counted, which only costs the lookups.  */
+static Py_ssize_t open_blocks;
+
+/* The list of DEVICE's open `with stream:` blocks in this thread, a new
+   reference; created when CREATE, else None when there is none.  NULL
+   with an exception on failure.  */
+static PyObject *
+context_stack (int device, bool create)
+{
+  PyObject *thread_dict = PyThreadState_GetDict (), *contexts, *key, *stack;
+
+  if (thread_dict == NULL)
+    {
+      if (!create)
+        return Py_NewRef (Py_None);
+      PyErr_SetString (PyExc_RuntimeError, "no thread state for a stream "
+                                           "context");
+      return NULL;
+    }
+  contexts = PyDict_GetItemString (thread_dict, CONTEXTS_KEY);
+  if (contexts == NULL)
+    {
+      if (!create)
+        return Py_NewRef (Py_None);
+      contexts = PyDict_New ();
+      if (contexts == NULL
+          || PyDict_SetItemString (thread_dict, CONTEXTS_KEY, contexts) < 0)
+        {
+          Py_XDECREF (contexts);
+          return NULL;
+        }
+      Py_DECREF (contexts);
+    }
+  key = PyLong_FromLong (device);
+  if (key == NULL)
+    return NULL;
+  stack = PyDict_GetItemWithError (contexts, key);
+  if (stack != NULL || PyErr_Occurred ())
+    {
+      Py_DECREF (key);
+      return Py_XNewRef (stack);
+    }
+  if (!create)
+    {
+      Py_DECREF (key);
+      return Py_NewRef (Py_None);
+    }
+  stack = PyList_New (0);
+  if (stack == NULL || PyDict_SetItem (contexts, key, stack) < 0)
+    Py_CLEAR (stack);
+  Py_DECREF (key);
+  return stack;
+}
+
+PyObject *
+gmpy_stream_current (int device)
+{
+  PyObject *stack, *current;
+
+  if (open_blocks == 0)
+    return Py_NewRef (Py_None);
+  stack = context_stack (device, false);
+  if (stack == NULL)
+    return NULL;
+  if (stack == Py_None || PyList_GET_SIZE (stack) == 0)
+    current = Py_NewRef (Py_None);
+  else
+    current = Py_NewRef (PyList_GET_ITEM (stack, PyList_GET_SIZE (stack) - 1));
+  Py_DECREF (stack);
+  return current;
+}
+
+PyObject *
+gmpy_stream_or_current (PyObject *obj, int device)
+{
+  if (obj != NULL && obj != Py_None)
+    return Py_NewRef (obj);
+  return gmpy_stream_current (device);
+}
+
+PyObject *
+gmpy_current_stream_fn (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"device", NULL};
+  PyObject *device_obj = Py_None;
+  int device;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:current_stream",
+                                    keywords, &device_obj)
+      || gmpy_device_arg (device_obj, &device) < 0)
+    return NULL;
+  return gmpy_stream_current (device);
+}
 
 int
 gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream)
@@ -22,6 +127,17 @@ gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream)
   streampy_object *s;
 
   *stream = NULL;
+  if ((obj == NULL || obj == Py_None) && device >= 0)
+    {
+      PyObject *current = gmpy_stream_current (device);
+      if (current == NULL)
+        return -1;
+      /* The `with` block's list keeps the stream alive.  */
+      if (current != Py_None)
+        *stream = ((streampy_object *) current)->stream;
+      Py_DECREF (current);
+      return 0;
+    }
   if (obj == NULL || obj == Py_None)
     return 0;
   if (!PyObject_TypeCheck (obj, state->stream_type))
@@ -58,6 +174,7 @@ streampy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
   if (self == NULL)
     return NULL;
   self->device = device;
+  self->external = false;
   status = gm_backend_current->stream_create (device, &self->stream);
   if (status != GM_OK)
     {
@@ -110,6 +227,145 @@ streampy_query (PyObject *self, PyObject *unused)
 }
 
 static PyObject *
+streampy_from_handle (PyObject *cls, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"handle", "device", NULL};
+  PyObject *handle_obj, *device_obj = Py_None;
+  PyTypeObject *type = (PyTypeObject *) cls;
+  streampy_object *self;
+  gm_status status;
+  void *handle;
+  int device;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|O:from_handle",
+                                    keywords, &handle_obj, &device_obj))
+    return NULL;
+  if (!PyLong_Check (handle_obj))
+    {
+      PyErr_Format (PyExc_TypeError, "from_handle needs the stream as an "
+                    "int (a cudaStream_t's value), not %.100s",
+                    Py_TYPE (handle_obj)->tp_name);
+      return NULL;
+    }
+  handle = PyLong_AsVoidPtr (handle_obj);
+  if ((handle == NULL && PyErr_Occurred ())
+      || gmpy_device_arg (device_obj, &device) < 0)
+    return NULL;
+  self = (streampy_object *) type->tp_alloc (type, 0);
+  if (self == NULL)
+    return NULL;
+  self->device = device;
+  self->external = true;
+  status = gm_backend_current->stream_wrap (device, handle, &self->stream);
+  if (status != GM_OK)
+    {
+      self->stream = NULL;
+      Py_DECREF (self);
+      return gmpy_raise (status);
+    }
+  return (PyObject *) self;
+}
+
+static PyObject *
+streampy_enter (PyObject *self, PyObject *unused)
+{
+  PyObject *stack = context_stack (((streampy_object *) self)->device, true);
+  int rc;
+
+  if (stack == NULL)
+    return NULL;
+  rc = PyList_Append (stack, self);
+  Py_DECREF (stack);
+  if (rc < 0)
+    return NULL;
+  open_blocks++;
+  return Py_NewRef (self);
+}
+
+static PyObject *
+streampy_exit (PyObject *self, PyObject *args)
+{
+  PyObject *stack = context_stack (((streampy_object *) self)->device,
+                                   false);
+  Py_ssize_t n;
+
+  if (stack == NULL)
+    return NULL;
+  n = stack == Py_None ? 0 : PyList_GET_SIZE (stack);
+  if (n == 0 || PyList_GET_ITEM (stack, n - 1) != self)
+    {
+      Py_DECREF (stack);
+      PyErr_SetString (PyExc_RuntimeError, "this stream's with block is not "
+                       "the innermost one of its device in this thread");
+      return NULL;
+    }
+  if (PyList_SetSlice (stack, n - 1, n, NULL) < 0)
+    {
+      Py_DECREF (stack);
+      return NULL;
+    }
+  Py_DECREF (stack);
+  open_blocks--;
+  Py_RETURN_FALSE;
+}
+
+static PyObject *
+streampy_wait_event (PyObject *self, PyObject *event_obj)
+{
+  streampy_object *s = (streampy_object *) self;
+  eventpy_object *e;
+  gm_status status;
+
+  if (!PyObject_TypeCheck (event_obj, gmpy_state_get ()->event_type))
+    {
+      PyErr_Format (PyExc_TypeError, "wait_event needs a gpumem.Event, not "
+                    "%.100s", Py_TYPE (event_obj)->tp_name);
+      return NULL;
+    }
+  e = (eventpy_object *) event_obj;
+  status = gm_backend_current->stream_wait_event (s->device, s->stream,
+                                                  e->event);
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+streampy_wait_stream (PyObject *self, PyObject *other_obj)
+{
+  streampy_object *s = (streampy_object *) self, *other;
+  gm_event *event = NULL;
+  gm_status status;
+
+  if (!PyObject_TypeCheck (other_obj, Py_TYPE (self)))
+    {
+      PyErr_Format (PyExc_TypeError, "wait_stream needs a gpumem.Stream, not "
+                    "%.100s", Py_TYPE (other_obj)->tp_name);
+      return NULL;
+    }
+  other = (streampy_object *) other_obj;
+  /* An event recorded now on OTHER marks the work queued there so far;
+     destroying it after the wait is queued is allowed.  */
+  status = gm_backend_current->event_create (other->device, 0, &event);
+  if (status == GM_OK)
+    status = gm_backend_current->event_record (event, other->stream);
+  if (status == GM_OK)
+    status = gm_backend_current->stream_wait_event (s->device, s->stream,
+                                                    event);
+  if (event != NULL)
+    gm_backend_current->event_destroy (event);
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+streampy_get_external (PyObject *self, void *closure)
+{
+  return PyBool_FromLong (((streampy_object *) self)->external);
+}
+
+static PyObject *
 streampy_get_device (PyObject *self, void *closure)
 {
   return gmpy_device_get (((streampy_object *) self)->device);
@@ -126,15 +382,19 @@ static PyObject *
 streampy_repr (PyObject *self)
 {
   streampy_object *s = (streampy_object *) self;
-  return PyUnicode_FromFormat ("<gpumem.Stream on device %d at %p>",
-                               s->device,
+  return PyUnicode_FromFormat ("<gpumem.Stream%s on device %d at %p>",
+                               s->external ? " (external)" : "", s->device,
                                gm_backend_current->stream_handle (s->stream));
 }
 
 static PyGetSetDef streampy_getset[] = {
   {"device", streampy_get_device, NULL, "The stream's Device.", NULL},
   {"handle", streampy_get_handle, NULL,
-   "The cudaStream_t as an int (0 on the host backend).", NULL},
+   "The cudaStream_t as an int (on the host backend 0, or what\n"
+   "from_handle was given).", NULL},
+  {"external", streampy_get_external, NULL,
+   "True for a stream made by Stream.from_handle (gpumem does not own\n"
+   "or destroy it).", NULL},
   {NULL, NULL, NULL, NULL, NULL}
 };
 
@@ -143,6 +403,31 @@ static PyMethodDef streampy_methods[] = {
    "synchronize()\n--\n\nWait until all work in the stream is done."},
   {"query", streampy_query, METH_NOARGS,
    "query()\n--\n\nTrue when all work in the stream is done."},
+  {"wait_event", streampy_wait_event, METH_O,
+   "wait_event(event)\n--\n\n"
+   "Make work queued on this stream from now on wait until EVENT's\n"
+   "recorded point is reached; the host does not wait.  Nothing when\n"
+   "EVENT was never recorded."},
+  {"wait_stream", streampy_wait_stream, METH_O,
+   "wait_stream(stream)\n--\n\n"
+   "Make work queued on this stream from now on wait for all work queued\n"
+   "on STREAM so far; the host does not wait."},
+  {"from_handle", (PyCFunction) (void (*) (void)) streampy_from_handle,
+   METH_CLASS | METH_VARARGS | METH_KEYWORDS,
+   "from_handle(handle, device=None)\n--\n\n"
+   "A Stream over a cudaStream_t made by other code (HANDLE, an int; 1\n"
+   "and 2 are CUDA's legacy and per-thread default streams), on DEVICE\n"
+   "(default: the current one).  gpumem never destroys it: it must\n"
+   "outlive the Stream and the work queued on it."},
+  {"__enter__", streampy_enter, METH_NOARGS,
+   "__enter__()\n--\n\n"
+   "Start a with block: calls without stream= on data of this stream's\n"
+   "device, in this thread, are queued on it (and are not complete when\n"
+   "they return) until the block ends."},
+  {"__exit__", streampy_exit, METH_VARARGS,
+   "__exit__(*exc_info)\n--\n\n"
+   "End the with block; the stream that was current before is again.\n"
+   "Does not wait for the stream."},
   {NULL, NULL, 0, NULL}
 };
 
@@ -154,7 +439,8 @@ static PyType_Slot streampy_slots[] = {
   {Py_tp_getset, streampy_getset},
   {Py_tp_methods, streampy_methods},
   {Py_tp_doc, "Stream(device=None)\n--\n\nA queue of asynchronous work on "
-              "one device."},
+              "one device.\n\n`with stream:` makes it the current stream of "
+              "its device in this\nthread (gpumem.current_stream)."},
   {0, NULL}
 };
 
@@ -170,21 +456,25 @@ static PyType_Spec streampy_spec = {
 static PyObject *
 eventpy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-  static char *keywords[] = {"device", NULL};
+  static char *keywords[] = {"device", "timing", "blocking", NULL};
   PyObject *device_obj = Py_None;
   eventpy_object *self;
   gm_status status;
-  int device;
+  int device, timing = 1, blocking = 0;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:Event", keywords,
-                                    &device_obj)
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O$pp:Event", keywords,
+                                    &device_obj, &timing, &blocking)
       || gmpy_device_arg (device_obj, &device) < 0)
     return NULL;
   self = (eventpy_object *) type->tp_alloc (type, 0);
   if (self == NULL)
     return NULL;
   self->device = device;
-  status = gm_backend_current->event_create (device, &self->event);
+  self->timing = timing;
+  status = gm_backend_current->event_create (
+    device, (timing ? GM_EVENT_TIMING : 0u) | (blocking ? GM_EVENT_BLOCKING
+                                                        : 0u),
+    &self->event);
   if (status != GM_OK)
     {
       self->event = NULL;
@@ -279,6 +569,12 @@ eventpy_elapsed_ms (PyObject *self, PyObject *end_obj)
                                          "before elapsed_ms");
       return NULL;
     }
+  if (!start->timing || !end->timing)
+    {
+      PyErr_SetString (PyExc_ValueError, "elapsed_ms needs events made with "
+                                         "timing=True");
+      return NULL;
+    }
   /* Both must have completed; wait for the end one (Ctrl-C honoured).  */
   if (eventpy_synchronize (end_obj, NULL) == NULL)
     return NULL;
@@ -294,6 +590,7 @@ static PyMethodDef eventpy_methods[] = {
   {"record", (PyCFunction) (void (*) (void)) eventpy_record,
    METH_VARARGS | METH_KEYWORDS,
    "record(stream=None)\n--\n\nMark this point of STREAM (default: the "
+   "current stream of the\nevent's device, see Stream.__enter__, else its "
    "default stream)."},
   {"synchronize", eventpy_synchronize, METH_NOARGS,
    "synchronize()\n--\n\nWait until the recorded point is reached."},
@@ -309,8 +606,12 @@ static PyType_Slot eventpy_slots[] = {
   {Py_tp_dealloc, eventpy_dealloc},
   {Py_tp_traverse, streampy_traverse},
   {Py_tp_methods, eventpy_methods},
-  {Py_tp_doc, "Event(device=None)\n--\n\nA point in a stream, for waiting "
-              "and timing."},
+  {Py_tp_doc, "Event(device=None, *, timing=True, blocking=False)\n--\n\n"
+              "A point in a stream, for waiting and timing.\n\n"
+              "timing=False makes a lighter event that elapsed_ms refuses;\n"
+              "blocking=True creates it with CUDA's cudaEventBlockingSync\n"
+              "(other code's cudaEventSynchronize then sleeps; gpumem's own\n"
+              "waits poll and nap either way)."},
   {0, NULL}
 };
 

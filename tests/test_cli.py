@@ -18,7 +18,7 @@ import gmtest
 GPUMEM = gmtest.GPUMEM
 TIMEOUT = 60
 
-# The options SPEC's "Command line" names, short and long.
+# The options docs/command-line.md names, short and long.
 OPTIONS = ["-b", "--backend", "-c", "-m", "-i", "-l", "--list-devices",
            "-k", "--list-kernels", "-s", "--stats", "-q", "--quiet",
            "-h", "--help", "-V", "--version"]

@@ -1197,13 +1197,87 @@ def op_thread():
     return f"in a thread: {desc}", call, oracle, attr_ok
 
 
+def basic_key(shape):
+    """A random basic index of SHAPE (ints, slices with steps, ...)."""
+    key = []
+    for n in shape:
+        r = rnd.random()
+        if r < 0.3 and n > 0:
+            key.append(rnd.randrange(-n, n))
+        elif r < 0.9:
+            key.append(slice(rnd.randrange(-n - 1, n + 2),
+                             rnd.randrange(-n - 1, n + 2),
+                             pick([1, 2, 3, -1, -2])))
+        else:
+            key.append(Ellipsis)
+            break
+    return tuple(key)
+
+
+def op_assign():
+    """a[key] = value, a[key].fill(value), a[key].copy(): a NumPy oracle
+    where the key is basic and the value plain."""
+    a = array_value()
+    shape = getattr(a, "shape", (3,))
+    plain = isinstance(a, gpumem.DeviceArray) and chance(0.7)
+    key = basic_key(shape) if plain else \
+        slice_value(len(shape) and shape[0] if isinstance(shape, tuple)
+                    else 3)
+    r = rnd.random()
+    if r < 0.3:
+        value = pick([0, 1, -1, 2.5, True, 1j, 300, -2**70, np.float32(7),
+                      np.int8(-3)])
+    elif r < 0.6:
+        value = host_value()
+    elif r < 0.8:
+        value = array_value()
+    else:
+        value = junk_scalar()
+    how = pick(["setitem", "setitem", "fill", "copy"])
+    if chance(0.1):
+        arm_free_callback(a)
+    oracle = None
+    if plain and not callbacks and how != "copy" and "freed" not in repr(a):
+        before = snapshot(a)
+        simple = isinstance(value, (int, float, complex, np.generic)) or (
+            plain_host(value) and isinstance(value, np.ndarray)
+            and value.dtype.name in DTYPES)
+        if before is not None and simple:
+            want = before.reshape(shape).copy()
+            try:
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    if how == "fill":
+                        want[key] = np.array(value, want.dtype)
+                    else:
+                        want[key] = value
+            except Exception:
+                want = None
+            if want is not None:
+                def oracle(_):
+                    after = snapshot(a)
+                    if after is not None:
+                        expect_equal(after, want.reshape(-1),
+                                     f"{how} of {key!r:.60}")
+
+    def call():
+        if how == "setitem":
+            a[key] = value
+        elif how == "fill":
+            a[key].fill(value)
+        else:
+            keep(a[key].copy())
+    return f"{a!r:.60}[{key!r:.60}] {how} {value!r:.60}", call, oracle, \
+        not isinstance(a, gpumem.DeviceArray)
+
+
 OPS_PLAIN = [op_alloc, op_alloc, op_to_device, op_asarray,
              op_copy_to_gpu, op_copy_to_gpu, op_copy_from_gpu,
              op_copy_from_gpu, op_copy, op_copy, op_copy,
              op_array_copy_methods, op_array_copy_methods, op_view, op_view,
              op_view, op_free, op_use_after_free, op_kernel, op_kernel,
              op_kernel, op_stream_event, op_stream_event, op_device,
-             op_memory, op_module_misc, op_gc]
+             op_memory, op_module_misc, op_gc, op_assign, op_assign]
 OPS = OPS_PLAIN + [op_thread]
 
 

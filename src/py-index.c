@@ -1,0 +1,1009 @@
+/* py-index.c -- DeviceArray indexing, assignment, fill and copies of
+   strided views.
+
+   Basic indexing (ints, slices with any step, ..., None, on every axis)
+   makes views that share the owner's memory and may be strided.  Copies
+   between a strided view and host memory go to the backend as rows
+   (strided.c) when that takes few calls, else through a staging buffer
+   covering the view's span; copies between two device layouts on one
+   device likewise, else through host memory.  Kernels, gpumem.copy and
+   the collectives take contiguous memory only (gmpy_devbuf_get).  */
+
+#include "gm-python.h"
+
+#include <string.h>
+
+/* A strided copy taking more backend calls than this goes through a
+   staging buffer instead (one copy of the view's whole span).  */
+#define DIRECT_CALLS_MAX 64
+
+/* A layout with every stride made non-negative: reversed axes are read
+   from their other end.  */
+typedef struct pos_layout
+{
+  char *data;                       /* element 0 of the flipped view */
+  int64_t shape[GM_MAX_NDIM];
+  int64_t strides[GM_MAX_NDIM];     /* bytes, >= 0 */
+  bool flipped[GM_MAX_NDIM];
+  bool any_flipped;
+  size_t span;                      /* bytes from data to past the end */
+} pos_layout;
+
+static void
+positive_layout (const arraypy_object *array, pos_layout *out)
+{
+  size_t itemsize = gm_dtypes[array->dtype].itemsize;
+  bool empty = false;
+
+  out->data = array->data;
+  out->any_flipped = false;
+  out->span = itemsize;
+  for (int i = 0; i < array->ndim; i++)
+    if (array->shape[i] == 0)
+      empty = true;
+  for (int i = 0; i < array->ndim; i++)
+    {
+      Py_ssize_t stride = array->strides[i];
+      out->shape[i] = array->shape[i];
+      out->flipped[i] = stride < 0 && array->shape[i] > 1;
+      if (out->flipped[i])
+        {
+          /* An empty array may have no memory at all.  */
+          if (!empty)
+            out->data += stride * (array->shape[i] - 1);
+          stride = -stride;
+          out->any_flipped = true;
+        }
+      out->strides[i] = stride;
+      if (array->shape[i] > 1)
+        out->span += (size_t) stride * (size_t) (array->shape[i] - 1);
+    }
+  if (empty)
+    out->span = 0;
+}
+
+/* C-contiguous strides of NDIM-dimensional SHAPE.  */
+static void
+c_strides (int ndim, const int64_t *shape, size_t itemsize, int64_t *strides)
+{
+  int64_t stride = (int64_t) itemsize;
+
+  for (int i = ndim - 1; i >= 0; i--)
+    {
+      strides[i] = stride;
+      stride *= shape[i] > 1 ? shape[i] : 1;
+    }
+}
+
+/* The tuple of slices that reverses LAYOUT's flipped axes of a NumPy
+   array (slice(None) for the others): a new reference or NULL.  */
+static PyObject *
+flip_key (const pos_layout *layout, int ndim)
+{
+  PyObject *key = PyTuple_New (ndim);
+
+  for (int i = 0; key != NULL && i < ndim; i++)
+    {
+      PyObject *step = PyLong_FromLong (layout->flipped[i] ? -1 : 1);
+      PyObject *slice = step ? PySlice_New (Py_None, Py_None, step) : NULL;
+      Py_XDECREF (step);
+      if (slice == NULL)
+        Py_CLEAR (key);
+      else
+        PyTuple_SET_ITEM (key, i, slice);
+    }
+  return key;
+}
+
+static PyObject *
+shape_of (const arraypy_object *array)
+{
+  PyObject *shape = PyTuple_New (array->ndim);
+
+  for (int i = 0; shape != NULL && i < array->ndim; i++)
+    {
+      PyObject *dim = PyLong_FromSsize_t (array->shape[i]);
+      if (dim == NULL)
+        Py_CLEAR (shape);
+      else
+        PyTuple_SET_ITEM (shape, i, dim);
+    }
+  return shape;
+}
+
+/* One backend copy with the GIL held, so that no other thread can free
+   the memory while it runs (gmpy_backend_copy lets go of the GIL between
+   chunks).  0, or -1 with the backend's error set.  */
+static int
+held_copy (void *dst, int dst_device, const void *src, int src_device,
+           size_t nbytes, gm_stream *stream)
+{
+  gm_status status = gm_backend_current->copy (dst, dst_device, src,
+                                               src_device, nbytes, stream);
+  return status == GM_OK ? 0 : gmpy_raise_int (status);
+}
+
+/* Runs a strided copy PLAN (with the GIL held, as held_copy); 0, or -1
+   with the backend's error set.  */
+static int
+run_plan (const gm_copy_plan *plan, char *dst, int dst_device,
+          const char *src, int src_device, gm_stream *stream)
+{
+  gm_status status = gm_strided_copy (plan, dst, dst_device, src,
+                                      src_device, stream);
+  return status == GM_OK ? 0 : gmpy_raise_int (status);
+}
+
+/* A new numpy.ndarray of ARRAY's shape and dtype, C-contiguous.  */
+static PyObject *
+host_empty (const arraypy_object *array)
+{
+  gmpy_state *state = gmpy_state_get ();
+  PyObject *shape = shape_of (array);
+
+  if (shape == NULL)
+    return NULL;
+  return PyObject_CallMethod (state->numpy, "empty", "NO", shape,
+                              state->np_dtypes[array->dtype]);
+}
+
+/* The memory of numpy array HOST (C-contiguous) in VIEW; 0 or -1.  */
+static int
+host_buffer (PyObject *host, Py_buffer *view, bool writable)
+{
+  return PyObject_GetBuffer (host, view, PyBUF_C_CONTIGUOUS
+                                         | (writable ? PyBUF_WRITABLE : 0));
+}
+
+/* A numpy.ndarray over the bytes of SPAN (a uint8 array) with LAYOUT's
+   shape and strides and ARRAY's dtype: a new reference or NULL.  */
+static PyObject *
+span_view (const arraypy_object *array, const pos_layout *layout,
+           PyObject *span)
+{
+  gmpy_state *state = gmpy_state_get ();
+  PyObject *shape = shape_of (array), *strides = PyTuple_New (array->ndim);
+  PyObject *ndarray = NULL, *kwargs = NULL, *result = NULL;
+
+  if (shape == NULL || strides == NULL)
+    goto done;
+  for (int i = 0; i < array->ndim; i++)
+    {
+      PyObject *s = PyLong_FromLongLong (layout->strides[i]);
+      if (s == NULL)
+        goto done;
+      PyTuple_SET_ITEM (strides, i, s);
+    }
+  ndarray = PyObject_GetAttrString (state->numpy, "ndarray");
+  kwargs = Py_BuildValue ("{s:O,s:O,s:O,s:O}", "shape", shape, "dtype",
+                          state->np_dtypes[array->dtype], "buffer", span,
+                          "strides", strides);
+  if (ndarray != NULL && kwargs != NULL)
+    {
+      PyObject *empty = PyTuple_New (0);
+      if (empty != NULL)
+        result = PyObject_Call (ndarray, empty, kwargs);
+      Py_XDECREF (empty);
+    }
+done:
+  Py_XDECREF (shape);
+  Py_XDECREF (strides);
+  Py_XDECREF (ndarray);
+  Py_XDECREF (kwargs);
+  return result;
+}
+
+/* A uint8 numpy array of NBYTES holding LAYOUT's span of ARRAY's memory,
+   copied and complete: a new reference or NULL.  */
+static PyObject *
+download_span (const arraypy_object *array, const pos_layout *layout,
+               gm_stream *stream)
+{
+  PyObject *span = PyObject_CallMethod (gmpy_state_get ()->numpy, "empty",
+                                        "ns", (Py_ssize_t) layout->span,
+                                        "uint8");
+  Py_buffer buf;
+  int rc;
+
+  if (span == NULL)
+    return NULL;
+  if (host_buffer (span, &buf, true) < 0)
+    {
+      Py_DECREF (span);
+      return NULL;
+    }
+  rc = held_copy (buf.buf, -1, layout->data, array->device,
+                          layout->span, stream);
+  PyBuffer_Release (&buf);
+  if (rc < 0 || (stream != NULL && gmpy_wait (array->device, stream) < 0))
+    Py_CLEAR (span);
+  return span;
+}
+
+PyObject *
+gmpy_array_strided_to_host (arraypy_object *array, gm_stream *stream)
+{
+  size_t itemsize = gm_dtypes[array->dtype].itemsize;
+  int64_t host_strides[GM_MAX_NDIM];
+  PyObject *result = NULL, *tmp = NULL;
+  pos_layout layout;
+  gm_copy_plan plan;
+  gm_status status;
+
+  if (gmpy_array_usable (array) < 0)
+    return NULL;
+  positive_layout (array, &layout);
+  c_strides (array->ndim, layout.shape, itemsize, host_strides);
+  status = gm_strided_plan (array->ndim, layout.shape, itemsize, host_strides,
+                            layout.strides, &plan);
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  if (plan.calls <= DIRECT_CALLS_MAX)
+    {
+      Py_buffer buf;
+      tmp = host_empty (array);
+      if (tmp == NULL || host_buffer (tmp, &buf, true) < 0)
+        goto done;
+      if (run_plan (&plan, buf.buf, -1, layout.data, array->device,
+                    stream) < 0)
+        {
+          PyBuffer_Release (&buf);
+          goto done;
+        }
+      PyBuffer_Release (&buf);
+      /* The host buffer is ours: complete before it is read.  */
+      if (stream != NULL && gmpy_wait (array->device, stream) < 0)
+        goto done;
+    }
+  else
+    {
+      PyObject *span = download_span (array, &layout, stream), *view;
+      if (span == NULL)
+        goto done;
+      view = span_view (array, &layout, span);
+      Py_DECREF (span);
+      if (view == NULL)
+        goto done;
+      tmp = PyObject_CallMethod (gmpy_state_get ()->numpy,
+                                 "ascontiguousarray", "O", view);
+      Py_DECREF (view);
+      if (tmp == NULL)
+        goto done;
+    }
+  if (layout.any_flipped)
+    {
+      PyObject *key = flip_key (&layout, array->ndim), *flipped;
+      if (key == NULL)
+        goto done;
+      flipped = PyObject_GetItem (tmp, key);
+      Py_DECREF (key);
+      if (flipped == NULL)
+        goto done;
+      result = PyObject_CallMethod (gmpy_state_get ()->numpy,
+                                    "ascontiguousarray", "O", flipped);
+      Py_DECREF (flipped);
+    }
+  else
+    result = Py_NewRef (tmp);
+done:
+  Py_XDECREF (tmp);
+  return result;
+}
+
+/* SRC as a C-contiguous numpy array of ARRAY's dtype and shape, its
+   flipped axes reversed as LAYOUT says: SRC is broadcast to the shape
+   when BROADCAST, else must have as many elements (any shape).  Its
+   dtype must cast to ARRAY's under NumPy's same_kind rule, unless
+   UNSAFE.  A new reference, or NULL (TypeError, ValueError).  */
+static PyObject *
+host_source (const arraypy_object *array, const pos_layout *layout,
+             PyObject *src, bool broadcast, bool unsafe, const char *what)
+{
+  gmpy_state *state = gmpy_state_get ();
+  PyObject *np_src, *shaped = NULL, *result = NULL, *shape, *dtype = NULL;
+  PyObject *ok;
+
+  np_src = PyObject_CallMethod (state->numpy, "asarray", "O", src);
+  if (np_src == NULL)
+    return NULL;
+  if (!unsafe)
+    {
+      dtype = PyObject_GetAttrString (np_src, "dtype");
+      ok = dtype ? PyObject_CallMethod (state->numpy, "can_cast", "OOs",
+                                        dtype, state->np_dtypes[array->dtype],
+                                        "same_kind")
+                 : NULL;
+      if (ok == NULL)
+        goto done;
+      if (ok != Py_True)
+        {
+          Py_DECREF (ok);
+          PyErr_Format (PyExc_TypeError, "%s: %S cannot be stored in a %s "
+                        "array (NumPy's same_kind casting)", what, dtype,
+                        gm_dtypes[array->dtype].name);
+          goto done;
+        }
+      Py_DECREF (ok);
+    }
+  shape = shape_of (array);
+  if (shape == NULL)
+    goto done;
+  if (broadcast)
+    shaped = PyObject_CallMethod (state->numpy, "broadcast_to", "OO", np_src,
+                                  shape);
+  else
+    {
+      PyObject *size = PyObject_GetAttrString (np_src, "size");
+      Py_ssize_t n = size ? PyLong_AsSsize_t (size) : -1;
+      Py_XDECREF (size);
+      if (n == -1 && PyErr_Occurred ())
+        {
+          Py_DECREF (shape);
+          goto done;
+        }
+      if (n != array->size)
+        PyErr_Format (PyExc_ValueError, "%s has %zd elements; the "
+                      "DeviceArray has %zd", what, n, array->size);
+      else
+        shaped = PyObject_CallMethod (np_src, "reshape", "O", shape);
+    }
+  Py_DECREF (shape);
+  if (shaped == NULL)
+    goto done;
+  if (layout->any_flipped)
+    {
+      PyObject *key = flip_key (layout, array->ndim), *flipped;
+      flipped = key ? PyObject_GetItem (shaped, key) : NULL;
+      Py_XDECREF (key);
+      Py_SETREF (shaped, flipped);
+      if (shaped == NULL)
+        goto done;
+    }
+  result = PyObject_CallMethod (state->numpy, "ascontiguousarray", "OO",
+                                shaped, state->np_dtypes[array->dtype]);
+done:
+  Py_DECREF (np_src);
+  Py_XDECREF (shaped);
+  Py_XDECREF (dtype);
+  return result;
+}
+
+int
+gmpy_array_strided_from_host (arraypy_object *array, PyObject *src,
+                              bool broadcast, bool unsafe, gm_stream *stream,
+                              const char *what)
+{
+  size_t itemsize = gm_dtypes[array->dtype].itemsize;
+  int64_t host_strides[GM_MAX_NDIM];
+  PyObject *host;
+  pos_layout layout;
+  gm_copy_plan plan;
+  gm_status status;
+  Py_buffer buf;
+  int rc = -1;
+
+  if (gmpy_array_usable (array) < 0)
+    return -1;
+  if (array->readonly)
+    {
+      PyErr_SetString (PyExc_ValueError, "the DeviceArray is read-only");
+      return -1;
+    }
+  positive_layout (array, &layout);
+  host = host_source (array, &layout, src, broadcast, unsafe, what);
+  if (host == NULL)
+    return -1;
+  /* Converting SRC ran Python code, which may have freed the array.  */
+  if (gmpy_array_usable (array) < 0 || host_buffer (host, &buf, false) < 0)
+    {
+      Py_DECREF (host);
+      return -1;
+    }
+  c_strides (array->ndim, layout.shape, itemsize, host_strides);
+  status = gm_strided_plan (array->ndim, layout.shape, itemsize,
+                            layout.strides, host_strides, &plan);
+  if (status != GM_OK)
+    gmpy_raise (status);
+  else if (plan.calls <= DIRECT_CALLS_MAX)
+    rc = run_plan (&plan, layout.data, array->device, buf.buf, -1, stream);
+  else
+    {
+      /* Read, modify and write back the view's whole span: the bytes
+         between its elements are written with the values they had.  */
+      PyObject *span = download_span (array, &layout, stream), *view = NULL;
+      if (span != NULL)
+        view = span_view (array, &layout, span);
+      if (view != NULL && PyObject_SetItem (view, Py_Ellipsis, host) == 0)
+        {
+          Py_buffer span_buf;
+          if (host_buffer (span, &span_buf, false) == 0)
+            {
+              rc = held_copy (layout.data, array->device,
+                                      span_buf.buf, -1, layout.span, stream);
+              PyBuffer_Release (&span_buf);
+            }
+        }
+      Py_XDECREF (view);
+      Py_XDECREF (span);
+    }
+  PyBuffer_Release (&buf);
+  /* HOST goes with this call: the copy must be done with it.  */
+  if (rc == 0 && stream != NULL && gmpy_wait (array->device, stream) < 0)
+    rc = -1;
+  Py_DECREF (host);
+  return rc;
+}
+
+/* Writes NBYTES-sized PATTERN into all N elements at DATA on DEVICE:
+   memset when its bytes are all equal, else the first element, then
+   copies that double the filled part.  0 or -1.  */
+static int
+fill_contiguous (char *data, int device, Py_ssize_t n, size_t itemsize,
+                 const unsigned char *pattern, gm_stream *stream)
+{
+  bool uniform = true;
+  Py_ssize_t done = 1;
+
+  if (n == 0)
+    return 0;
+  for (size_t i = 1; i < itemsize; i++)
+    uniform = uniform && pattern[i] == pattern[0];
+  if (uniform)
+    {
+      gm_status status = gm_backend_current->memset (
+        data, device, pattern[0], (size_t) n * itemsize, stream);
+      return status == GM_OK ? 0 : gmpy_raise_int (status);
+    }
+  /* From pageable memory the backend holds the bytes when it returns.  */
+  if (held_copy (data, device, pattern, -1, itemsize, stream) < 0)
+    return -1;
+  while (done < n)
+    {
+      Py_ssize_t more = done < n - done ? done : n - done;
+      if (held_copy (data + (size_t) done * itemsize, device, data,
+                             device, (size_t) more * itemsize, stream) < 0)
+        return -1;
+      done += more;
+    }
+  if (stream == NULL)
+    return gmpy_wait (device, NULL);
+  return 0;
+}
+
+/* Fills ARRAY (any layout) with VALUE, converted as numpy.array (VALUE,
+   dtype) converts it.  0 or -1.  */
+static int
+fill_array (arraypy_object *array, PyObject *value)
+{
+  gmpy_state *state = gmpy_state_get ();
+  size_t itemsize = gm_dtypes[array->dtype].itemsize;
+  unsigned char pattern[16];
+  PyObject *scalar, *ndim;
+  gm_stream *stream;
+  Py_buffer buf;
+  long dims;
+  int rc;
+
+  if (gmpy_array_usable (array) < 0)
+    return -1;
+  if (array->readonly)
+    {
+      PyErr_SetString (PyExc_ValueError, "the DeviceArray is read-only");
+      return -1;
+    }
+  scalar = PyObject_CallMethod (state->numpy, "array", "OO", value,
+                                state->np_dtypes[array->dtype]);
+  if (scalar == NULL)
+    return -1;
+  ndim = PyObject_GetAttrString (scalar, "ndim");
+  dims = ndim ? PyLong_AsLong (ndim) : -1;
+  Py_XDECREF (ndim);
+  if (dims != 0)
+    {
+      Py_DECREF (scalar);
+      if (!PyErr_Occurred ())
+        PyErr_Format (PyExc_ValueError, "fill needs a scalar, not %.100s "
+                      "of %ld dimensions", Py_TYPE (value)->tp_name, dims);
+      return -1;
+    }
+  if (host_buffer (scalar, &buf, false) < 0)
+    {
+      Py_DECREF (scalar);
+      return -1;
+    }
+  memcpy (pattern, buf.buf, itemsize);
+  PyBuffer_Release (&buf);
+  if (gmpy_array_usable (array) < 0
+      || gmpy_stream_arg (Py_None, array->device, &stream) < 0)
+    {
+      Py_DECREF (scalar);
+      return -1;
+    }
+  if (array->contiguous)
+    rc = fill_contiguous (array->data, array->device, array->size, itemsize,
+                          pattern, stream);
+  else
+    rc = gmpy_array_strided_from_host (array, scalar, true, false, stream,
+                                       "value");
+  Py_DECREF (scalar);
+  if (rc == 0)
+    gmpy_array_note_stream ((PyObject *) array, Py_None);
+  return rc;
+}
+
+PyObject *
+gmpy_array_fill (PyObject *self, PyObject *value)
+{
+  if (fill_array ((arraypy_object *) self, value) < 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+/* True when the bytes of A's and B's views may overlap.  */
+static bool
+spans_overlap (const arraypy_object *a, const arraypy_object *b)
+{
+  pos_layout la, lb;
+
+  positive_layout (a, &la);
+  positive_layout (b, &lb);
+  if (la.span == 0 || lb.span == 0)
+    return false;
+  return la.data < lb.data + lb.span && lb.data < la.data + la.span;
+}
+
+/* DST[...] = SRC for DeviceArrays, queued on STREAM (of DST's device):
+   directly on the device when both are on one device with equal dtypes
+   and shapes, do not overlap and the copy takes few calls; else through
+   host memory (complete on return; it also broadcasts SRC and converts
+   its dtype as NumPy's assignment does: unsafe casting).  The caller
+   notes the stream.  0 or -1.  */
+static int
+assign_device (arraypy_object *dst, arraypy_object *src, gm_stream *stream)
+{
+  size_t itemsize = gm_dtypes[dst->dtype].itemsize;
+  bool same_shape = dst->ndim == src->ndim;
+  PyObject *host;
+  int rc;
+
+  if (gmpy_array_usable (dst) < 0 || gmpy_array_usable (src) < 0)
+    return -1;
+  if (dst->readonly)
+    {
+      PyErr_SetString (PyExc_ValueError, "the DeviceArray is read-only");
+      return -1;
+    }
+  for (int i = 0; same_shape && i < dst->ndim; i++)
+    same_shape = dst->shape[i] == src->shape[i];
+  if (same_shape && dst->size == 0)
+    return 0;
+  if (same_shape && dst->dtype == src->dtype && dst->device == src->device
+      && !spans_overlap (dst, src))
+    {
+      int64_t shape[GM_MAX_NDIM], dst_strides[GM_MAX_NDIM];
+      int64_t src_strides[GM_MAX_NDIM];
+      char *dst_data = dst->data, *src_data = src->data;
+      gm_copy_plan plan;
+      gm_status status;
+
+      /* Reverse the axes DST walks backwards in both layouts.  */
+      for (int i = 0; i < dst->ndim; i++)
+        {
+          shape[i] = dst->shape[i];
+          dst_strides[i] = dst->strides[i];
+          src_strides[i] = src->strides[i];
+          if (dst_strides[i] < 0 && shape[i] > 1)
+            {
+              dst_data += dst_strides[i] * (shape[i] - 1);
+              src_data += src_strides[i] * (shape[i] - 1);
+              dst_strides[i] = -dst_strides[i];
+              src_strides[i] = -src_strides[i];
+            }
+        }
+      status = gm_strided_plan (dst->ndim, shape, itemsize, dst_strides,
+                                src_strides, &plan);
+      if (status != GM_OK)
+        return gmpy_raise_int (status);
+      if (plan.calls <= DIRECT_CALLS_MAX)
+        {
+          if (run_plan (&plan, dst_data, dst->device, src_data, src->device,
+                        stream) < 0)
+            return -1;
+          if (stream == NULL && gmpy_wait (dst->device, NULL) < 0)
+            return -1;
+          return 0;
+        }
+    }
+  /* Through host memory: SRC is read whole before DST is written, so
+     overlapping views assign as NumPy's do.  */
+  {
+    gm_stream *src_stream;
+    if (gmpy_stream_arg (Py_None, src->device, &src_stream) < 0)
+      return -1;
+    /* Complete on return, whatever the stream: HOST is read next.  */
+    host = gmpy_array_strided_to_host (src, src_stream);
+  }
+  if (host == NULL)
+    return -1;
+  rc = gmpy_array_strided_from_host (dst, host, true, true, stream, "value");
+  Py_DECREF (host);
+  return rc;
+}
+
+PyObject *
+gmpy_array_copy (PyObject *self, PyObject *unused)
+{
+  arraypy_object *array = (arraypy_object *) self, *copy;
+  gm_stream *stream;
+
+  if (gmpy_array_usable (array) < 0
+      || gmpy_stream_arg (Py_None, array->device, &stream) < 0)
+    return NULL;
+  copy = gmpy_array_new (array->ndim, array->shape, array->dtype,
+                         array->device, stream);
+  if (copy == NULL)
+    return NULL;
+  if (array->contiguous)
+    {
+      if (held_copy (copy->data, array->device, array->data,
+                             array->device, gmpy_array_nbytes (array),
+                             stream) < 0
+          || (stream == NULL && gmpy_wait (array->device, NULL) < 0))
+        Py_CLEAR (copy);
+      else
+        gmpy_array_note_stream ((PyObject *) copy, Py_None);
+    }
+  else if (assign_device (copy, array, stream) < 0)
+    Py_CLEAR (copy);
+  else
+    gmpy_array_note_stream ((PyObject *) copy, Py_None);
+  return (PyObject *) copy;
+}
+
+/* Reads the index KEY of ARRAY into the view's byte OFFSET from ARRAY's
+   data, *NDIM, SHAPE and STRIDES.  0, or -1 with IndexError (out of
+   range, too many indices) or TypeError (an index that is not basic).  */
+static int
+read_key (arraypy_object *array, PyObject *key, Py_ssize_t *offset, int *ndim,
+          Py_ssize_t shape[GM_MAX_NDIM], Py_ssize_t strides[GM_MAX_NDIM])
+{
+  PyObject *items = PyTuple_Check (key) ? Py_NewRef (key)
+                                        : PyTuple_Pack (1, key);
+  Py_ssize_t nitems, consumed = 0;
+  int ellipsis = -1, axis = 0, out = 0, rc = -1;
+
+  if (items == NULL)
+    return -1;
+  nitems = PyTuple_GET_SIZE (items);
+  for (Py_ssize_t i = 0; i < nitems; i++)
+    {
+      PyObject *item = PyTuple_GET_ITEM (items, i);
+      if (item == Py_Ellipsis)
+        {
+          if (ellipsis >= 0)
+            {
+              PyErr_SetString (PyExc_IndexError, "an index can only have a "
+                               "single ellipsis ('...')");
+              goto done;
+            }
+          ellipsis = (int) i;
+        }
+      else if (item == Py_None)
+        ;
+      else if (PySlice_Check (item))
+        consumed++;
+      else if (PyIndex_Check (item) && !PyBool_Check (item))
+        consumed++;
+      else
+        {
+          PyErr_Format (PyExc_TypeError, "DeviceArray indexes are ints, "
+                        "slices, ... and None (basic indexing); not %.100s "
+                        "(advanced indexing by arrays or booleans is not "
+                        "supported)", Py_TYPE (item)->tp_name);
+          goto done;
+        }
+    }
+  if (consumed > array->ndim)
+    {
+      PyErr_Format (PyExc_IndexError, "too many indices for a DeviceArray: "
+                    "it has %d dimensions, but %zd were indexed",
+                    array->ndim, consumed);
+      goto done;
+    }
+  *offset = 0;
+  for (Py_ssize_t i = 0; i <= nitems; i++)
+    {
+      PyObject *item = i < nitems ? PyTuple_GET_ITEM (items, i) : NULL;
+      Py_ssize_t start, stop, step, length;
+
+      if (out >= GM_MAX_NDIM && (item == Py_None || (item != NULL
+                                                     && PySlice_Check (item))))
+        {
+          PyErr_Format (PyExc_IndexError, "a view may have at most %d "
+                        "dimensions", GM_MAX_NDIM);
+          goto done;
+        }
+      if (item == NULL || item == Py_Ellipsis)
+        {
+          /* The axes no index names: all of them, at the ellipsis or at
+             the end when there is none.  */
+          Py_ssize_t rest = array->ndim - consumed;
+          if (item == NULL && ellipsis >= 0)
+            break;
+          if (out + rest > GM_MAX_NDIM)
+            {
+              PyErr_Format (PyExc_IndexError, "a view may have at most %d "
+                            "dimensions", GM_MAX_NDIM);
+              goto done;
+            }
+          for (Py_ssize_t k = 0; k < rest; k++, axis++, out++)
+            {
+              shape[out] = array->shape[axis];
+              strides[out] = array->strides[axis];
+            }
+          consumed = array->ndim;
+        }
+      else if (item == Py_None)
+        {
+          shape[out] = 1;
+          strides[out] = 0;
+          out++;
+        }
+      else if (PySlice_Check (item))
+        {
+          if (PySlice_Unpack (item, &start, &stop, &step) < 0)
+            goto done;
+          length = PySlice_AdjustIndices (array->shape[axis], &start, &stop,
+                                          step);
+          /* An empty slice starts at 0 with step 1, as NumPy's does.  */
+          if (length == 0)
+            step = 1;
+          else
+            *offset += start * array->strides[axis];
+          shape[out] = length;
+          /* Only an axis of length 0 or 1 can have a step this large;
+             its stride is never used.  */
+          if (__builtin_mul_overflow (array->strides[axis], step,
+                                      &strides[out]))
+            strides[out] = array->strides[axis];
+          out++;
+          axis++;
+        }
+      else
+        {
+          Py_ssize_t index = PyNumber_AsSsize_t (item, PyExc_IndexError);
+          if (index == -1 && PyErr_Occurred ())
+            goto done;
+          if (index < 0)
+            index += array->shape[axis];
+          if (index < 0 || index >= array->shape[axis])
+            {
+              PyErr_Format (PyExc_IndexError, "index %zd is out of bounds "
+                            "for axis %d with size %zd",
+                            index < 0 ? index - array->shape[axis] : index,
+                            axis, array->shape[axis]);
+              goto done;
+            }
+          *offset += index * array->strides[axis];
+          axis++;
+        }
+    }
+  *ndim = out;
+  rc = 0;
+done:
+  Py_DECREF (items);
+  return rc;
+}
+
+PyObject *
+gmpy_array_subscript (PyObject *self, PyObject *key)
+{
+  arraypy_object *array = (arraypy_object *) self;
+  Py_ssize_t shape[GM_MAX_NDIM], strides[GM_MAX_NDIM], offset;
+  int ndim;
+
+  if (gmpy_array_usable (array) < 0
+      || read_key (array, key, &offset, &ndim, shape, strides) < 0
+      /* An index's __index__ may have freed the array.  */
+      || gmpy_array_usable (array) < 0)
+    return NULL;
+  return gmpy_array_view (array, offset, ndim, shape, strides);
+}
+
+PyObject *
+gmpy_array_item (PyObject *self, Py_ssize_t index)
+{
+  PyObject *key = PyLong_FromSsize_t (index), *item;
+
+  if (key == NULL)
+    return NULL;
+  item = gmpy_array_subscript (self, key);
+  Py_DECREF (key);
+  return item;
+}
+
+PyObject *
+gmpy_array_iter (PyObject *self)
+{
+  if (((arraypy_object *) self)->ndim == 0)
+    {
+      PyErr_SetString (PyExc_TypeError, "iteration over a 0-d DeviceArray");
+      return NULL;
+    }
+  return PySeqIter_New (self);
+}
+
+int
+gmpy_array_ass_subscript (PyObject *self, PyObject *key, PyObject *value)
+{
+  PyObject *view, *ndim = NULL;
+  long dims;
+  int rc = -1;
+
+  if (value == NULL)
+    {
+      PyErr_SetString (PyExc_TypeError, "DeviceArray elements cannot be "
+                                        "deleted");
+      return -1;
+    }
+  view = gmpy_array_subscript (self, key);
+  if (view == NULL)
+    return -1;
+  /* Another library's device memory (__cuda_array_interface__, DLPack)
+     is assigned as a DeviceArray over it, without a host copy.  */
+  if (!gmpy_array_check (value)
+      && gm_backend_current->device_memory == GM_MEMORY_CUDA
+      && (PyObject_HasAttrString (value, "__cuda_array_interface__")
+          || PyObject_HasAttrString (value, "__dlpack__")))
+    {
+      PyObject *wrapped = gmpy_asarray (NULL, value);
+      if (wrapped != NULL)
+        {
+          rc = gmpy_array_ass_subscript (self, key, wrapped);
+          Py_DECREF (wrapped);
+          Py_DECREF (view);
+          return rc;
+        }
+      if (!PyErr_ExceptionMatches (PyExc_TypeError))
+        {
+          Py_DECREF (view);
+          return -1;
+        }
+      PyErr_Clear ();           /* not device memory: as host data */
+    }
+  if (gmpy_array_check (value))
+    {
+      gm_stream *stream;
+      if (gmpy_stream_arg (Py_None, ((arraypy_object *) view)->device,
+                           &stream) == 0)
+        rc = assign_device ((arraypy_object *) view, (arraypy_object *) value,
+                            stream);
+      if (rc == 0)
+        gmpy_array_note_stream (view, Py_None);
+    }
+  else
+    {
+      ndim = PyObject_CallMethod (gmpy_state_get ()->numpy, "ndim", "O",
+                                  value);
+      dims = ndim ? PyLong_AsLong (ndim) : -1;
+      if (dims == 0)
+        rc = fill_array ((arraypy_object *) view, value);
+      else if (dims > 0)
+        {
+          gm_stream *stream;
+          arraypy_object *target = (arraypy_object *) view;
+          if (gmpy_stream_arg (Py_None, target->device, &stream) == 0)
+            rc = gmpy_array_strided_from_host (target, value, true, true,
+                                               stream, "value");
+          if (rc == 0)
+            gmpy_array_note_stream (view, Py_None);
+        }
+    }
+  Py_XDECREF (ndim);
+  Py_DECREF (view);
+  return rc;
+}
+
+static bool
+is_strided (PyObject *obj)
+{
+  return gmpy_array_check (obj) && !((arraypy_object *) obj)->contiguous;
+}
+
+int
+gmpy_copy_strided (PyObject *dst, PyObject *src, PyObject *count,
+                   PyObject *stream_obj)
+{
+  arraypy_object *view;
+  Py_ssize_t n = -1;
+  gm_stream *stream;
+  PyObject *host;
+  int rc;
+
+  if (!is_strided (dst) && !is_strided (src))
+    return 0;
+  view = (arraypy_object *) (is_strided (dst) ? dst : src);
+  if (gmpy_array_usable (view) < 0)
+    return -1;
+  if (count != NULL && count != Py_None)
+    {
+      if (gmpy_size_arg (count, "count", &n) < 0)
+        return -1;
+      if (n != view->size)
+        {
+          PyErr_Format (PyExc_ValueError, "copy: %s is a strided view of %zd "
+                        "elements; count must be None or %zd", view == (void *)
+                        dst ? "dst" : "src", view->size, view->size);
+          return -1;
+        }
+    }
+  if (gmpy_stream_arg (stream_obj, view->device, &stream) < 0)
+    return -1;
+  /* Between devices: through host memory, complete on return.  */
+  if (gmpy_array_check (dst) && gmpy_array_check (src)
+      && ((arraypy_object *) dst)->device != ((arraypy_object *) src)->device)
+    stream = NULL;
+  if (!gmpy_array_check (dst))
+    {
+      /* Into a host array of as many elements, as copy_to_host (out=).  */
+      PyObject *result = PyObject_CallMethod (src, "copy_to_host", "OO", dst,
+                                              stream_obj ? stream_obj
+                                                         : Py_None);
+      if (result == NULL)
+        return -1;
+      Py_DECREF (result);
+      return 1;
+    }
+  if (gmpy_array_check (src))
+    {
+      arraypy_object *a = (arraypy_object *) dst, *b = (arraypy_object *) src;
+      bool same_shape = a->ndim == b->ndim;
+      if (a->dtype != b->dtype)
+        {
+          PyErr_Format (PyExc_TypeError, "copy: device arrays of different "
+                        "dtypes (%s from %s); device copies need equal "
+                        "dtypes", gm_dtypes[a->dtype].name,
+                        gm_dtypes[b->dtype].name);
+          return -1;
+        }
+      if (a->size != b->size)
+        {
+          PyErr_Format (PyExc_ValueError, "copy: dst has %zd elements, src "
+                        "%zd; a copy with a strided view copies all of it",
+                        a->size, b->size);
+          return -1;
+        }
+      for (int i = 0; same_shape && i < a->ndim; i++)
+        same_shape = a->shape[i] == b->shape[i];
+      if (same_shape)
+        {
+          if (assign_device (a, b, stream) < 0)
+            return -1;
+          gmpy_array_note_stream (dst, stream_obj);
+          return 1;
+        }
+    }
+  /* Through host memory: SRC there first (complete), unless it is there
+     already; then into DST, complete on return.  */
+  if (!gmpy_array_check (src))
+    host = Py_NewRef (src);
+  else
+    host = gmpy_array_strided_to_host ((arraypy_object *) src, NULL);
+  if (host == NULL)
+    return -1;
+  rc = gmpy_array_strided_from_host ((arraypy_object *) dst, host, false,
+                                     false, stream, "src");
+  if (rc == 0)
+    gmpy_array_note_stream (dst, stream_obj);
+  Py_DECREF (host);
+  return rc < 0 ? -1 : 1;
+}
+
+PyObject *
+gmpy_array_no_numpy (PyObject *self, PyObject *args, PyObject *kwargs)
+{
+  PyErr_SetString (PyExc_TypeError, "a DeviceArray is not converted to a "
+                   "NumPy array implicitly (its memory may be on a GPU): "
+                   "use a.copy_to_host()");
+  return NULL;
+}

@@ -1,0 +1,199 @@
+"""The reference in docs/ against the module and the program: every public
+name documented, nothing documented that does not exist, signatures as
+the docstrings give them, every public object with a docstring, every
+option of --help and every environment variable the sources read in
+docs/command-line.md (so the contract cannot drift from the code)."""
+
+import inspect
+import os
+import pydoc
+import re
+import subprocess
+import types
+
+import gmtest
+from gmtest import case
+
+import gpumem
+
+DOCS = os.path.join(gmtest.SRCDIR, "docs")
+HEADING = re.compile(r"^### `(gpumem(?:\.\w+)*)(\(.*\))?`\s*$")
+# Protocol methods a type defines that users reach by syntax or by other
+# libraries; documented like public names.
+PROTOCOL = {"__enter__", "__exit__", "__array__", "__dlpack__",
+            "__dlpack_device__", "__cuda_array_interface__", "__getitem__",
+            "__setitem__", "__len__", "__iter__"}
+
+
+def read(*parts):
+    with open(os.path.join(*parts), encoding="utf-8") as f:
+        return f.read()
+
+
+def documented():
+    """{name: signature or None} of docs/python-api.md's headings."""
+    names = {}
+    for line in read(DOCS, "python-api.md").splitlines():
+        m = HEADING.match(line)
+        if m:
+            assert m.group(1) not in names, f"{m.group(1)} documented twice"
+            names[m.group(1)] = m.group(2)
+    return names
+
+
+def resolve(name):
+    obj = gpumem
+    for part in name.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def public_names():
+    names = set()
+    for n in dir(gpumem):
+        if n.startswith("_"):
+            continue
+        names.add(f"gpumem.{n}")
+        obj = getattr(gpumem, n)
+        if isinstance(obj, type) and not issubclass(obj, BaseException):
+            for m in vars(obj):
+                if not m.startswith("_") or m in PROTOCOL:
+                    names.add(f"gpumem.{n}.{m}")
+        elif isinstance(obj, types.ModuleType):
+            names.update(f"gpumem.{n}.{m}" for m in dir(obj)
+                         if not m.startswith("_"))
+    return names
+
+
+def signature(obj):
+    try:
+        return str(inspect.signature(obj))
+    except (TypeError, ValueError):
+        return None
+
+
+@case
+def every_public_name_is_documented():
+    missing = sorted(public_names() - set(documented()))
+    assert not missing, f"undocumented in docs/python-api.md: {missing}"
+
+
+@case
+def every_documented_name_exists():
+    absent = []
+    for name in documented():
+        if name.startswith("gpumem.comm") and not hasattr(gpumem, "comm"):
+            continue                 # built without MPI
+        try:
+            resolve(name)
+        except AttributeError:
+            absent.append(name)
+    assert not absent, f"documented but missing: {absent}"
+
+
+@case
+def signatures_match_the_docstrings():
+    wrong = []
+    for name, sig in documented().items():
+        try:
+            obj = resolve(name)
+        except AttributeError:
+            continue
+        if not callable(obj) or isinstance(obj, types.WrapperDescriptorType):
+            if sig is not None and not callable(obj):
+                wrong.append(f"{name}: not callable, documented as {sig}")
+            continue
+        actual = signature(obj)
+        if actual is None:
+            continue                 # exceptions, DeviceArray: none to show
+        if sig != actual:
+            wrong.append(f"{name}: docs say {sig}, the docstring {actual}")
+    assert not wrong, "\n".join(wrong)
+
+
+@case
+def every_public_object_has_a_docstring():
+    bare = []
+    for name in sorted(public_names()):
+        obj = resolve(name)
+        if isinstance(obj, (int, str, bool)):
+            continue                 # values: documented in docs only
+        doc = getattr(obj, "__doc__", None)
+        if not doc or not doc.strip():
+            bare.append(name)
+    assert not bare, f"no docstring: {bare}"
+
+
+@case
+def pydoc_renders_the_module():
+    text = pydoc.render_doc(gpumem, renderer=pydoc.plaintext)
+    for n in dir(gpumem):
+        if not n.startswith("_"):
+            assert n in text, n
+    assert "docs/python-api.md" in gpumem.__doc__
+    for cls in (gpumem.DeviceArray, gpumem.Stream, gpumem.Event,
+                gpumem.Device):
+        text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
+        for m in vars(cls):
+            if not m.startswith("_"):
+                assert m in text, (cls, m)
+
+
+def help_options():
+    out = subprocess.run([gmtest.GPUMEM, "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    options = set()
+    for line in out.splitlines():
+        m = re.match(r"^  (-\w)(?:, (--[\w-]+))?", line)
+        if m:
+            options.update(o for o in m.groups() if o)
+    return options
+
+
+def command_line_headings():
+    return [line for line in read(DOCS, "command-line.md").splitlines()
+            if line.startswith("### ")]
+
+
+@case
+def every_option_is_documented():
+    options = help_options()
+    assert {"-b", "--backend", "-c", "-m", "-h", "--help"} <= options
+    documented_options = set()
+    for line in command_line_headings():
+        documented_options.update(re.findall(r"`(--?[\w-]+)", line))
+    assert options == documented_options, (
+        f"only in --help: {sorted(options - documented_options)}; only in "
+        f"docs/command-line.md: {sorted(documented_options - options)}")
+
+
+@case
+def every_environment_variable_is_documented():
+    read_by_sources = set()
+    for folder in ("src", "kernels"):
+        for f in os.listdir(os.path.join(gmtest.SRCDIR, folder)):
+            if f.endswith((".c", ".cu", ".h")):
+                # A variable's name as a string of its own: what getenv
+                # and the settings readers are given.
+                read_by_sources.update(re.findall(
+                    r'"(GPUMEM_[A-Z0-9_]+)"', read(gmtest.SRCDIR, folder, f)))
+    assert "GPUMEM_BACKEND" in read_by_sources or "GPUMEM_PYTHON" in \
+        read_by_sources, read_by_sources
+    documented_vars = set()
+    for line in command_line_headings():
+        documented_vars.update(re.findall(r"`(GPUMEM_\w+)`", line))
+    assert read_by_sources <= documented_vars, (
+        f"undocumented: {sorted(read_by_sources - documented_vars)}")
+    assert documented_vars <= read_by_sources, (
+        f"documented, never read: {sorted(documented_vars - read_by_sources)}")
+
+
+@case
+def readme_and_man_page_point_to_the_docs():
+    for f in ("README.md", os.path.join("man", "gpumem.1")):
+        text = read(gmtest.SRCDIR, f).replace("\\-", "-")
+        for doc in ("docs/python-api.md", "docs/command-line.md"):
+            assert doc in text, (f, doc)
+
+
+gmtest.main()
