@@ -105,6 +105,8 @@ check_headers_alone () {
       cp alone.c alone.cc
       c++ -Wall -Wextra -Werror -I"$include" -c alone.cc -o alone.o \
         || fail "$name does not compile alone in C++"
+    else
+      echo "   in C++: SKIP (no c++ here)"
     fi
   done
 }
