@@ -91,19 +91,39 @@ check_pkg_config () {
 }
 
 # Every installed header compiles alone, in C (and in C++ where there is
-# a C++ compiler), with only the installed include folder: no Python, no
-# CUDA.
+# a C++ compiler), with only the installed include folder: no CUDA, and
+# no Python either, but for a header written for Python extensions (one
+# that includes <Python.h> itself, or through a gpumem header it
+# includes), which gets Python's include folder and nothing more.
+python_include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+needs_python () {
+  for f in "$1" $(sed -n 's|^#include <\(gpumem/[^>]*\)>.*|\1|p' "$1"); do
+    case $f in
+      gpumem/*) f=$include/$f ;;
+    esac
+    [ -f "$f" ] && grep -q '^#include <Python.h>' "$f" && return 0
+  done
+  return 1
+}
 check_headers_alone () {
   for h in "$include"/gpumem/*.h; do
     name=gpumem/$(basename "$h")
-    step "$name compiles alone (no Python, no CUDA)"
+    flags=-I$include
+    if needs_python "$h"; then
+      step "$name compiles alone (no CUDA; Python's headers, as it includes them)"
+      flags="$flags -I$python_include"
+    else
+      step "$name compiles alone (no Python, no CUDA)"
+    fi
     printf '#include <%s>\n#include <%s>\nint main (void) { return 0; }\n' \
       "$name" "$name" > alone.c
-    $cc -std=c11 -Wall -Wextra -Werror -pedantic -I"$include" -c alone.c \
+    # shellcheck disable=SC2086
+    $cc -std=c11 -Wall -Wextra -Werror -pedantic $flags -c alone.c \
       -o alone.o || fail "$name does not compile alone in C"
     if command -v c++ >/dev/null; then
       cp alone.c alone.cc
-      c++ -Wall -Wextra -Werror -I"$include" -c alone.cc -o alone.o \
+      # shellcheck disable=SC2086
+      c++ -Wall -Wextra -Werror $flags -c alone.cc -o alone.o \
         || fail "$name does not compile alone in C++"
     else
       echo "   in C++: SKIP (no c++ here)"
