@@ -122,16 +122,8 @@ def subprocess_of_the_program_keeps_the_backend():
     assert result.stdout.strip() == gpumem.backend, result.stdout
 
 
-def sanitized():
-    """Whether this process runs under AddressSanitizer: then gpumem's
-    extension module is instrumented too, and a plain python child
-    cannot load it."""
-    import ctypes
-    return hasattr(ctypes.CDLL(None), "__asan_init")
-
-
 if __name__ == "__main__":
-    if sanitized():
+    if gmtest.sanitized():
         gmtest.skip_file("sanitized build: its extension module cannot "
                          "load into an uninstrumented python child")
     gmtest.main()
