@@ -3,6 +3,7 @@
 # GM_ENABLE_SANITIZERS
 #   --enable-sanitizers adds -fsanitize=address,undefined to CFLAGS and
 #   LDFLAGS (tests then run with the sanitizers' runtime checks).
+#   Substitutes GM_SANITIZERS (yes or no).
 AC_DEFUN([GM_ENABLE_SANITIZERS], [
 AC_ARG_ENABLE([sanitizers],
   [AS_HELP_STRING([--enable-sanitizers], [build with AddressSanitizer and UndefinedBehaviorSanitizer])],
@@ -13,4 +14,5 @@ AS_IF([test "x$enable_sanitizers" = xyes], [
   LDFLAGS="$LDFLAGS $GM_SANITIZE_FLAGS"
 ])
 AM_CONDITIONAL([GM_SANITIZERS], [test "x$enable_sanitizers" = xyes])
+AC_SUBST([GM_SANITIZERS], [$enable_sanitizers])
 ])

@@ -10,9 +10,8 @@
 
 #include "cli.h"
 
-/* Parses a backend name into *CHOICE; false if NAME is none.  */
-static bool
-parse_backend (const char *name, gm_backend_choice *choice)
+bool
+gm_cli_parse_backend (const char *name, gm_backend_choice *choice)
 {
   if (strcmp (name, "auto") == 0)
     *choice = GM_BACKEND_AUTO;
@@ -53,7 +52,7 @@ gm_cli_parse (int argc, char **argv, gm_cli_options *options)
   memset (options, 0, sizeof *options);
   options->backend = GM_BACKEND_AUTO;
   if (env_backend != NULL && *env_backend != '\0'
-      && !parse_backend (env_backend, &options->backend))
+      && !gm_cli_parse_backend (env_backend, &options->backend))
     return usage_error (options, "GPUMEM_BACKEND: unknown backend '%s' "
                         "(choose cuda, host or auto)", env_backend);
 
@@ -69,7 +68,7 @@ gm_cli_parse (int argc, char **argv, gm_cli_options *options)
     switch (opt)
       {
       case 'b':
-        if (!parse_backend (optarg, &options->backend))
+        if (!gm_cli_parse_backend (optarg, &options->backend))
           return usage_error (options, "unknown backend '%s' (choose cuda, "
                               "host or auto)", optarg);
         break;

@@ -49,6 +49,11 @@ extern PyModuleDef gmpy_module_def;
 /* The init function interp.c registers in the inittab.  */
 PyMODINIT_FUNC PyInit_gpumem (void);
 
+/* Starts the backend when none runs yet: in the extension module,
+   imported by a plain python (py-standalone.c).  0, or -1 with
+   ImportError set saying why the backend cannot start.  */
+int gmpy_backend_start (void);
+
 /* Sets the Python exception for STATUS from gm_last_error (); returns
    NULL (for the caller to return).  The only bridge from a gm_status to
    an exception.  */

@@ -17,6 +17,7 @@
 extern char **environ;
 
 #include "gm.h"
+#include "child-env.h"
 #include "cli.h"
 #include "comm.h"
 
@@ -266,6 +267,9 @@ main (int argc, char **argv)
       return 0;
     }
 
+  /* Children (multiprocessing, subprocess) import gpumem on this
+     backend.  */
+  gm_child_env_setup (gm_backend_current->name);
   /* Registered after the backend started, so it runs before the CUDA
      runtime's own exit handlers.  */
   atexit (finish);

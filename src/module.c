@@ -217,6 +217,8 @@ gmpy_exec (PyObject *module)
   gmpy_state *state = PyModule_GetState (module);
   PyObject *bases;
 
+  if (gmpy_backend_start () < 0)
+    return -1;
   gmpy_state_set (state);
   state->numpy = PyImport_ImportModule ("numpy");
   if (state->numpy == NULL)

@@ -57,6 +57,14 @@ def skip_file(reason):
     sys.exit(77)
 
 
+def sanitized():
+    """Whether this process runs under AddressSanitizer: then gpumem's
+    extension module is instrumented too, and a plain python (a child
+    started with sys.executable) cannot load it."""
+    import ctypes
+    return hasattr(ctypes.CDLL(None), "__asan_init")
+
+
 class Raised:
     """What raises() caught, for further checks."""
     value = None

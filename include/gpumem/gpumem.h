@@ -1,0 +1,15 @@
+/* gpumem/gpumem.h -- gpumem's installed C interface, all of it.
+
+   A program or library that uses gpumem includes this header and links
+   with libgpumem ('pkg-config --cflags --libs gpumem').  It includes
+   each installed header of gpumem; each of them can also be included
+   alone:
+     gpumem/kernel.h    kernel authors: the plain-C types of a kernel's
+                        parameters and launch (no Python, no CUDA).  */
+
+#ifndef GPUMEM_GPUMEM_H
+#define GPUMEM_GPUMEM_H
+
+#include "kernel.h"
+
+#endif /* GPUMEM_GPUMEM_H */

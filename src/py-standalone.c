@@ -1,0 +1,59 @@
+/* py-standalone.c -- the backend of the module imported by a plain python.
+
+   The extension module (gpumem$(PYTHON_EXT_SUFFIX): 'import gpumem' in
+   any python) is the program's module without the program around it:
+   no main.c chose and started a backend before Python.  So the module
+   starts one itself when it is first imported, as GPUMEM_BACKEND says
+   (auto when unset, with the program's notice when it falls back to
+   the host backend), and ends it after the interpreter has finalized
+   (Py_AtExit), when every DeviceArray has been freed: the program's
+   order, Python first and the backend after (which, as in the program,
+   leaves CUDA's contexts to the other libraries of the process).  In
+   the program, and in an
+   application embedding gpumem, the backend is running already and
+   gmpy_backend_start does nothing.  */
+
+#include "gm-python.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+
+/* Called by Py_FinalizeEx once the interpreter is gone (or by the C
+   library's exit, where Py_AtExit's table is full).  */
+static void
+standalone_shutdown (void)
+{
+  gm_backend_shutdown ();
+}
+
+int
+gmpy_backend_start (void)
+{
+  const char *name = getenv ("GPUMEM_BACKEND");
+  gm_backend_choice choice = GM_BACKEND_AUTO;
+
+  if (gm_backend_current != NULL)
+    return 0;
+  if (name != NULL && *name != '\0' && !gm_cli_parse_backend (name, &choice))
+    {
+      PyErr_Format (PyExc_ImportError, "gpumem: GPUMEM_BACKEND: unknown "
+                    "backend '%s' (choose cuda, host or auto)", name);
+      return -1;
+    }
+  if (gm_backend_init (choice, false) != GM_OK)
+    {
+      PyErr_Format (PyExc_ImportError, "gpumem: %s",
+                    gm_last_error ()->message);
+      return -1;
+    }
+  if (Py_AtExit (standalone_shutdown) < 0 && atexit (standalone_shutdown) != 0)
+    {
+      gm_backend_shutdown ();
+      PyErr_SetString (PyExc_ImportError, "gpumem: cannot register the "
+                       "backend's shutdown at exit");
+      return -1;
+    }
+  return 0;
+}

@@ -1,0 +1,121 @@
+"""The extension module: 'import gpumem' in a plain python.
+
+Run by the gpumem program (host.test_extension, cuda.test_extension):
+each case starts a plain python (sys.executable, which finds the
+extension module through the PYTHONPATH the program set) and compares
+what it sees with the program: the same names, kernels and backends,
+the backend chosen as GPUMEM_BACKEND says, a clear ImportError when it
+cannot start, and a clean exit with arrays still alive.
+"""
+
+import os
+import subprocess
+import sys
+
+import gmtest
+from gmtest import case
+
+import gpumem
+
+
+def python(code, backend=None, unset_backend=False):
+    """Runs CODE in a plain python with GPUMEM_BACKEND=BACKEND (or
+    without it); returns the CompletedProcess."""
+    env = dict(os.environ)
+    if unset_backend:
+        env.pop("GPUMEM_BACKEND", None)
+    elif backend is not None:
+        env["GPUMEM_BACKEND"] = backend
+    return subprocess.run([sys.executable, "-c", code], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def program(code, *options):
+    """Runs CODE in the gpumem program; returns its standard output."""
+    env = dict(os.environ)
+    env.pop("GPUMEM_BACKEND", None)
+    result = subprocess.run([gmtest.GPUMEM, *options, "-q", "-c", code],
+                            env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@case
+def the_same_module_from_another_file():
+    result = python("import gpumem; print(gpumem.__file__)")
+    assert result.returncode == 0, result.stderr
+    path = result.stdout.strip()
+    assert path.endswith(".so") and "gpumem" in os.path.basename(path), path
+    # In the program the module is built in: no file.
+    assert not hasattr(gpumem, "__file__") or gpumem.__file__ is None
+
+
+@case
+def the_same_names_and_kernels():
+    code = ("import gpumem\n"
+            "print(sorted(n for n in dir(gpumem) if not n.startswith('_')))\n"
+            "print(gpumem.kernels.list())\n"
+            "print(gpumem.__version__, gpumem.device_count())\n")
+    result = python(code, backend=gpumem.backend)
+    assert result.returncode == 0, result.stderr
+    names, kernels, version = result.stdout.splitlines()
+    here = sorted(n for n in dir(gpumem) if not n.startswith("_"))
+    assert names == str(here), (names, here)
+    assert kernels == str(gpumem.kernels.list()), kernels
+    assert version == f"{gpumem.__version__} {gpumem.device_count()}", version
+
+
+@case
+def gpumem_backend_chooses():
+    result = python("import gpumem; print(gpumem.backend)", backend="host")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "host"
+    assert result.stderr == "", result.stderr
+    # auto, and unset, choose as the program does.
+    chosen = program("import gpumem; print(gpumem.backend)").strip()
+    for kwargs in ({"backend": "auto"}, {"unset_backend": True}):
+        result = python("import gpumem; print(gpumem.backend)", **kwargs)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == chosen, (kwargs, result.stdout)
+
+
+@case
+def a_backend_that_cannot_start_is_an_import_error():
+    result = python("import gpumem", backend="bogus")
+    assert result.returncode == 1
+    assert "ImportError: gpumem: GPUMEM_BACKEND: unknown backend 'bogus'" \
+        in result.stderr, result.stderr
+    if gpumem.backend == "cuda":
+        return
+    probe = subprocess.run([gmtest.GPUMEM, "--backend=cuda", "-q", "-c",
+                            "pass"], capture_output=True, text=True)
+    if probe.returncode != 3:
+        gmtest.skip("a CUDA device answers here: the cuda backend starts")
+    result = python("import gpumem", backend="cuda")
+    assert result.returncode == 1
+    assert "ImportError: gpumem: the CUDA backend is unavailable" \
+        in result.stderr, result.stderr
+
+
+@case
+def exit_with_arrays_and_streams_alive():
+    code = ("import numpy as np, gpumem\n"
+            "keep = [gpumem.to_device(np.arange(1000, dtype=np.float32))\n"
+            "        for _ in range(8)]\n"
+            "s = gpumem.Stream()\n"
+            "y = gpumem.zeros(1000)\n"
+            "gpumem.kernels.saxpy(1000, 2.0, keep[0], y, stream=s)\n"
+            "view = y[10:20]\n"
+            "print('done')\n")
+    result = python(code, backend=gpumem.backend)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done"
+    assert result.stderr == "", result.stderr
+
+
+if __name__ == "__main__":
+    if gmtest.sanitized():
+        gmtest.skip_file("sanitized build: its extension module cannot "
+                         "load into an uninstrumented python")
+    gmtest.main()
