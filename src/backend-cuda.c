@@ -3,11 +3,45 @@
    Device memory comes from each device's stream-ordered pool
    (cudaMallocAsync on the device's default memory pool, which keeps
    freed memory cached), so repeated allocations cost microseconds.
-   NULL streams mean the legacy default stream, which orders itself with
-   every stream gpumem creates.  Every CUDA call goes through CUDA_CHECK,
-   which records the error and maps it to a gm_status; an error that
-   loses the context (an illegal address in a kernel, say) is remembered,
-   and every later call refuses with a message that says so.  */
+   Every CUDA call goes through CUDA_CHECK, which records the error and
+   maps it to a gm_status; an error that loses the context (an illegal
+   address in a kernel, say) is remembered, and every later call refuses
+   with a message that says so.
+
+   Ordering: the rule every call without a stream keeps.  A call with a
+   NULL gm_stream (Python: no stream=) is complete when it returns and
+   sees all work queued before it on any of gpumem's streams.  It rests
+   on one property of CUDA: every stream gpumem makes is a blocking
+   stream (cudaStreamCreate, never cudaStreamNonBlocking), and blocking
+   streams are ordered both ways with their device's legacy default
+   stream: work queued on the legacy stream waits for everything queued
+   before it on every blocking stream of the device, and work queued
+   afterwards on a blocking stream waits for the legacy stream's work.
+   So, on every path:
+   - the work of a NULL-stream call goes on the legacy default stream
+     (cudaStreamLegacy, named so, so that a build with per-thread
+     default streams cannot change it): cudaMemcpy and the
+     synchronize after it, memsets, kernels, allocations and frees,
+     the small copies' bounce buffer and the ring of the staged
+     pageable copies (cuda-staging.c).  It starts after every earlier
+     write on any gpumem stream, and a copy into memory that a stream
+     is still reading starts after that read;
+   - a copy between two devices also makes the legacy stream it runs on
+     wait for an event recorded on the other device's legacy stream
+     (follow_device): a device's legacy stream orders only its own
+     device's streams;
+   - it returns only once its work is done (cudaStreamSynchronize, or
+     the ring's events), so that whatever is queued after it, on any
+     stream or by the host, sees the result.  cudaMemcpy returns early
+     for copies into device memory (from pageable memory once the
+     driver holds the bytes, between devices at once), so those are
+     followed by a synchronize of the legacy stream.
+   Streams other libraries make non-blocking are outside this rule;
+   DLPack's stream handshake and the CUDA Array Interface's stream
+   order those.  MPI's staging (comm.c) synchronizes the device first
+   and then copies through this backend with NULL streams.  The host
+   backend runs all work synchronously in the calling thread, so the
+   same contract holds there trivially.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -261,14 +295,14 @@ done:
   return status;
 }
 
-/* The CUDA stream to queue work on for STREAM (NULL: the legacy default
-   stream).  Counts the work queued on gpumem's own streams, for
-   cuda_wait.  */
+/* The CUDA stream to queue work on for STREAM: the legacy default
+   stream for NULL (see Ordering above).  Counts the work queued on
+   gpumem's own streams, for cuda_wait.  */
 static cudaStream_t
 handle_of (gm_stream *stream)
 {
   if (stream == NULL)
-    return (cudaStream_t) 0;
+    return cudaStreamLegacy;
   atomic_fetch_add (&stream_ops[stream->device], 1);
   return stream->handle;
 }
@@ -373,6 +407,31 @@ done:
   return status;
 }
 
+/* Makes the legacy default stream of DEVICE wait, without blocking
+   the host, for the work queued so far on OTHER's legacy default stream,
+   and so for all work on OTHER's blocking streams; DEVICE is current on
+   return.  */
+static gm_status
+follow_device (int device, int other)
+{
+  gm_status status = use_device (other);
+  cudaEvent_t event = NULL;
+
+  if (status != GM_OK)
+    return status;
+  CUDA_CHECK (cudaEventCreateWithFlags (&event, cudaEventDisableTiming));
+  CUDA_CHECK (cudaEventRecord (event, cudaStreamLegacy));
+  status = use_device (device);
+  if (status != GM_OK)
+    goto done;
+  CUDA_CHECK (cudaStreamWaitEvent (cudaStreamLegacy, event, 0));
+done:
+  /* The wait already enqueued holds what it needs.  */
+  if (event != NULL && cudaEventDestroy (event) != cudaSuccess)
+    cudaGetLastError ();
+  return status;
+}
+
 /* GPUMEM_SMALL_COPIES=0 sends small copies straight to cudaMemcpy, for
    comparing the two paths.  */
 static bool
@@ -416,7 +475,11 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
         status = enable_peer (src_device, dst_device);
       if (status != GM_OK)
         goto done;
-      status = use_device (device);
+      if (stream == NULL)
+        status = follow_device (device, device == dst_device ? src_device
+                                                             : dst_device);
+      else
+        status = use_device (device);
       if (status != GM_OK)
         goto done;
       CUDA_CHECK (cudaMemcpyPeerAsync (dst, dst_device, src, src_device,
@@ -439,7 +502,13 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
     CUDA_CHECK (gm_staging_copy (dst, src, nbytes, device, device_count,
                                  dst_device >= 0));
   else if (stream == NULL)
-    CUDA_CHECK (cudaMemcpy (dst, src, nbytes, cudaMemcpyDefault));
+    {
+      CUDA_CHECK (cudaMemcpy (dst, src, nbytes, cudaMemcpyDefault));
+      /* Into device memory cudaMemcpy may return before the bytes land
+         (see Ordering).  */
+      if (dst_device >= 0)
+        CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
+    }
   else
     CUDA_CHECK (cudaMemcpyAsync (dst, src, nbytes, cudaMemcpyDefault,
                                  handle));
@@ -457,7 +526,7 @@ cuda_memset (void *dst, int device, int value, size_t nbytes,
     return status;
   CUDA_CHECK (cudaMemsetAsync (dst, value, nbytes, handle_of (stream)));
   if (stream == NULL)
-    CUDA_CHECK (cudaStreamSynchronize (0));
+    CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
 done:
   return status;
 }
