@@ -98,6 +98,11 @@ static atomic_ulong *stream_ops;
 static atomic_ulong *marked_ops;
 static atomic_bool *handles_out;
 
+/* Whether small copies to the host take the bounce buffer:
+   GPUMEM_SMALL_COPIES (a boolean, read by cuda_init; false sends them
+   straight to cudaMemcpy, for comparing the two paths).  */
+static bool small_copies = true;
+
 /* The error that lost the context, once one has.  */
 static cudaError_t lost_error = cudaSuccess;
 
@@ -232,6 +237,10 @@ cuda_init (void)
   if (device_count == 0)
     return gm_error_set (GM_ERR_UNAVAILABLE, cudaErrorNoDevice,
                          "cudaErrorNoDevice", "no CUDA-capable device");
+  /* A bad setting is GM_ERR_VALUE, which gm_backend_init does not hide
+     behind the host backend.  */
+  if (gm_env_bool ("GPUMEM_SMALL_COPIES", true, &small_copies) != GM_OK)
+    return GM_ERR_VALUE;
   if (device_count > CUDA_MAX_DEVICES)
     device_count = CUDA_MAX_DEVICES;
   props_cache = calloc ((size_t) device_count, sizeof *props_cache);
@@ -432,21 +441,6 @@ done:
   return status;
 }
 
-/* GPUMEM_SMALL_COPIES=0 sends small copies straight to cudaMemcpy, for
-   comparing the two paths.  */
-static bool
-small_copies_off (void)
-{
-  static int off = -1;
-
-  if (off < 0)
-    {
-      const char *value = getenv ("GPUMEM_SMALL_COPIES");
-      off = value != NULL && strcmp (value, "0") == 0;
-    }
-  return off;
-}
-
 static gm_status
 cuda_copy (void *dst, int dst_device, const void *src, int src_device,
            size_t nbytes, gm_stream *stream)
@@ -494,7 +488,7 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
      copies to the device stay with cudaMemcpy, which returns once the
      driver holds the bytes (5.5 us; 6.7 through the bounce buffer).  */
   if (stream == NULL && dst_device < 0 && src_device >= 0
-      && nbytes <= GM_SMALL_MAX && !small_copies_off ())
+      && nbytes <= GM_SMALL_MAX && small_copies)
     CUDA_CHECK (gm_staging_small_copy (dst, src, nbytes, device,
                                        device_count));
   else if (stream == NULL && (dst_device < 0) != (src_device < 0)
