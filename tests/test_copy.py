@@ -251,6 +251,38 @@ def staged_child():
                        for off in (0, 5)])
 
 
+@case
+def sizes_past_the_largest_name_the_number():
+    # Not clipped to 2**63 - 1 (and then refused as too many elements):
+    # the message names the number asked for.
+    a = gpumem.zeros(4)
+    for size in (2**63, 2**70, -2**70):
+        exc = raises(ValueError, gpumem.copy_to_gpu, np.zeros(4), a, size)
+        assert str(size) in str(exc), exc
+        exc = raises(ValueError, gpumem.copy_from_gpu, a, np.zeros(4), size)
+        assert str(size) in str(exc), exc
+        exc = raises(ValueError, gpumem.copy, a, np.zeros(4), count=size)
+        assert str(size) in str(exc), exc
+    assert not a.copy_to_host().any()
+
+
+@case
+def overlapping_copies_are_refused():
+    # One behaviour for both backends: CUDA leaves the result of an
+    # overlapping copy undefined, so no backend does one.
+    host = random_array(100, "float64")
+    a = gpumem.to_device(host)
+    for dst, src in ((a[0:50], a[10:60]), (a[10:60], a[0:50]), (a, a),
+                     (a.reshape(10, 10)[1:], a[:90])):
+        raises(ValueError, gpumem.copy, dst, src, match="overlap")
+    raises(ValueError, gpumem.copy, a[0:50], a[49:99], match="overlap")
+    assert np.array_equal(a.copy_to_host(), host)
+    gpumem.copy(a[0:50], a[50:100])             # adjacent: no overlap
+    assert np.array_equal(a.copy_to_host()[:50], host[50:])
+    gpumem.copy(a[0:10], a[5:15], count=5)      # the bytes moved are apart
+    assert np.array_equal(a.copy_to_host()[:5], host[55:60])
+
+
 if os.environ.get("GM_TEST_ONLY") == "staged_child":
     case(staged_child)
 
