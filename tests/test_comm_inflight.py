@@ -10,6 +10,9 @@ the array held (the other ranks check the result), rank 0 must not crash
 (the host backend's 8 MiB buffers are unmapped when released: a write
 after the release is a segfault), the array is refused afterwards, and
 its memory goes back when the collective ends.
+
+Also: a collective sees the work queued before it on a gpumem.Stream
+(the ordering rule of calls without stream=).
 """
 
 import gc
@@ -105,6 +108,26 @@ def free_during_gather():
         assert all((got[r] == r).all() for r in range(SIZE))
     del a, result
     assert allocated() == base, (allocated(), base)
+    comm.barrier()
+
+
+@gmtest.case
+def collectives_see_stream_work():
+    # Ordering: a collective (no stream=) sees the work queued before it
+    # on a gpumem.Stream, through MPI's staging or directly, and work
+    # queued after it sees its result.
+    n = (64 << 20) // 4
+    x = gpumem.to_device(np.ones(n, np.float32))
+    y = gpumem.zeros(n)
+    s = gpumem.Stream()
+    for _ in range(40):
+        gpumem.kernels.saxpy(n, 1.0, x, y, stream=s)
+    comm.allreduce(y)
+    gpumem.kernels.saxpy(n, 1.0, x, y, stream=s)
+    s.synchronize()
+    got = y.copy_to_host()
+    want = 40.0 * SIZE + 1
+    assert (got == want).all(), (got.min(), got.max(), want)
     comm.barrier()
 
 

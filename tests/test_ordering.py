@@ -280,4 +280,54 @@ def a_staged_copy_behind_a_fault_raises():
     assert proc.returncode in (0, 1), (proc.returncode, proc.stderr[-2000:])
 
 
+CTRL_C_BEHIND_A_KERNEL = """
+import gpumem, numpy as np
+n = {n}
+y = gpumem.zeros(n)
+out = np.empty(n, np.float32)
+s = gpumem.Stream()
+flag = gpumem.zeros(1, "int32")
+gpumem.kernels.spin(20000, flag, stream=s)
+print("ready", flush=True)
+gpumem.{call}
+"""
+
+
+@case
+def plain_copies_behind_a_long_kernel_answer_ctrl_c():
+    # A plain copy waits for the stream's 20 s kernel; Ctrl-C must end
+    # that wait at once, whatever the copy's path.
+    if not CUDA:
+        return skip("host kernels run in the calling thread; nothing waits")
+    import selectors
+    import signal
+    import subprocess
+    import time
+    for n, call in ((1024, "copy_from_gpu(y, out, n)"),
+                    (4 * MiB, "copy(out, y)"),
+                    (8 * MiB, "copy_to_gpu(out, y, n)")):
+        code = CTRL_C_BEHIND_A_KERNEL.format(n=n, call=call)
+        proc = subprocess.Popen(
+            [gmtest.GPUMEM_TEST, "--backend=cuda", "-q", "-c", code],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(proc.stdout, selectors.EVENT_READ)
+                assert sel.select(timeout=60), "no 'ready' in time"
+            assert proc.stdout.readline() == "ready\n"
+            time.sleep(0.5)             # inside the copy's wait by now
+            start = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+            elapsed = time.monotonic() - start
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert "KeyboardInterrupt" in err, (call, proc.returncode, err)
+        assert elapsed < 5, (call, elapsed)
+
+
 gmtest.main()
