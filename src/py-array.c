@@ -754,7 +754,8 @@ static PyMethodDef arraypy_methods[] = {
    "copy_from_host(src, stream=None)\n--\n\n"
    "Overwrite the array with host array SRC of the same size."},
   {"free", arraypy_free, METH_NOARGS,
-   "free()\n--\n\nRelease the memory now; later use raises ValueError."},
+   "free()\n--\n\nRelease the memory now (or, while a call in another thread\n"
+   "still uses it, when that call ends); later use raises ValueError."},
   {"reshape", arraypy_reshape, METH_VARARGS,
    "reshape(shape)\n--\n\nA view of the same memory with another shape "
    "(-1 stands for the\ndimension the others leave); contiguous arrays "

@@ -26,16 +26,23 @@ static int
 run (const gm_comm_call *call, PyObject *array)
 {
   PyObject *type = NULL, *value = NULL, *traceback = NULL, *held;
+  gm_comm_call checked = *call;
   gm_status status;
 
-  if (call->refused)
+  /* Python code run since ARRAY was read (a finalizer while gather
+     allocated its result) may have freed it: this rank refuses then,
+     still meeting the others.  */
+  if (!checked.refused && array != NULL && gmpy_array_check (array)
+      && gmpy_array_usable ((arraypy_object *) array) < 0)
+    checked.refused = true;
+  if (checked.refused)
     PyErr_Fetch (&type, &value, &traceback);
-  held = call->refused ? NULL : gmpy_array_hold (array);
+  held = checked.refused ? NULL : gmpy_array_hold (array);
   Py_BEGIN_ALLOW_THREADS
-  status = gm_comm_run (call);
+  status = gm_comm_run (&checked);
   Py_END_ALLOW_THREADS
   gmpy_array_unhold (held);
-  if (call->refused)
+  if (checked.refused)
     {
       PyErr_Restore (type, value, traceback);
       return -1;
