@@ -247,16 +247,21 @@ def copies_across_devices_wait_for_both():
 
 
 FAILED_STAGED_COPY = """
-import gpumem, numpy as np
-n = (64 << 20) // 4
+import gpumem, numpy as np, threading, time
+n = (256 << 20) // 4
 x = gpumem.zeros(n)
 host = np.ones(n, np.float32)
 s = gpumem.Stream()
 flag = gpumem.zeros(1, "int32")
-gpumem.kernels.spin(200, flag, stream=s)
-gpumem.kernels.fault(flag, stream=s)
+def fault_soon():
+    time.sleep(0.05)
+    gpumem.kernels.fault(flag, stream=s)
+threading.Thread(target=fault_soon).start()
 try:
-    x.copy_from_host(host)      # staged, queued behind the fault
+    # Staged copies of 16 MiB chunks, back to back: the fault queued
+    # meanwhile runs between two chunks of one of them.
+    for _ in range(400):
+        x.copy_from_host(host)
 except gpumem.CudaError as exc:
     print("raised", exc.name)
 else:
@@ -265,10 +270,11 @@ else:
 
 
 @case
-def a_staged_copy_behind_a_fault_raises():
-    # The staged copy runs on the legacy stream, behind the user stream's
-    # fault: it fails, and returns only once none of its chunks still
-    # moves (cuda-staging.c); the process then ends cleanly.
+def a_staged_copy_that_fails_half_way_raises():
+    # A fault on a user stream lands between the chunks of a staged copy
+    # (which run on the legacy stream, ordered with it): the copy fails
+    # with the error, returns only once none of its chunks still moves
+    # (cuda-staging.c), and the process then ends cleanly.
     if not CUDA:
         return skip("the fault kernel does nothing on the host backend")
     import subprocess
