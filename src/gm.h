@@ -202,7 +202,9 @@ typedef struct gm_backend
   gm_status (*reserved) (int device, size_t *bytes);
 
   /* Copy NBYTES from SRC on SRC_DEVICE to DST on DST_DEVICE (-1 for
-     host memory).  STREAM NULL: the copy is complete on return.  */
+     host memory).  STREAM NULL: the copy starts after all work queued
+     before it on the devices' streams and is complete on return (the
+     Ordering rule, backend-cuda.c).  */
   gm_status (*copy) (void *dst, int dst_device, const void *src,
                      int src_device, size_t nbytes, gm_stream *stream);
   gm_status (*memset) (void *dst, int device, int value, size_t nbytes,
