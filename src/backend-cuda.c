@@ -636,7 +636,7 @@ query_event (void *handle)
   return cudaEventQuery ((cudaEvent_t) handle);
 }
 
-/* STREAM NULL: cudaStreamQuery (0) says done while the legacy default
+/* STREAM NULL: cudaStreamQuery of it says done while the legacy default
    stream's own queue is empty, even when streams it follows are busy,
    and a synchronous copy queued behind those would then block its
    caller with nothing to answer Ctrl-C.  Recording an event on it is an
@@ -666,13 +666,13 @@ cuda_wait (int device, gm_stream *stream, long timeout_us)
   ops = atomic_load (&stream_ops[device]);
   if (ops == atomic_load (&marked_ops[device])
       && !atomic_load (&handles_out[device]))
-    return poll_until (query_stream, (void *) (cudaStream_t) 0, timeout_us);
+    return poll_until (query_stream, (void *) cudaStreamLegacy, timeout_us);
   pthread_mutex_lock (&marks_lock);
   if (queue_marks[device] == NULL)
     err = cudaEventCreateWithFlags (&queue_marks[device],
                                     cudaEventDisableTiming);
   if (err == cudaSuccess)
-    err = cudaEventRecord (queue_marks[device], 0);
+    err = cudaEventRecord (queue_marks[device], cudaStreamLegacy);
   mark = queue_marks[device];
   pthread_mutex_unlock (&marks_lock);
   CUDA_CHECK (err);

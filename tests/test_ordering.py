@@ -52,15 +52,6 @@ Z = (np.arange(LARGEST, dtype=np.int64) % 3 + 10).astype(np.float32)
 flag = gpumem.zeros(1, "int32")
 
 
-def skip(reason):
-    """Reports the calling case skipped: gmtest.skip raises, where the
-    harness has it; an older harness only gets the line printed.  Use as
-    `return skip(...)`."""
-    if hasattr(gmtest, "skip"):
-        gmtest.skip(reason)
-    print(f"SKIP {sys._getframe(1).f_code.co_name}: {reason}")
-
-
 def busy(stream):
     """Queues SPIN_MS of waiting on STREAM."""
     gpumem.kernels.spin(SPIN_MS, flag, stream=stream)
@@ -224,7 +215,7 @@ def plain_kernels_wait_for_a_stream():
 @case
 def copies_across_devices_wait_for_both():
     if gpumem.device_count() < 2:
-        return skip("needs two devices")
+        gmtest.skip("needs two devices")
     for nbytes in (64 * KiB, 16 * MiB + 4):
         n = nbytes // 4
         s1 = gpumem.Stream(device=1)
@@ -276,7 +267,7 @@ def a_staged_copy_that_fails_half_way_raises():
     # with the error, returns only once none of its chunks still moves
     # (cuda-staging.c), and the process then ends cleanly.
     if not CUDA:
-        return skip("the fault kernel does nothing on the host backend")
+        gmtest.skip("the fault kernel does nothing on the host backend")
     import subprocess
     proc = subprocess.run([gmtest.GPUMEM_TEST, "--backend=cuda", "-q", "-c",
                            FAILED_STAGED_COPY], capture_output=True,
@@ -304,7 +295,7 @@ def plain_copies_behind_a_long_kernel_answer_ctrl_c():
     # A plain copy waits for the stream's 20 s kernel; Ctrl-C must end
     # that wait at once, whatever the copy's path.
     if not CUDA:
-        return skip("host kernels run in the calling thread; nothing waits")
+        gmtest.skip("host kernels run in the calling thread; nothing waits")
     import selectors
     import signal
     import subprocess
