@@ -486,7 +486,9 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
      7.4 us for 16 bytes against cudaMemcpy's 9.7, and the 4 x 10
      workload 85 us an iteration against 105 (bench/NOTES.md).  Small
      copies to the device stay with cudaMemcpy, which returns once the
-     driver holds the bytes (5.5 us; 6.7 through the bounce buffer).  */
+     driver holds the bytes (5.5 us; 6.7 through the bounce buffer), and
+     is then followed by a synchronize like every copy into device
+     memory (see Ordering); that pair is not measured yet.  */
   if (stream == NULL && dst_device < 0 && src_device >= 0
       && nbytes <= GM_SMALL_MAX && small_copies)
     CUDA_CHECK (gm_staging_small_copy (dst, src, nbytes, device,
