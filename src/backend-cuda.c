@@ -38,8 +38,11 @@
      followed by a synchronize of the legacy stream.
    Streams other libraries make non-blocking are outside this rule;
    DLPack's stream handshake and the CUDA Array Interface's stream
-   order those.  MPI's staging (comm.c) synchronizes the device first
-   and then copies through this backend with NULL streams.  The host
+   order those.  Collectives keep the rule too: MPI's (comm.c)
+   synchronize the device first and stage through this backend with
+   NULL streams; NCCL's (comm-nccl.c) run on a stream that first waits
+   for an event recorded on the legacy stream, and are waited for when
+   they have no stream.  The host
    backend runs all work synchronously in the calling thread, so the
    same contract holds there trivially.  */
 
