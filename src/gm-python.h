@@ -384,7 +384,8 @@ int gmpy_backend_copy (void *dst, int dst_device, const void *src,
    the Python code run since they were read, or between chunks, may have
    freed one.  Their arrays are held meanwhile (gmpy_array_hold), so that
    free () from another thread leaves the memory to the copy.  Ranges
-   that overlap are refused (ValueError) on every backend.  0 or -1.  */
+   that overlap are copied as memmove would, through host memory and
+   complete on return, on every backend.  0 or -1.  */
 int gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
                        void *dst, int dst_device, const void *src,
                        int src_device, size_t nbytes, gm_stream *stream);

@@ -36,15 +36,26 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
 
   /* Device addresses are unified with host ones: ranges that overlap
      are the same memory, whatever the devices.  CUDA leaves the result
-     of such a copy undefined, so no backend does one.  */
+     of such a copy undefined; on every backend it goes through host
+     memory instead, complete on return, so that the result is that of
+     memmove (and of NumPy's assignment between overlapping views).  */
   if (nbytes > 0 && (uintptr_t) dst < (uintptr_t) src + nbytes
       && (uintptr_t) src < (uintptr_t) dst + nbytes)
     {
-      PyErr_Format (PyExc_ValueError,
-                    "the source and the destination overlap (%zu bytes "
-                    "from %p to %p); copy through a temporary array",
-                    nbytes, src, dst);
-      return -1;
+      void *between = PyMem_RawMalloc (nbytes);
+
+      if (between == NULL)
+        {
+          PyErr_NoMemory ();
+          return -1;
+        }
+      result = gmpy_guarded_copy (NULL, src_buf, between, -1, src,
+                                  src_device, nbytes, NULL);
+      if (result == 0)
+        result = gmpy_guarded_copy (dst_buf, NULL, dst, dst_device,
+                                    between, -1, nbytes, NULL);
+      PyMem_RawFree (between);
+      return result;
     }
   if ((dst_buf != NULL && gmpy_devbuf_usable (dst_buf) < 0)
       || (src_buf != NULL && gmpy_devbuf_usable (src_buf) < 0))
