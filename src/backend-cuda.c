@@ -3,11 +3,48 @@
    Device memory comes from each device's stream-ordered pool
    (cudaMallocAsync on the device's default memory pool, which keeps
    freed memory cached), so repeated allocations cost microseconds.
-   NULL streams mean the legacy default stream, which orders itself with
-   every stream gpumem creates.  Every CUDA call goes through CUDA_CHECK,
-   which records the error and maps it to a gm_status; an error that
-   loses the context (an illegal address in a kernel, say) is remembered,
-   and every later call refuses with a message that says so.  */
+   Every CUDA call goes through CUDA_CHECK, which records the error and
+   maps it to a gm_status; an error that loses the context (an illegal
+   address in a kernel, say) is remembered, and every later call refuses
+   with a message that says so.
+
+   Ordering: the rule every call without a stream keeps.  A call with a
+   NULL gm_stream (Python: no stream=) is complete when it returns and
+   sees all work queued before it on any of gpumem's streams.  It rests
+   on one property of CUDA: every stream gpumem makes is a blocking
+   stream (cudaStreamCreate, never cudaStreamNonBlocking), and blocking
+   streams are ordered both ways with their device's legacy default
+   stream: work queued on the legacy stream waits for everything queued
+   before it on every blocking stream of the device, and work queued
+   afterwards on a blocking stream waits for the legacy stream's work.
+   So, on every path:
+   - the work of a NULL-stream call goes on the legacy default stream
+     (cudaStreamLegacy, named so, so that a build with per-thread
+     default streams cannot change it): cudaMemcpy and the
+     synchronize after it, memsets, kernels, allocations and frees,
+     the small copies' bounce buffer and the ring of the staged
+     pageable copies (cuda-staging.c).  It starts after every earlier
+     write on any gpumem stream, and a copy into memory that a stream
+     is still reading starts after that read;
+   - a copy between two devices also makes the legacy stream it runs on
+     wait for an event recorded on the other device's legacy stream
+     (follow_device): a device's legacy stream orders only its own
+     device's streams;
+   - it returns only once its work is done (cudaStreamSynchronize, or
+     the ring's events), so that whatever is queued after it, on any
+     stream or by the host, sees the result.  cudaMemcpy returns early
+     for copies into device memory (from pageable memory once the
+     driver holds the bytes, between devices at once), so those are
+     followed by a synchronize of the legacy stream.
+   Streams other libraries make non-blocking are outside this rule;
+   DLPack's stream handshake and the CUDA Array Interface's stream
+   order those.  Collectives keep the rule too: MPI's (comm.c)
+   synchronize the device first and stage through this backend with
+   NULL streams; NCCL's (comm-nccl.c) run on a stream that first waits
+   for an event recorded on the legacy stream, and are waited for when
+   they have no stream.  The host
+   backend runs all work synchronously in the calling thread, so the
+   same contract holds there trivially.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -63,6 +100,11 @@ static pthread_mutex_t marks_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_ulong *stream_ops;
 static atomic_ulong *marked_ops;
 static atomic_bool *handles_out;
+
+/* Whether small copies to the host take the bounce buffer:
+   GPUMEM_SMALL_COPIES (a boolean, read by cuda_init; false sends them
+   straight to cudaMemcpy, for comparing the two paths).  */
+static bool small_copies = true;
 
 /* The error that lost the context, once one has.  */
 static cudaError_t lost_error = cudaSuccess;
@@ -198,6 +240,10 @@ cuda_init (void)
   if (device_count == 0)
     return gm_error_set (GM_ERR_UNAVAILABLE, cudaErrorNoDevice,
                          "cudaErrorNoDevice", "no CUDA-capable device");
+  /* A bad setting is GM_ERR_VALUE, which gm_backend_init does not hide
+     behind the host backend.  */
+  if (gm_env_bool ("GPUMEM_SMALL_COPIES", true, &small_copies) != GM_OK)
+    return GM_ERR_VALUE;
   if (device_count > CUDA_MAX_DEVICES)
     device_count = CUDA_MAX_DEVICES;
   props_cache = calloc ((size_t) device_count, sizeof *props_cache);
@@ -261,14 +307,14 @@ done:
   return status;
 }
 
-/* The CUDA stream to queue work on for STREAM (NULL: the legacy default
-   stream).  Counts the work queued on gpumem's own streams, for
-   cuda_wait.  */
+/* The CUDA stream to queue work on for STREAM: the legacy default
+   stream for NULL (see Ordering above).  Counts the work queued on
+   gpumem's own streams, for cuda_wait.  */
 static cudaStream_t
 handle_of (gm_stream *stream)
 {
   if (stream == NULL)
-    return (cudaStream_t) 0;
+    return cudaStreamLegacy;
   atomic_fetch_add (&stream_ops[stream->device], 1);
   return stream->handle;
 }
@@ -373,19 +419,29 @@ done:
   return status;
 }
 
-/* GPUMEM_SMALL_COPIES=0 sends small copies straight to cudaMemcpy, for
-   comparing the two paths.  */
-static bool
-small_copies_off (void)
+/* Makes the legacy default stream of DEVICE wait, without blocking
+   the host, for the work queued so far on OTHER's legacy default stream,
+   and so for all work on OTHER's blocking streams; DEVICE is current on
+   return.  */
+static gm_status
+follow_device (int device, int other)
 {
-  static int off = -1;
+  gm_status status = use_device (other);
+  cudaEvent_t event = NULL;
 
-  if (off < 0)
-    {
-      const char *value = getenv ("GPUMEM_SMALL_COPIES");
-      off = value != NULL && strcmp (value, "0") == 0;
-    }
-  return off;
+  if (status != GM_OK)
+    return status;
+  CUDA_CHECK (cudaEventCreateWithFlags (&event, cudaEventDisableTiming));
+  CUDA_CHECK (cudaEventRecord (event, cudaStreamLegacy));
+  status = use_device (device);
+  if (status != GM_OK)
+    goto done;
+  CUDA_CHECK (cudaStreamWaitEvent (cudaStreamLegacy, event, 0));
+done:
+  /* The wait already enqueued holds what it needs.  */
+  if (event != NULL && cudaEventDestroy (event) != cudaSuccess)
+    cudaGetLastError ();
+  return status;
 }
 
 static gm_status
@@ -416,7 +472,11 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
         status = enable_peer (src_device, dst_device);
       if (status != GM_OK)
         goto done;
-      status = use_device (device);
+      if (stream == NULL)
+        status = follow_device (device, device == dst_device ? src_device
+                                                             : dst_device);
+      else
+        status = use_device (device);
       if (status != GM_OK)
         goto done;
       CUDA_CHECK (cudaMemcpyPeerAsync (dst, dst_device, src, src_device,
@@ -429,9 +489,11 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
      7.4 us for 16 bytes against cudaMemcpy's 9.7, and the 4 x 10
      workload 85 us an iteration against 105 (bench/NOTES.md).  Small
      copies to the device stay with cudaMemcpy, which returns once the
-     driver holds the bytes (5.5 us; 6.7 through the bounce buffer).  */
+     driver holds the bytes (5.5 us; 6.7 through the bounce buffer), and
+     is then followed by a synchronize like every copy into device
+     memory (see Ordering); that pair is not measured yet.  */
   if (stream == NULL && dst_device < 0 && src_device >= 0
-      && nbytes <= GM_SMALL_MAX && !small_copies_off ())
+      && nbytes <= GM_SMALL_MAX && small_copies)
     CUDA_CHECK (gm_staging_small_copy (dst, src, nbytes, device,
                                        device_count));
   else if (stream == NULL && (dst_device < 0) != (src_device < 0)
@@ -439,7 +501,13 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
     CUDA_CHECK (gm_staging_copy (dst, src, nbytes, device, device_count,
                                  dst_device >= 0));
   else if (stream == NULL)
-    CUDA_CHECK (cudaMemcpy (dst, src, nbytes, cudaMemcpyDefault));
+    {
+      CUDA_CHECK (cudaMemcpy (dst, src, nbytes, cudaMemcpyDefault));
+      /* Into device memory cudaMemcpy may return before the bytes land
+         (see Ordering).  */
+      if (dst_device >= 0)
+        CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
+    }
   else
     CUDA_CHECK (cudaMemcpyAsync (dst, src, nbytes, cudaMemcpyDefault,
                                  handle));
@@ -457,7 +525,7 @@ cuda_memset (void *dst, int device, int value, size_t nbytes,
     return status;
   CUDA_CHECK (cudaMemsetAsync (dst, value, nbytes, handle_of (stream)));
   if (stream == NULL)
-    CUDA_CHECK (cudaStreamSynchronize (0));
+    CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
 done:
   return status;
 }
@@ -573,7 +641,7 @@ query_event (void *handle)
   return cudaEventQuery ((cudaEvent_t) handle);
 }
 
-/* STREAM NULL: cudaStreamQuery (0) says done while the legacy default
+/* STREAM NULL: cudaStreamQuery of it says done while the legacy default
    stream's own queue is empty, even when streams it follows are busy,
    and a synchronous copy queued behind those would then block its
    caller with nothing to answer Ctrl-C.  Recording an event on it is an
@@ -603,13 +671,13 @@ cuda_wait (int device, gm_stream *stream, long timeout_us)
   ops = atomic_load (&stream_ops[device]);
   if (ops == atomic_load (&marked_ops[device])
       && !atomic_load (&handles_out[device]))
-    return poll_until (query_stream, (void *) (cudaStream_t) 0, timeout_us);
+    return poll_until (query_stream, (void *) cudaStreamLegacy, timeout_us);
   pthread_mutex_lock (&marks_lock);
   if (queue_marks[device] == NULL)
     err = cudaEventCreateWithFlags (&queue_marks[device],
                                     cudaEventDisableTiming);
   if (err == cudaSuccess)
-    err = cudaEventRecord (queue_marks[device], 0);
+    err = cudaEventRecord (queue_marks[device], cudaStreamLegacy);
   mark = queue_marks[device];
   pthread_mutex_unlock (&marks_lock);
   CUDA_CHECK (err);

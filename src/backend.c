@@ -26,11 +26,14 @@ gm_backend_init (gm_backend_choice choice, bool quiet)
     return use (&gm_backend_host);
 #ifdef GM_HAVE_CUDA
   char reason[GM_ERROR_MESSAGE_MAX];
+  gm_status status = use (&gm_backend_cuda);
 
-  if (use (&gm_backend_cuda) == GM_OK)
+  if (status == GM_OK)
     return GM_OK;
   snprintf (reason, sizeof reason, "%s", gm_last_error ()->message);
-  if (choice == GM_BACKEND_CUDA)
+  /* A bad setting (GM_ERR_VALUE) is an error whichever backend was
+     asked for: falling back would hide it.  */
+  if (choice == GM_BACKEND_CUDA || status == GM_ERR_VALUE)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
                          "the CUDA backend is unavailable: %s", reason);
   if (!quiet)

@@ -190,38 +190,41 @@ static bool staging_pinned;
 static void staging_release (void);
 static void fatal (const char *what);
 
-/* Whether an MPI launcher started this process.  */
-static bool
-launched (void)
+/* Whether to start MPI, in *YES: GPUMEM_MPI when set (gm_env_bool's
+   spellings; any other value is an error), else whether an MPI launcher
+   started this process.  */
+static gm_status
+launched (bool *yes)
 {
   static const char *const names[] = {
     "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"
   };
   const char *force = getenv ("GPUMEM_MPI");
 
-  if (force != NULL && strcmp (force, "0") == 0)
-    return false;
-  if (force != NULL && strcmp (force, "1") == 0)
-    return true;
+  if (force != NULL && *force != '\0')
+    return gm_env_bool ("GPUMEM_MPI", false, yes);
+  *yes = false;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (getenv (names[i]) != NULL)
-      return true;
-  return false;
+      *yes = true;
+  return GM_OK;
 }
 
+/* GPUMEM_MPI_CUDA_AWARE, read before MPI starts: whether it is set, and
+   its value.  */
+static bool aware_forced, aware_setting;
+
 /* Whether MPI reads and writes device addresses: GPUMEM_MPI_CUDA_AWARE
-   (0 or 1) when set, else what the library says of itself.  0 also
+   when set, else what the library says of itself.  False when set also
    stages the host backend's memory, so that tests without a GPU run the
    staging code.  */
 static bool
 query_cuda_aware (void)
 {
-  const char *force = getenv ("GPUMEM_MPI_CUDA_AWARE");
-
-  if (force != NULL && *force != '\0')
+  if (aware_forced)
     {
-      staging_forced = strcmp (force, "0") == 0;
-      return !staging_forced;
+      staging_forced = !aware_setting;
+      return aware_setting;
     }
 #if defined(MPIX_CUDA_AWARE_SUPPORT)
   return MPIX_Query_cuda_support () == 1;
@@ -235,12 +238,18 @@ gm_comm_init (void)
 {
   MPI_Comm node;
   int provided = MPI_THREAD_SINGLE;
-  const char *chunk_env;
+  const char *chunk_env, *aware_env = getenv ("GPUMEM_MPI_CUDA_AWARE");
+  bool start;
 
   if (gm_comm_engine_init () != GM_OK)
     return GM_ERR_UNAVAILABLE;
-  if (!launched ())
+  if (launched (&start) != GM_OK)
+    return GM_ERR_UNAVAILABLE;
+  if (!start)
     return GM_OK;
+  aware_forced = aware_env != NULL && *aware_env != '\0';
+  if (gm_env_bool ("GPUMEM_MPI_CUDA_AWARE", false, &aware_setting) != GM_OK)
+    return GM_ERR_UNAVAILABLE;
   chunk_env = getenv ("GPUMEM_MPI_CHUNK");
   if (chunk_env != NULL && *chunk_env != '\0')
     {

@@ -17,7 +17,9 @@
 
 /* Starts MPI when the program was started by an MPI launcher (its
    environment names a rank: OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK or
-   PMI_SIZE; GPUMEM_MPI=1 forces a start, GPUMEM_MPI=0 forbids one), and
+   PMI_SIZE; GPUMEM_MPI=1 forces a start, GPUMEM_MPI=0 forbids one, in
+   any of gm_env_bool's spellings; a bad value of it, of
+   GPUMEM_MPI_CUDA_AWARE or of GPUMEM_MPI_CHUNK is an error), and
    learns this process's rank and node-local rank.  Call once, before the
    backend starts.  GM_OK, or GM_ERR_UNAVAILABLE saying why.  */
 gm_status gm_comm_init (void);

@@ -9,7 +9,11 @@
    DMA engine moves the chunk before it, so that both run at once.
 
    Used by backend-cuda.c for synchronous copies of at least
-   GM_STAGING_MIN bytes whose host side is pageable.  Small synchronous
+   GM_STAGING_MIN bytes whose host side is pageable.  Both kinds of copy
+   here run on the device's legacy default stream, as cudaMemcpy does:
+   so they start after all work queued before them on any of gpumem's
+   streams (blocking streams, which the legacy stream waits for; see
+   Ordering in backend-cuda.c), and they return only once complete.  Small synchronous
    copies to the host (at most GM_SMALL_MAX bytes, such as the workload's
    4 floats) go through one page-locked bounce buffer instead: the DMA
    engine's own path is shorter than the driver's pageable one
@@ -63,12 +67,14 @@ static struct
 
 static size_t chunk_size;
 
-/* Per device: a blocking stream (ordered after the default stream's
-   earlier work, as cudaMemcpy is) and the ring of page-locked chunks.  */
+/* Per device: the ring of page-locked chunks, and the events that say
+   when the DMA engine is done with each.  The chunks move on the legacy
+   default stream: a stream of the ring's own would not wait for the
+   work of the program's streams (blocking streams are ordered only
+   against the legacy stream, not against each other).  */
 typedef struct ring
 {
   bool ready;
-  cudaStream_t stream;
   void *slot[RING];
   cudaEvent_t filled[RING];
 } ring;
@@ -228,7 +234,6 @@ ring_for (int device, int device_count, ring **out)
   r = &rings[device];
   if (!r->ready)
     {
-      err = cudaStreamCreate (&r->stream);
       for (int i = 0; i < RING && err == cudaSuccess; i++)
         {
           err = cudaMallocHost (&r->slot[i], chunk_size);
@@ -287,9 +292,9 @@ gm_staging_small_copy (void *dst, const void *src, size_t nbytes, int device,
     err = cudaMallocHost (&bounces[device], GM_SMALL_MAX);
   if (err == cudaSuccess)
     err = cudaMemcpyAsync (bounces[device], src, nbytes,
-                           cudaMemcpyDeviceToHost, 0);
+                           cudaMemcpyDeviceToHost, cudaStreamLegacy);
   if (err == cudaSuccess)
-    err = cudaStreamSynchronize (0);
+    err = cudaStreamSynchronize (cudaStreamLegacy);
   if (err == cudaSuccess)
     memcpy (dst, bounces[device], nbytes);
   pthread_mutex_unlock (&engine_lock);
@@ -307,6 +312,13 @@ gm_staging_copy (void *dst, const void *src, size_t nbytes, int device,
 
   pthread_mutex_lock (&engine_lock);
   err = staged_copy (dst, src, nbytes, device, device_count, to_device);
+  /* A copy that failed half way may have chunks still moving between
+     the ring and device memory: they must land before the ring is
+     refilled by the next copy, and before the caller frees or reuses
+     its memory.  The error is the one already in ERR.  */
+  if (err != cudaSuccess && cudaStreamSynchronize (cudaStreamLegacy)
+                              != cudaSuccess)
+    cudaGetLastError ();
   pthread_mutex_unlock (&engine_lock);
   return err;
 }
@@ -338,13 +350,13 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
             return err;
           parallel_copy (r->slot[s], (const char *) src + off, len);
           err = cudaMemcpyAsync ((char *) dst + off, r->slot[s], len,
-                                 cudaMemcpyHostToDevice, r->stream);
+                                 cudaMemcpyHostToDevice, cudaStreamLegacy);
           if (err == cudaSuccess)
-            err = cudaEventRecord (r->filled[s], r->stream);
+            err = cudaEventRecord (r->filled[s], cudaStreamLegacy);
           if (err != cudaSuccess)
             return err;
         }
-      return cudaStreamSynchronize (r->stream);
+      return cudaStreamSynchronize (cudaStreamLegacy);
     }
 
   /* To the host: keep the DMA engine RING chunks ahead of the threads
@@ -367,9 +379,9 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
           size_t len = nbytes - off < chunk_size ? nbytes - off : chunk_size;
           int s = (int) (i % RING);
           err = cudaMemcpyAsync (r->slot[s], (const char *) src + off, len,
-                                 cudaMemcpyDeviceToHost, r->stream);
+                                 cudaMemcpyDeviceToHost, cudaStreamLegacy);
           if (err == cudaSuccess)
-            err = cudaEventRecord (r->filled[s], r->stream);
+            err = cudaEventRecord (r->filled[s], cudaStreamLegacy);
           if (err != cudaSuccess)
             return err;
         }
@@ -398,7 +410,6 @@ gm_staging_shutdown (bool cuda_usable)
             cudaEventDestroy (rings[d].filled[i]);
             cudaFreeHost (rings[d].slot[i]);
           }
-        cudaStreamDestroy (rings[d].stream);
       }
   free (rings);
   rings = NULL;

@@ -21,8 +21,11 @@ bool gm_staging_wanted (const void *host, size_t nbytes);
 
 /* Copies NBYTES from SRC to DST, one of them pageable host memory and
    the other memory of DEVICE (current on the calling thread), TO_DEVICE
-   saying which way; returns when the copy is complete.  DEVICE_COUNT
-   sizes the per-device rings on first use.  A cudaError_t.  */
+   saying which way, on DEVICE's legacy default stream (so after all
+   work queued before it on gpumem's streams); returns when the copy is
+   complete, and on failure only once none of its chunks still moves.
+   DEVICE_COUNT sizes the per-device rings on first use.  A
+   cudaError_t.  */
 cudaError_t gm_staging_copy (void *dst, const void *src, size_t nbytes,
                              int device, int device_count, bool to_device);
 

@@ -192,6 +192,11 @@ typedef struct arraypy_object
   /* DLPack exports of this array (and, on an owner, of its views) that
      their consumers still hold: free () leaves the memory to them.  */
   Py_ssize_t exports;
+  /* Calls running without the GIL that use this memory (kept on the
+     array that keeps the books: an owner, or an array over foreign
+     memory): free () leaves the memory to the last of them
+     (gmpy_array_hold).  */
+  Py_ssize_t users;
   PyObject *weakreflist;
 } arraypy_object;
 
@@ -278,6 +283,19 @@ void gmpy_array_note_stream (PyObject *obj, PyObject *stream_obj);
 /* The gpumem stream whose work writing ARRAY's memory is still pending,
    in *STREAM; NULL when none is.  0, or -1 with an exception.  */
 int gmpy_array_pending_stream (arraypy_object *array, gm_stream **stream);
+/* Marks the memory of OBJ, when it is a DeviceArray, in use by a call
+   that is about to run without the GIL (a copy, a kernel and the wait
+   for it, a collective), until gmpy_array_unhold (the result).  In
+   between, free () from another thread only makes gpumem refuse the
+   array (later calls raise ValueError); the memory itself is released
+   when the last such call ends, so no call ever uses freed memory.
+   Returns a new reference for gmpy_array_unhold, or NULL when OBJ is
+   not a DeviceArray; never fails.  */
+PyObject *gmpy_array_hold (PyObject *obj);
+/* Ends what gmpy_array_hold (HELD) began; HELD may be NULL.  Releases
+   the memory if free () was called meanwhile.  Keeps any pending
+   exception; never fails (a failed release is unraisable).  */
+void gmpy_array_unhold (PyObject *held);
 /* Adds DELTA (+1 or -1) to the live DLPack exports of ARRAY and of its
    owner; when they drop to 0 on an array free () was called on, its
    memory is released then.  Never fails (errors are unraisable).  */
@@ -364,7 +382,10 @@ int gmpy_backend_copy (void *dst, int dst_device, const void *src,
 /* gmpy_backend_copy, checking before each chunk that DST_BUF and
    SRC_BUF (NULL for host memory) may still be used (gmpy_devbuf_usable):
    the Python code run since they were read, or between chunks, may have
-   freed one.  0 or -1.  */
+   freed one.  Their arrays are held meanwhile (gmpy_array_hold), so that
+   free () from another thread leaves the memory to the copy.  Ranges
+   that overlap are copied as memmove would, through host memory and
+   complete on return, on every backend.  0 or -1.  */
 int gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
                        void *dst, int dst_device, const void *src,
                        int src_device, size_t nbytes, gm_stream *stream);

@@ -50,6 +50,13 @@ const gm_error *gm_last_error (void);
 /* The most dimensions an array may have.  */
 #define GM_MAX_NDIM 32
 
+/* Reads the environment variable NAME as a boolean setting into *VALUE
+   (env.c, the one parser of every such setting): 1, yes, true or on
+   (in any case) are true, 0, no, false or off false; unset or empty
+   gives FALLBACK.  Any other value: GM_ERR_VALUE naming the variable,
+   its value and the spellings accepted (*VALUE is FALLBACK then).  */
+gm_status gm_env_bool (const char *name, bool fallback, bool *value);
+
 /* Element types.  */
 typedef enum gm_dtype
 {
@@ -179,7 +186,9 @@ typedef struct gm_backend
      memory through host copies.  */
   bool mpi_needs_staging;
 
-  /* Starts the backend: GM_OK, or GM_ERR_UNAVAILABLE saying why.  */
+  /* Starts the backend: GM_OK, GM_ERR_UNAVAILABLE saying why, or
+     GM_ERR_VALUE for a bad setting in the environment (which no
+     fallback to another backend may hide).  */
   gm_status (*init) (void);
   int (*device_count) (void);
   gm_status (*device_props) (int device, gm_device_props *props);
@@ -193,7 +202,9 @@ typedef struct gm_backend
   gm_status (*reserved) (int device, size_t *bytes);
 
   /* Copy NBYTES from SRC on SRC_DEVICE to DST on DST_DEVICE (-1 for
-     host memory).  STREAM NULL: the copy is complete on return.  */
+     host memory).  STREAM NULL: the copy starts after all work queued
+     before it on the devices' streams and is complete on return (the
+     Ordering rule, backend-cuda.c).  */
   gm_status (*copy) (void *dst, int dst_device, const void *src,
                      int src_device, size_t nbytes, gm_stream *stream);
   gm_status (*memset) (void *dst, int device, int value, size_t nbytes,

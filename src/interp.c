@@ -46,11 +46,33 @@ set_argv (PyConfig *config, const char *argv0, const gm_run_options *options)
   return status;
 }
 
-/* Puts PATH first on sys.path, as python does for the script's folder
-   ("" for -c and standard input, the working folder for -m), unless
-   safe_path (-P, PYTHONSAFEPATH) asks not to.  0 or -1.  */
+/* Whether SCRIPT is a folder or a zip file that python runs through
+   the __main__.py inside it (a path entry that an import hook takes):
+   1, 0 for a plain file (or none), -1 with an exception.  */
 static int
-set_sys_path0 (const gm_run_options *options)
+is_main_importer (const char *script)
+{
+  PyObject *path = PyUnicode_DecodeFSDefault (script), *importer;
+  int result;
+
+  if (path == NULL)
+    return -1;
+  importer = PyImport_GetImporter (path);
+  Py_DECREF (path);
+  if (importer == NULL)
+    return -1;
+  result = importer != Py_None;
+  Py_DECREF (importer);
+  return result;
+}
+
+/* Puts PATH first on sys.path, as python does for the script's folder
+   ("" for -c and standard input, the working folder for -m, the target
+   itself when it is a folder or zip file run through its __main__.py,
+   MAIN_IMPORTER), unless safe_path (-P, PYTHONSAFEPATH) asks not to.
+   0 or -1.  */
+static int
+set_sys_path0 (const gm_run_options *options, bool main_importer)
 {
   char buf[PATH_MAX];
   const char *path = "";
@@ -65,7 +87,9 @@ set_sys_path0 (const gm_run_options *options)
   if (is_safe > 0)
     return 0;
 
-  if (options->mode == GM_RUN_FILE)
+  if (main_importer)
+    path = options->target;
+  else if (options->mode == GM_RUN_FILE)
     {
       /* The folder of the real file, symbolic links resolved.  */
       char *slash;
@@ -184,6 +208,21 @@ run_file (const char *path, PyObject *globals, PyCompilerFlags *flags)
                             globals, globals, path != NULL, flags);
 }
 
+/* Runs module NAME as __main__ with runpy, as python -m does (ALTER_ARGV:
+   sys.argv[0] becomes the module's file).  New reference or NULL.  */
+static PyObject *
+run_main_module (const char *name, int alter_argv)
+{
+  PyObject *runpy = PyImport_ImportModule ("runpy"), *result;
+
+  if (runpy == NULL)
+    return NULL;
+  result = PyObject_CallMethod (runpy, "_run_module_as_main", "si", name,
+                                alter_argv);
+  Py_DECREF (runpy);
+  return result;
+}
+
 /* The interactive console on standard input, with line editing where
    the readline module exists.  Leaving it with exit() or EOF returns
    normally; SystemExit from it ends the process, as python's does.  */
@@ -210,7 +249,7 @@ gm_interp_run (const gm_run_options *options, bool *interrupted)
   PyConfig config;
   PyStatus status;
   const char *argv0 = "";
-  int exit_status = 0;
+  int exit_status = 0, main_importer = 0;
   bool console = false;
 
   *interrupted = false;
@@ -265,7 +304,10 @@ gm_interp_run (const gm_run_options *options, bool *interrupted)
 
   main_module = PyImport_AddModule ("__main__");
   globals = main_module ? PyModule_GetDict (main_module) : NULL;
-  if (globals == NULL || set_sys_path0 (options) < 0)
+  if (options->mode == GM_RUN_FILE)
+    main_importer = is_main_importer (options->target);
+  if (globals == NULL || main_importer < 0
+      || set_sys_path0 (options, main_importer > 0) < 0)
     {
       PyErr_Print ();
       exit_status = 1;
@@ -275,6 +317,13 @@ gm_interp_run (const gm_run_options *options, bool *interrupted)
   switch (options->mode)
     {
     case GM_RUN_FILE:
+      if (main_importer > 0)
+        {
+          /* As python: the __main__ module found on the path entry just
+             put first, argv left as it is.  */
+          result = run_main_module ("__main__", 0);
+          break;
+        }
       result = run_file (options->target, globals, &flags);
       if (result == NULL && !PyErr_Occurred ())
         {
@@ -287,15 +336,7 @@ gm_interp_run (const gm_run_options *options, bool *interrupted)
                                   globals, &flags);
       break;
     case GM_RUN_MODULE:
-      {
-        PyObject *runpy = PyImport_ImportModule ("runpy");
-        if (runpy != NULL)
-          {
-            result = PyObject_CallMethod (runpy, "_run_module_as_main",
-                                          "si", options->target, 1);
-            Py_DECREF (runpy);
-          }
-      }
+      result = run_main_module (options->target, 1);
       break;
     case GM_RUN_STDIN:
       if (console)

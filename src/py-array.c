@@ -79,6 +79,7 @@ alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
   array->base = NULL;
   array->last_stream = NULL;
   array->exports = 0;
+  array->users = 0;
   array->weakreflist = NULL;
   return array;
 }
@@ -105,6 +106,8 @@ gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
   PyObject_GC_Track (array);
   return array;
 }
+
+static arraypy_object *books_of (arraypy_object *array);
 
 int
 gmpy_strides_check (int ndim, const Py_ssize_t *dims,
@@ -149,9 +152,11 @@ gmpy_array_view (arraypy_object *source, Py_ssize_t offset, int ndim,
     }
   view->data = source->data ? source->data + offset : NULL;
   view->readonly = source->readonly;
-  /* A view of a view refers to the first owner, so chains stay short
-     and freeing the owner reaches every view.  */
-  view->base = Py_NewRef (source->base ? source->base : (PyObject *) source);
+  /* A view refers to the array that keeps the books of the memory (the
+     first owner, or the array over foreign memory), never to a view
+     nor to the foreign object itself: chains stay short, and freeing
+     that array reaches every view.  */
+  view->base = Py_NewRef ((PyObject *) books_of (source));
   PyObject_GC_Track (view);
   return (PyObject *) view;
 }
@@ -261,6 +266,47 @@ gmpy_array_pending_stream (arraypy_object *array, gm_stream **stream)
   return 0;
 }
 
+/* Whether ARRAY, on which free () was called, can let go of its memory
+   now: no DLPack consumer and no call running without the GIL uses it,
+   and it still holds something.  */
+static bool
+may_let_go (const arraypy_object *array)
+{
+  return array->released && array->exports == 0 && array->users == 0
+         && (array->alloc != NULL || array->alloc_bytes != 0
+             || array->base != NULL);
+}
+
+PyObject *
+gmpy_array_hold (PyObject *obj)
+{
+  arraypy_object *books;
+
+  if (obj == NULL || !gmpy_array_check (obj))
+    return NULL;
+  books = books_of ((arraypy_object *) obj);
+  books->users++;
+  return Py_NewRef ((PyObject *) books);
+}
+
+void
+gmpy_array_unhold (PyObject *held)
+{
+  arraypy_object *books = (arraypy_object *) held;
+
+  if (books == NULL)
+    return;
+  books->users--;
+  if (may_let_go (books))
+    {
+      PyObject *type, *value, *traceback;
+      PyErr_Fetch (&type, &value, &traceback);
+      let_go (books);
+      PyErr_Restore (type, value, traceback);
+    }
+  Py_DECREF (held);
+}
+
 void
 gmpy_array_exports_add (arraypy_object *array, int delta)
 {
@@ -278,9 +324,7 @@ gmpy_array_exports_add (arraypy_object *array, int delta)
       if (each == NULL)
         continue;
       each->exports += delta;
-      if (each->exports == 0 && each->released
-          && (each->alloc != NULL || each->alloc_bytes != 0
-              || each->base != NULL))
+      if (may_let_go (each))
         let_go (each);
     }
   Py_XDECREF (owner);
@@ -589,11 +633,12 @@ arraypy_free (PyObject *self, PyObject *unused)
 {
   arraypy_object *array = (arraypy_object *) self;
 
-  /* While DLPack consumers hold the memory, it stays theirs: gpumem
-     refuses to use it from now on, and it goes when the last of them
-     lets go (gmpy_array_exports_add).  */
+  /* While DLPack consumers or calls in other threads hold the memory,
+     it stays theirs: gpumem refuses to use it from now on, and it goes
+     when the last of them lets go (gmpy_array_exports_add,
+     gmpy_array_unhold).  */
   array->released = true;
-  if (array->exports == 0)
+  if (array->exports == 0 && array->users == 0)
     let_go (array);
   if (PyErr_Occurred ())
     return NULL;
@@ -709,7 +754,8 @@ static PyMethodDef arraypy_methods[] = {
    "copy_from_host(src, stream=None)\n--\n\n"
    "Overwrite the array with host array SRC of the same size."},
   {"free", arraypy_free, METH_NOARGS,
-   "free()\n--\n\nRelease the memory now; later use raises ValueError."},
+   "free()\n--\n\nRelease the memory now (or, while a call in another thread\n"
+   "still uses it, when that call ends); later use raises ValueError."},
   {"reshape", arraypy_reshape, METH_VARARGS,
    "reshape(shape)\n--\n\nA view of the same memory with another shape "
    "(-1 stands for the\ndimension the others leave); contiguous arrays "

@@ -17,20 +17,32 @@
 #include "comm.h"
 #include "comm-engine.h"
 
-/* Runs CALL with the other ranks, without the GIL.  When CALL->refused,
-   the exception this rank already has is kept.  0 or -1.  */
+/* Runs CALL with the other ranks, without the GIL; ARRAY (a DeviceArray,
+   or NULL) is the array CALL moves, held meanwhile so that free () from
+   another thread leaves its memory to the collective
+   (gmpy_array_hold).  When CALL->refused, the exception this rank
+   already has is kept.  0 or -1.  */
 static int
-run (const gm_comm_call *call)
+run (const gm_comm_call *call, PyObject *array)
 {
-  PyObject *type = NULL, *value = NULL, *traceback = NULL;
+  PyObject *type = NULL, *value = NULL, *traceback = NULL, *held;
+  gm_comm_call checked = *call;
   gm_status status;
 
-  if (call->refused)
+  /* Python code run since ARRAY was read (a finalizer while gather
+     allocated its result) may have freed it: this rank refuses then,
+     still meeting the others.  */
+  if (!checked.refused && array != NULL && gmpy_array_check (array)
+      && gmpy_array_usable ((arraypy_object *) array) < 0)
+    checked.refused = true;
+  if (checked.refused)
     PyErr_Fetch (&type, &value, &traceback);
+  held = checked.refused ? NULL : gmpy_array_hold (array);
   Py_BEGIN_ALLOW_THREADS
-  status = gm_comm_run (call);
+  status = gm_comm_run (&checked);
   Py_END_ALLOW_THREADS
-  if (call->refused)
+  gmpy_array_unhold (held);
+  if (checked.refused)
     {
       PyErr_Restore (type, value, traceback);
       return -1;
@@ -97,6 +109,7 @@ stream_arg (PyObject *obj, gm_comm_call *call)
 static int
 root_arg (PyObject *obj, const char *fname, int *root)
 {
+  PyObject *index;
   Py_ssize_t value;
   int size = gm_comm_size ();
 
@@ -109,17 +122,30 @@ root_arg (PyObject *obj, const char *fname, int *root)
                     Py_TYPE (obj)->tp_name);
       return -1;
     }
-  value = PyNumber_AsSsize_t (obj, NULL);
-  if (value == -1 && PyErr_Occurred ())
+  index = PyNumber_Index (obj);
+  if (index == NULL)
     return -1;
+  value = PyLong_AsSsize_t (index);
+  if (value == -1 && PyErr_Occurred ())
+    {
+      if (!PyErr_ExceptionMatches (PyExc_OverflowError))
+        {
+          Py_DECREF (index);
+          return -1;
+        }
+      /* Far out of range: the message names the number itself.  */
+      PyErr_Clear ();
+    }
   if (value < 0 || value >= size)
     {
       PyErr_Format (PyExc_ValueError,
-                    "gpumem.comm.%s: root %zd is not a rank: the job has %d "
-                    "process%s (ranks 0 to %d)", fname, value, size,
+                    "gpumem.comm.%s: root %S is not a rank: the job has %d "
+                    "process%s (ranks 0 to %d)", fname, index, size,
                     size == 1 ? "" : "es", size - 1);
+      Py_DECREF (index);
       return -1;
     }
+  Py_DECREF (index);
   *root = (int) value;
   return 0;
 }
@@ -129,7 +155,7 @@ commpy_barrier (PyObject *module, PyObject *unused)
 {
   gm_comm_call call = {.kind = GM_COMM_BARRIER};
 
-  if (run (&call) < 0)
+  if (run (&call, NULL) < 0)
     return NULL;
   Py_RETURN_NONE;
 }
@@ -139,7 +165,7 @@ commpy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
               PyObject *kwnames)
 {
   static const char *const names[] = {"a", "root", "stream", NULL};
-  PyObject *arg[3];
+  PyObject *arg[3] = {NULL, NULL, NULL};
   int64_t dims[GM_MAX_NDIM];
   gm_comm_call call = {.kind = GM_COMM_BCAST};
 
@@ -149,7 +175,7 @@ commpy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                     dims) < 0
       || stream_arg (arg[2], &call) < 0)
     call.refused = true;
-  if (run (&call) < 0)
+  if (run (&call, arg[0]) < 0)
     return NULL;
   if (gm_comm_rank () != call.root)
     gmpy_array_note_stream (arg[0], arg[2]);
@@ -161,7 +187,7 @@ commpy_allreduce (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                   PyObject *kwnames)
 {
   static const char *const names[] = {"a", "op", "stream", NULL};
-  PyObject *arg[3];
+  PyObject *arg[3] = {NULL, NULL, NULL};
   int64_t dims[GM_MAX_NDIM];
   gm_comm_call call = {.kind = GM_COMM_ALLREDUCE};
   gm_status status;
@@ -177,7 +203,7 @@ commpy_allreduce (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
       gmpy_raise (status);
       call.refused = true;
     }
-  if (run (&call) < 0)
+  if (run (&call, arg[0]) < 0)
     return NULL;
   gmpy_array_note_stream (arg[0], arg[2]);
   Py_RETURN_NONE;
@@ -221,7 +247,7 @@ commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                PyObject *kwnames)
 {
   static const char *const names[] = {"a", "root", "stream", NULL};
-  PyObject *arg[3];
+  PyObject *arg[3] = {NULL, NULL, NULL};
   int64_t dims[GM_MAX_NDIM];
   gm_comm_call call = {.kind = GM_COMM_GATHER};
   arraypy_object *result = NULL;
@@ -239,7 +265,7 @@ commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
       else
         call.result = result->data;
     }
-  if (run (&call) < 0)
+  if (run (&call, arg[0]) < 0)
     {
       Py_XDECREF (result);
       return NULL;

@@ -12,6 +12,8 @@
 
 #include "gm-python.h"
 
+#include <stdint.h>
+
 /* Large copies move in chunks of this size, without the GIL, so that
    Ctrl-C is answered between chunks (some 10 ms apart at the pageable
    copy's speed; larger pieces keep its pipeline full longer).  */
@@ -26,9 +28,43 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
                    int src_device, size_t nbytes, gm_stream *stream)
 {
   size_t done = 0;
+  PyObject *dst_held, *src_held;
+  int result = -1;
 
   /* Copies on a stream are asynchronous: enqueue them whole.  */
   size_t chunk = stream != NULL ? nbytes : COPY_CHUNK;
+
+  /* Device addresses are unified with host ones: ranges that overlap
+     are the same memory, whatever the devices.  CUDA leaves the result
+     of such a copy undefined; on every backend it goes through host
+     memory instead, complete on return, so that the result is that of
+     memmove (and of NumPy's assignment between overlapping views).  */
+  if (nbytes > 0 && (uintptr_t) dst < (uintptr_t) src + nbytes
+      && (uintptr_t) src < (uintptr_t) dst + nbytes)
+    {
+      void *between = PyMem_RawMalloc (nbytes);
+
+      if (between == NULL)
+        {
+          PyErr_NoMemory ();
+          return -1;
+        }
+      result = gmpy_guarded_copy (NULL, src_buf, between, -1, src,
+                                  src_device, nbytes, NULL);
+      if (result == 0)
+        result = gmpy_guarded_copy (dst_buf, NULL, dst, dst_device,
+                                    between, -1, nbytes, NULL);
+      PyMem_RawFree (between);
+      return result;
+    }
+  if ((dst_buf != NULL && gmpy_devbuf_usable (dst_buf) < 0)
+      || (src_buf != NULL && gmpy_devbuf_usable (src_buf) < 0))
+    return -1;
+  /* From here the arrays are held: free () from another thread while
+     the GIL is released leaves their memory to this copy
+     (gmpy_array_hold).  */
+  dst_held = dst_buf != NULL ? gmpy_array_hold (dst_buf->array) : NULL;
+  src_held = src_buf != NULL ? gmpy_array_hold (src_buf->array) : NULL;
 
   /* A copy without a stream waits, inside the backend's copy, for the
      work queued before it on its devices, and a small one keeps the GIL:
@@ -39,19 +75,21 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
   if (stream == NULL && nbytes > 0)
     {
       if (dst_device >= 0 && gmpy_wait (dst_device, NULL) < 0)
-        return -1;
+        goto done;
       if (src_device >= 0 && src_device != dst_device
           && gmpy_wait (src_device, NULL) < 0)
-        return -1;
+        goto done;
     }
   do
     {
       size_t n = nbytes - done < chunk ? nbytes - done : chunk;
       gm_status status;
 
+      /* Python code run meanwhile (a signal handler) may have freed an
+         array: the copy stops there, with ValueError.  */
       if ((dst_buf != NULL && gmpy_devbuf_usable (dst_buf) < 0)
           || (src_buf != NULL && gmpy_devbuf_usable (src_buf) < 0))
-        return -1;
+        goto done;
       if (n < COPY_KEEP_GIL_MAX)
         status = gm_backend_current->copy ((char *) dst + done, dst_device,
                                            (const char *) src + done,
@@ -65,13 +103,20 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
           Py_END_ALLOW_THREADS
         }
       if (status != GM_OK)
-        return gmpy_raise_int (status);
+        {
+          gmpy_raise (status);
+          goto done;
+        }
       done += n;
       if (done < nbytes && PyErr_CheckSignals () < 0)
-        return -1;
+        goto done;
     }
   while (done < nbytes);
-  return 0;
+  result = 0;
+done:
+  gmpy_array_unhold (dst_held);
+  gmpy_array_unhold (src_held);
+  return result;
 }
 
 int

@@ -372,6 +372,7 @@ static arraypy_object *
 device_copy (arraypy_object *array)
 {
   arraypy_object *copy;
+  PyObject *held;
 
   if (!array->contiguous)
     return (arraypy_object *) gmpy_array_copy ((PyObject *) array, NULL);
@@ -379,9 +380,12 @@ device_copy (arraypy_object *array)
                          array->device, NULL);
   if (copy == NULL)
     return NULL;
+  /* The copy may run without the GIL: ARRAY stays alive through it.  */
+  held = gmpy_array_hold ((PyObject *) array);
   if (gmpy_backend_copy (copy->data, array->device, array->data,
                          array->device, gmpy_array_nbytes (array), NULL) < 0)
     Py_CLEAR (copy);
+  gmpy_array_unhold (held);
   return copy;
 }
 

@@ -184,12 +184,13 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   PyObject *arg[GM_MAX_KERNEL_PARAMS + 3];
   gm_arg cargs[GM_MAX_KERNEL_PARAMS];
   Py_ssize_t sizes[GM_MAX_KERNEL_PARAMS];
+  PyObject *held[GM_MAX_KERNEL_PARAMS];
   gm_launch_cfg cfg = {{0, 0, 0}, {0, 0, 0}, 0, 0};
   const char *first_pointer = NULL;
   PyObject *grid, *block, *stream_obj;
   gm_stream *stream;
   gm_status status;
-  int device = -1, n = kernel->nparams;
+  int device = -1, n = kernel->nparams, waited = 0;
 
   if (gmpy_parse_args (args, nargs, kwnames, kernel->name, entry->names, n,
                        n, arg) < 0)
@@ -320,11 +321,21 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
       return NULL;
 
   /* A launch only enqueues, in microseconds: the GIL is kept, as
-     releasing and taking it back would cost a tenth of the launch.  */
+     releasing and taking it back would cost a tenth of the launch.  The
+     wait for it releases the GIL: the arrays are held until it ends, so
+     that free () from another thread leaves their memory to the kernel
+     (gmpy_array_hold).  */
+  for (int i = 0; i < n; i++)
+    held[i] = kernel->params[i].kind != GM_PARAM_SCALAR
+                ? gmpy_array_hold (arg[i]) : NULL;
   status = gm_backend_current->launch (kernel, cargs, &cfg, device, stream);
   if (status != GM_OK)
-    return gmpy_raise (status);
-  if (stream == NULL && gmpy_wait (device, NULL) < 0)
+    gmpy_raise (status);
+  else if (stream == NULL)
+    waited = gmpy_wait (device, NULL);
+  for (int i = 0; i < n; i++)
+    gmpy_array_unhold (held[i]);
+  if (status != GM_OK || waited < 0)
     return NULL;
   /* Outputs written on a stream: the CUDA Array Interface names it.  */
   for (int i = 0; stream != NULL && i < n; i++)

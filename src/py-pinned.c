@@ -91,8 +91,13 @@ gmpy_pinned_empty (PyObject *module, PyObject *args, PyObject *kwargs)
     return NULL;
   {
     PyObject *dims_tuple = gmpy_shape_tuple (ndim, dims);
-    result = dims_tuple ? PyObject_CallMethod (flat, "reshape", "O",
-                                               dims_tuple) : NULL;
+    PyObject *name = PyUnicode_FromString ("reshape");
+    /* One argument, the tuple: CallMethod's "O" would spread it, and
+       shape () would become reshape () with no shape at all.  */
+    result = dims_tuple && name
+               ? PyObject_CallMethodObjArgs (flat, name, dims_tuple, NULL)
+               : NULL;
+    Py_XDECREF (name);
     Py_XDECREF (dims_tuple);
   }
   Py_DECREF (flat);

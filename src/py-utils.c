@@ -185,31 +185,44 @@ gmpy_parse_args (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
 }
 
 /* Reads OBJ, an int or an object with __index__, into *VALUE; WHAT names
-   it in messages.  TypeError for anything else, ValueError when it does
-   not fit a Py_ssize_t.  0 or -1.  */
+   it in messages.  TypeError for anything else, ValueError naming the
+   number when it does not fit a Py_ssize_t (never a value clipped to the
+   largest one, as PyNumber_AsSsize_t (OBJ, NULL) would give; every
+   caller refuses negative values, so a hugely negative one is told it
+   must not be negative).  0 or -1.  */
 static int
 index_arg (PyObject *obj, const char *what, Py_ssize_t *value)
 {
-  if (!PyLong_Check (obj))
+  PyObject *index;
+
+  if (!PyIndex_Check (obj))
     {
-      if (!PyIndex_Check (obj))
-        {
-          PyErr_Format (PyExc_TypeError, "%s must be an integer, not %.100s",
-                        what, Py_TYPE (obj)->tp_name);
-          return -1;
-        }
-    }
-  *value = PyNumber_AsSsize_t (obj, NULL);
-  if (*value == -1 && PyErr_Occurred ())
-    {
-      if (PyErr_ExceptionMatches (PyExc_OverflowError))
-        {
-          PyErr_Clear ();
-          PyErr_Format (PyExc_ValueError, "%s is too large", what);
-        }
+      PyErr_Format (PyExc_TypeError, "%s must be an integer, not %.100s",
+                    what, Py_TYPE (obj)->tp_name);
       return -1;
     }
-  return 0;
+  index = PyNumber_Index (obj);
+  if (index == NULL)
+    return -1;
+  *value = PyLong_AsSsize_t (index);
+  if (*value == -1 && PyErr_Occurred ()
+      && PyErr_ExceptionMatches (PyExc_OverflowError))
+    {
+      PyObject *zero = PyLong_FromLong (0);
+      int negative;
+
+      PyErr_Clear ();
+      negative = zero ? PyObject_RichCompareBool (index, zero, Py_LT) : -1;
+      Py_XDECREF (zero);
+      if (negative > 0)
+        PyErr_Format (PyExc_ValueError, "%s must not be negative, got %S",
+                      what, index);
+      else if (negative == 0)
+        PyErr_Format (PyExc_ValueError, "%s %S is too large: at most %zd",
+                      what, index, PY_SSIZE_T_MAX);
+    }
+  Py_DECREF (index);
+  return *value == -1 && PyErr_Occurred () ? -1 : 0;
 }
 
 int

@@ -178,4 +178,32 @@ def asarray_of_device_array_is_itself():
     raises(TypeError, gpumem.asarray, [1, 2])
 
 
+@case
+def views_of_wrapped_memory_are_refused_after_free():
+    # An array over memory another producer owns (from_dlpack, asarray):
+    # free() reaches its views, as it does an owner's.
+    host = random_array(64, "float32")
+    if gpumem.backend == "cuda":
+        producer = gpumem.to_device(host)
+    else:
+        producer = host.copy()        # NumPy memory: the host backend's
+    wraps = [gpumem.from_dlpack]
+    if gpumem.backend == "cuda":      # asarray needs device memory
+
+        class Interface:
+            __cuda_array_interface__ = producer.__cuda_array_interface__
+        wraps.append(lambda p: gpumem.asarray(Interface()))
+    for wrap in wraps:
+        a = wrap(producer)
+        assert a is not producer
+        views = [a[8:16], a.reshape(8, 8)[1], a[2:][3:], a[8:16][1:]]
+        assert all(v.base is a for v in views)
+        assert np.array_equal(views[0].copy_to_host(), host[8:16])
+        a.free()
+        for v in views:
+            raises(ValueError, v.copy_to_host)
+            raises(ValueError, lambda: v.ptr)
+            assert "freed" in repr(v)
+
+
 gmtest.main()

@@ -584,4 +584,100 @@ def harness_reports_skips_apart():
             "0 passed, 1 failed, 2 skipped", show(proc)
 
 
+# --- folders and zip files, settings ------------------------------------
+
+
+MAIN_PY = ("import sys\nprint('main', sys.argv[1:], sys.path[0] == sys.argv[0],"
+           " __file__.endswith('__main__.py'))\nsys.exit(7)\n")
+
+
+@gmtest.case
+def test_folder_and_zip_run_their_main():
+    import zipfile
+    with tempfile.TemporaryDirectory(prefix="gm-cli-") as folder:
+        app = os.path.join(folder, "app")
+        os.mkdir(app)
+        with open(os.path.join(app, "__main__.py"), "w") as f:
+            f.write(MAIN_PY)
+        archive = os.path.join(folder, "app.zip")
+        with zipfile.ZipFile(archive, "w") as z:
+            z.writestr("__main__.py", MAIN_PY)
+        for target in (app, archive):
+            proc = gpumem("-q", target, "x", "y")
+            assert proc.returncode == 7, show(proc)
+            assert proc.stdout == "main ['x', 'y'] True True\n", show(proc)
+        # A folder without __main__.py fails as python does: status 1.
+        empty = os.path.join(folder, "empty")
+        os.mkdir(empty)
+        proc = gpumem("-q", empty)
+        assert proc.returncode == 1, show(proc)
+        assert "can't find '__main__' module" in proc.stderr, show(proc)
+
+
+@gmtest.case
+def test_boolean_settings_take_every_spelling():
+    probe_mpi = "import gpumem; print(hasattr(gpumem, 'comm'))"
+    if gpumem("-q", "-c", probe_mpi).stdout.strip() != "True":
+        gmtest.skip("built without MPI: GPUMEM_MPI is not read")
+    # GPUMEM_MPI_CUDA_AWARE is read only when MPI starts: cuda_aware
+    # tells whether it did.
+    for value, started in (("yes", True), ("TRUE", True), ("on", True),
+                           ("1", True), ("no", False), ("false", False),
+                           ("Off", False), ("0", False)):
+        proc = gpumem("-q", "-c", "import gpumem; print(gpumem.comm.size, "
+                      "gpumem.comm.cuda_aware)",
+                      env=child_env("host", GPUMEM_MPI=value,
+                                    GPUMEM_MPI_CUDA_AWARE="yes"))
+        assert proc.returncode == 0 and proc.stdout == f"1 {started}\n", \
+            (value, show(proc))
+    for name, value in (("GPUMEM_MPI", "maybe"), ("GPUMEM_MPI", "2"),
+                        ("GPUMEM_MPI_CUDA_AWARE", "sometimes")):
+        extra = {"GPUMEM_MPI": "1", name: value}
+        proc = gpumem("-q", "-c", "pass", env=child_env("host", **extra))
+        assert proc.returncode == 3, (name, value, show(proc))
+        assert f"{name}='{value}'" in proc.stderr, show(proc)
+    proc = gpumem("-q", "-c", "pass",
+                  env=child_env("host", GPUMEM_MPI="1",
+                                GPUMEM_MPI_CHUNK="7"))
+    assert proc.returncode == 3 and "GPUMEM_MPI_CHUNK" in proc.stderr, \
+        show(proc)
+
+
+@gmtest.case
+def test_small_copies_setting():
+    if not cuda_available():
+        gmtest.skip("no CUDA device: only the cuda backend reads it")
+    code = ("import gpumem, numpy as np; a = gpumem.to_device(np.arange(4.0));"
+            " print(a.copy_to_host().sum())")
+    for value in ("0", "no", "1", "yes"):
+        proc = gpumem("-q", "-c", code,
+                      env=child_env("cuda", GPUMEM_SMALL_COPIES=value))
+        assert proc.returncode == 0 and proc.stdout == "6.0\n", show(proc)
+    for backend in ("cuda", "auto"):
+        proc = gpumem("-q", "-c", "pass",
+                      env=child_env(backend, GPUMEM_SMALL_COPIES="fast"))
+        assert proc.returncode == 3, show(proc)
+        assert "GPUMEM_SMALL_COPIES='fast'" in proc.stderr, show(proc)
+
+
+@gmtest.case
+def test_man_page_documents_every_setting():
+    path = os.path.join(gmtest.SRCDIR, "man", "gpumem.1")
+    with open(path) as f:
+        text = f.read().replace("\\", "")
+    read = set()
+    src = os.path.join(gmtest.SRCDIR, "src")
+    for name in os.listdir(src):
+        if name.endswith(".c"):
+            with open(os.path.join(src, name)) as f:
+                read |= set(re.findall(r'"(GPUMEM_[A-Z_]+)"', f.read()))
+    assert "GPUMEM_SMALL_COPIES" in read and "GPUMEM_MPI_CHUNK" in read
+    for variable in sorted(read):
+        assert re.search(r"^\.B[RI]? " + variable + r"\b", text, re.M), \
+            f"{path} does not document {variable}"
+    status = text[text.index(".SH EXIT STATUS"):]
+    status = status[:status.index("\n.SH", 1)]
+    assert "GPUMEM_MPI_CHUNK" in status and "GPUMEM_MPI" in status, status
+
+
 gmtest.main()

@@ -251,6 +251,52 @@ def staged_child():
                        for off in (0, 5)])
 
 
+@case
+def sizes_past_the_largest_name_the_number():
+    # Not clipped to 2**63 - 1 (and then refused as too many elements):
+    # the message names the number asked for.
+    a = gpumem.zeros(4)
+    for size in (2**63, 2**70, -2**70):
+        exc = raises(ValueError, gpumem.copy_to_gpu, np.zeros(4), a, size)
+        assert str(size) in str(exc), exc
+        exc = raises(ValueError, gpumem.copy_from_gpu, a, np.zeros(4), size)
+        assert str(size) in str(exc), exc
+        exc = raises(ValueError, gpumem.copy, a, np.zeros(4), count=size)
+        assert str(size) in str(exc), exc
+    assert not a.copy_to_host().any()
+
+
+@case
+def overlapping_copies_move_as_memmove():
+    # One behaviour on both backends (CUDA leaves an overlapping copy
+    # undefined): the result of copying through a temporary, as memmove
+    # and NumPy's assignment between overlapping views give.
+    host = random_array(100, "float64")
+    for dst_range, src_range in (((0, 50), (10, 60)), ((10, 60), (0, 50)),
+                                 ((0, 100), (0, 100)), ((0, 51), (49, 100))):
+        a = gpumem.to_device(host)
+        want = host.copy()
+        want[slice(*dst_range)] = host[slice(*src_range)]
+        gpumem.copy(a[slice(*dst_range)], a[slice(*src_range)])
+        assert np.array_equal(a.copy_to_host(), want), (dst_range, src_range)
+    # Shapes that differ, one flat range each.
+    a = gpumem.to_device(host)
+    gpumem.copy(a.reshape(10, 10)[1:], a[:90])
+    want = host.copy()
+    want[10:] = host[:90]
+    assert np.array_equal(a.copy_to_host(), want)
+    # On a stream too (then complete on return).
+    a = gpumem.to_device(host)
+    gpumem.copy(a[1:], a[:99], stream=gpumem.Stream())
+    assert np.array_equal(a.copy_to_host()[1:], host[:99])
+    # Adjacent ranges do not overlap; a count keeps them apart.
+    a = gpumem.to_device(host)
+    gpumem.copy(a[0:50], a[50:100])
+    assert np.array_equal(a.copy_to_host()[:50], host[50:])
+    gpumem.copy(a[0:10], a[5:15], count=5)
+    assert np.array_equal(a.copy_to_host()[:5], host[55:60])
+
+
 if os.environ.get("GM_TEST_ONLY") == "staged_child":
     case(staged_child)
 

@@ -106,4 +106,18 @@ def pinned_arrays():
         gpumem.pinned_empty(1 << 20, "uint8")     # freed as they go
 
 
+@case
+def pinned_empty_of_any_shape():
+    zero_d = gpumem.pinned_empty(())
+    assert zero_d.shape == () and zero_d.dtype == np.float32
+    zero_d[()] = 2.5
+    assert float(zero_d) == 2.5
+    for shape in ((0,), 0, (2, 3), [4], (1, 1, 1)):
+        p = gpumem.pinned_empty(shape, "int16")
+        assert p.shape == (np.empty(shape).shape), (shape, p.shape)
+        assert p.dtype == np.int16
+    raises(ValueError, gpumem.pinned_empty, (-1,))
+    raises(TypeError, gpumem.pinned_empty, "x")
+
+
 gmtest.main()
