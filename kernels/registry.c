@@ -61,7 +61,7 @@
 #define GM_KERNEL(NAME, DOC, PARAMS)                                    \
   {#NAME, DOC,                                                          \
    (int) (sizeof ((gm_kernel_param[]) {PARAMS}) / sizeof (gm_kernel_param)), \
-   {PARAMS}, run_host_##NAME, GM_LAUNCH_CUDA (NAME)},
+   {PARAMS}, run_host_##NAME, GM_LAUNCH_CUDA (NAME), NULL, NULL},
 
 const gm_kernel gm_kernel_table[] = {
 #include "kernels.def"
