@@ -119,6 +119,10 @@ PyObject *gmpy_kernel_function (const gm_kernel *kernel);
    NULL.  */
 PyObject *gmpy_kernels_namespace (const char *name, const char *doc,
                                   const gm_kernel *const *kernels, int count);
+/* Adds gpumem._C_API, the extension authors' capsule (py-capi.c).  0 or
+   -1.  */
+int gmpy_capi_init (PyObject *module);
+
 /* Module functions of the kernel rooms: load_kernels (py-plugin.c),
    jit and jit_stats (py-jit.c).  */
 extern PyMethodDef gmpy_plugin_methods[];
