@@ -393,9 +393,74 @@ kernels_list (PyObject *module, PyObject *unused)
   return list;
 }
 
+/* info (name): what the namespace's kernel NAME takes and has.  */
+static PyObject *
+kernels_info (PyObject *module, PyObject *name)
+{
+  namespace_state *state = PyModule_GetState (module);
+  const char *text = PyUnicode_Check (name) ? PyUnicode_AsUTF8 (name) : NULL;
+  static const char *const direction[] = {
+    [GM_PARAM_IN] = "in", [GM_PARAM_OUT] = "out",
+    [GM_PARAM_INOUT] = "inout", [GM_PARAM_SCALAR] = "scalar"
+  };
+
+  if (text == NULL)
+    {
+      if (!PyErr_Occurred ())
+        PyErr_Format (PyExc_TypeError, "info: name must be str, not %.100s",
+                      Py_TYPE (name)->tp_name);
+      return NULL;
+    }
+  for (int k = 0; k < state->count; k++)
+    {
+      const gm_kernel *kernel = state->entries[k]->kernel;
+      PyObject *params, *result;
+
+      if (strcmp (kernel->name, text) != 0)
+        continue;
+      params = PyList_New (kernel->nparams);
+      if (params == NULL)
+        return NULL;
+      for (int i = 0; i < kernel->nparams; i++)
+        {
+          const gm_kernel_param *param = &kernel->params[i];
+          PyObject *item = Py_BuildValue ("(sssz)", param->name,
+                                          direction[param->kind],
+                                          gm_dtypes[param->dtype].name,
+                                          param->length);
+          if (item == NULL)
+            {
+              Py_DECREF (params);
+              return NULL;
+            }
+          PyList_SET_ITEM (params, i, item);
+        }
+      result = Py_BuildValue ("{s:s,s:s,s:N,s:O,s:O,s:O,s:z}",
+                              "name", kernel->name, "doc", kernel->doc,
+                              "params", params,
+                              "cuda", kernel->launch_cuda || kernel->jit
+                                      ? Py_True : Py_False,
+                              "reference", kernel->run_host ? Py_True
+                                                            : Py_False,
+                              "jit", kernel->jit ? Py_True : Py_False,
+                              "origin", kernel->origin);
+      return result;
+    }
+  PyErr_Format (PyExc_ValueError, "info: no kernel '%s' here", text);
+  return NULL;
+}
+
 static PyMethodDef namespace_methods[] = {
   {"list", kernels_list, METH_NOARGS,
    "list()\n--\n\nThe kernels as (name, signature) pairs."},
+  {"info", kernels_info, METH_O,
+   "info(name)\n--\n\n"
+   "A dict describing kernel NAME: name, doc, params (a list of (name,\n"
+   "direction, dtype, minimum length) with direction 'in', 'out', 'inout'\n"
+   "or 'scalar' and length None for scalars), cuda (it has a CUDA\n"
+   "launcher), reference (it has a C reference, which the host backend\n"
+   "runs), jit, origin (None for built-in kernels, else the plugin's\n"
+   "file)."},
   {NULL, NULL, 0, NULL}
 };
 
