@@ -155,8 +155,8 @@ typedef struct gm_kernel
 extern const gm_kernel gm_kernel_table[];
 extern const int gm_kernel_count;
 
-/* The kernel of gpumem.kernels called NAME (built in, or of a preloaded
-   plugin), or NULL.  */
+/* The built-in kernel called NAME, or NULL (plugin.h's gm_kernels_get
+   lists the preloaded plugins' kernels too).  */
 const gm_kernel *gm_kernel_find (const char *name);
 
 /* Writes "name: dtype[length] in" (or "name: dtype" for scalars) for

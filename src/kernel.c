@@ -8,16 +8,13 @@
 #include <string.h>
 
 #include "gm.h"
-#include "plugin.h"
 
 const gm_kernel *
 gm_kernel_find (const char *name)
 {
-  int count = gm_kernels_count ();
-
-  for (int k = 0; k < count; k++)
-    if (strcmp (gm_kernels_get (k)->name, name) == 0)
-      return gm_kernels_get (k);
+  for (int k = 0; k < gm_kernel_count; k++)
+    if (strcmp (gm_kernel_table[k].name, name) == 0)
+      return &gm_kernel_table[k];
   return NULL;
 }
 
