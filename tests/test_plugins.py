@@ -119,7 +119,8 @@ def same_checks_as_builtins():
 @case
 def no_reference_refused_on_host():
     if CUDA:
-        return      # p_noref's launcher is a stub: see cuda_plugin_matches
+        gmtest.skip("the host backend's refusal; p_noref's launcher is a "
+                    "stub (cuda_plugin_matches runs real CUDA kernels)")
     ns = gpumem.load_kernels(GOOD)
     exc = raises(gpumem.Error, ns.p_noref, gpumem.zeros(1),
                  match="no C reference")
@@ -221,8 +222,8 @@ def cuda_plugin_matches():
     the host backend in a child), and its CUDA-only kernel refused by
     the host backend."""
     if not os.path.exists(CUDA_PLUGIN):
-        print("  (cuda-plugin.so not built: configured without CUDA)")
-        return
+        gmtest.skip("tests/plugins/cuda-plugin.so not built: configured "
+                    "without CUDA")
     ns = gpumem.load_kernels(CUDA_PLUGIN)
     data = random_array(100003, "float32")
     x = gpumem.to_device(data)
