@@ -177,24 +177,6 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     free (storage);
   }
 
-  memo_key = Py_BuildValue ("(OOOOO)", arg[0], arg[1], arg[2],
-                            options_keep ? options_keep : Py_None,
-                            arg[4] ? arg[4] : Py_None);
-  if (memo_key == NULL)
-    goto done;
-  if (state->jit_kernels == NULL
-      && (state->jit_kernels = PyDict_New ()) == NULL)
-    goto done;
-  fn = PyDict_GetItemWithError (state->jit_kernels, memo_key);
-  if (fn != NULL)
-    {
-      stats.reused++;
-      Py_INCREF (fn);
-      goto done;
-    }
-  if (PyErr_Occurred ())
-    goto done;
-
   status = gm_jit_nvrtc (&major, &minor);
   if (status != GM_OK)
     {
@@ -224,6 +206,24 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
           goto done;
         }
     }
+
+  /* The same call for the same architecture gives the same function.  */
+  memo_key = Py_BuildValue ("(OOOOs)", arg[0], arg[1], arg[2],
+                            options_keep ? options_keep : Py_None, arch);
+  if (memo_key == NULL)
+    goto done;
+  if (state->jit_kernels == NULL
+      && (state->jit_kernels = PyDict_New ()) == NULL)
+    goto done;
+  fn = PyDict_GetItemWithError (state->jit_kernels, memo_key);
+  if (fn != NULL)
+    {
+      stats.reused++;
+      Py_INCREF (fn);
+      goto done;
+    }
+  if (PyErr_Occurred ())
+    goto done;
 
   request.source = source;
   request.name = name;
