@@ -128,6 +128,31 @@ def no_reference_refused_on_host():
 
 
 @case
+def builtin_without_reference():
+    """A registry kernel written GM_KERNEL_CUDA (the test build's fill):
+    the cuda backend runs it, the host backend refuses it by name."""
+    code = ("import gpumem, numpy as np\n"
+            "y = gpumem.zeros(5)\n"
+            "info = gpumem.kernels.info('fill')\n"
+            "assert info['cuda'] and not info['reference'], info\n"
+            "try:\n"
+            "    gpumem.kernels.fill(4, 2.5, y)\n"
+            "except gpumem.Error as exc:\n"
+            "    print('refused:', exc)\n"
+            "else:\n"
+            "    print('ran:', y.copy_to_host().tolist())\n")
+    env = dict(os.environ, GPUMEM_BACKEND=gpumem.backend)
+    proc = subprocess.run([gmtest.GPUMEM_TEST, "-q", "-c", code], env=env,
+                          text=True, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    if CUDA:
+        assert "ran: [2.5, 2.5, 2.5, 2.5, 0.0]" in proc.stdout, proc.stdout
+    else:
+        assert "refused: kernel 'fill' (built in) has no C reference" \
+            in proc.stdout, proc.stdout
+
+
+@case
 def refused_plugins():
     gpumem.load_kernels(GOOD)     # clash_plugin clashes with it
     cases = {
