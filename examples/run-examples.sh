@@ -5,8 +5,10 @@
 # there is one, else the C++ compiler), embed/ (CMake with pkg-config),
 # extension/ (a Python C extension through gpumem._C_API).
 #
-# Backend: GPUMEM_BACKEND (default host).  Prints "PASS NAME", "FAIL
-# NAME" or "SKIP NAME: why" for each; exits 1 if any failed, else 0.
+# PREFIX may be a staged tree (make install DESTDIR=D: give D/usr/local):
+# gpumem.pc is read with its prefix moved there.  Backend: GPUMEM_BACKEND
+# (default host).  Prints "PASS NAME", "FAIL NAME" or "SKIP NAME: why"
+# for each; exits 1 if any failed, else 0.
 set -u
 
 if test $# -ne 1 || test ! -d "$1"; then
@@ -17,17 +19,25 @@ prefix=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 backend=${GPUMEM_BACKEND:-host}
 export GPUMEM_BACKEND=$backend
-export PATH="$prefix/bin:$PATH"
-export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpumem-examples.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
 failed=0
 
-if ! command -v gpumem >/dev/null || ! pkg-config --exists gpumem; then
-  echo "run-examples.sh: no gpumem or gpumem.pc under $prefix" >&2
+pc=
+for dir in "$prefix/lib/pkgconfig" "$prefix/lib64/pkgconfig" \
+           "$prefix/share/pkgconfig"; do
+  test -f "$dir/gpumem.pc" && pc=$dir/gpumem.pc && break
+done
+if test ! -x "$prefix/bin/gpumem" || test -z "$pc"; then
+  echo "run-examples.sh: no bin/gpumem or gpumem.pc under $prefix" >&2
   exit 1
 fi
+# gpumem.pc names the prefix it was configured for: move it here.
+mkdir "$work/pkgconfig"
+sed "s|^prefix=.*|prefix=$prefix|" "$pc" > "$work/pkgconfig/gpumem.pc"
+export PATH="$prefix/bin:$PATH"
+export PKG_CONFIG_PATH="$work/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 run () {   # run NAME COMMAND...: in $work/NAME, logged
   name=$1
