@@ -41,8 +41,11 @@ load_kernels (PyObject *module, PyObject *arg)
     return PyErr_NoMemory ();
   for (int k = 0; k < plugin->count; k++)
     kernels[k] = &plugin->kernels[k];
+  /* gpumem.plugin.STEM, STEM the file's name up to its first dot.  */
   base = strrchr (plugin->path, '/');
-  snprintf (name, sizeof name, "gpumem.plugin.%s", base ? base + 1 : plugin->path);
+  base = base ? base + 1 : plugin->path;
+  snprintf (name, sizeof name, "gpumem.plugin.%.*s",
+            (int) strcspn (base, "."), base);
   ns = gmpy_kernels_namespace (name, "The kernels of a gpumem plugin "
                                "library, one function each.",
                                (const gm_kernel *const *) kernels,
