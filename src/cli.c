@@ -65,7 +65,7 @@ gm_cli_parse (int argc, char **argv, gm_cli_options *options)
   /* '+': options end at SCRIPT, whose own options go to the script.
      -c and -m end them too, as in python.  */
   while (options->run.mode == GM_RUN_STDIN
-         && (opt = getopt_long (argc, argv, "+:b:c:m:ilksqhV", long_options,
+         && (opt = getopt_long (argc, argv, "+:b:c:m:ilksqhVK:", long_options,
                                 NULL)) != -1)
     switch (opt)
       {

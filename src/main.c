@@ -43,7 +43,7 @@ static const char usage_text[] =
   "  -i                            interactive console after SCRIPT or COMMAND\n"
   "  -l, --list-devices            print the devices and exit\n"
   "  -k, --list-kernels            print the native kernels and exit\n"
-  "      --kernels=PATH            add the kernels of plugin library PATH to\n"
+  "  -K, --kernels=PATH            add the kernels of plugin library PATH to\n"
   "                                gpumem.kernels (repeatable)\n"
   "  -s, --stats                   print per-device memory statistics at exit\n"
   "  -q, --quiet                   no notices on standard error\n"
