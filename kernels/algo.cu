@@ -89,10 +89,6 @@ enum
    measurement).  */
 #define ALGO_ONE_BLOCK_MAX ((int64_t) 1 << 16)
 
-/* Grids larger than this are refused, so that the grid-stride index
-   arithmetic cannot wrap in 64 bits.  No real launch comes near it.  */
-#define ALGO_MAX_BLOCKS ((uint64_t) INT32_MAX)
-
 /* The calling thread's index in its block, counting x fastest, then y,
    then z: the order in which CUDA forms warps.  */
 static __device__ __forceinline__ unsigned int
@@ -265,49 +261,29 @@ algo_kernel (const float *images, const float *update, float *partial_update,
    error clear, with the error of the stream-ordered allocation of the
    scratch memory (cudaErrorMemoryAllocation), of the launch, or
    cudaErrorInvalidConfiguration for a grid or block of no threads or
-   of more than ALGO_MAX_BLOCKS blocks; the scratch memory is freed in
+   of more than GM_MAX_BLOCKS blocks; the scratch memory is freed in
    stream order whatever happens.  */
 cudaError_t
 gm_kernel_algo (const float *images, const float *update,
                 float *partial_update, int64_t number_of_images,
                 const gm_launch_cfg *cfg, cudaStream_t stream)
 {
-  dim3 grid, block;
-  int max_threads = ALGO_MAX_THREADS;
+  bool one_block = number_of_images <= ALGO_ONE_BLOCK_MAX;
+  /* What one thread reads: everything for one block, else ALGO_UNROLL
+     float4s.  */
+  uint64_t units = one_block ? 1
+                   : ((uint64_t) number_of_images + ALGO_UNROLL * 4 - 1)
+                     / (ALGO_UNROLL * 4);
+  unsigned int grid_xyz[3], block_xyz[3];
   cudaError_t err, free_err;
   void *scratch;
 
-  if (cfg != NULL && cfg->max_threads_per_block > 0
-      && cfg->max_threads_per_block < max_threads)
-    max_threads = cfg->max_threads_per_block;
-
-  if (cfg != NULL && cfg->grid[0] != 0)
-    {
-      grid = dim3 (cfg->grid[0], cfg->grid[1], cfg->grid[2]);
-      block = dim3 (cfg->block[0], cfg->block[1], cfg->block[2]);
-    }
-  else if (number_of_images <= ALGO_ONE_BLOCK_MAX)
-    {
-      grid = dim3 (1);
-      block = dim3 (max_threads);
-    }
-  else
-    {
-      unsigned int threads = ALGO_BLOCK < max_threads ? ALGO_BLOCK : max_threads;
-      int sm_count = cfg != NULL && cfg->sm_count > 0 ? cfg->sm_count : 1;
-      uint64_t per_block = (uint64_t) threads * ALGO_UNROLL * 4;
-      uint64_t needed = ((uint64_t) number_of_images + per_block - 1) / per_block;
-      uint64_t blocks = (uint64_t) ALGO_BLOCKS_PER_SM * sm_count;
-      if (blocks > needed)
-        blocks = needed;
-      grid = dim3 ((unsigned int) blocks);
-      block = dim3 (threads);
-    }
-
-  uint64_t blocks = (uint64_t) grid.x * grid.y * grid.z;
-  if (blocks == 0 || blocks > ALGO_MAX_BLOCKS
-      || (uint64_t) block.x * block.y * block.z == 0)
+  if (gm_launch_shape (cfg, units, one_block ? ALGO_MAX_THREADS : ALGO_BLOCK,
+                       one_block ? 0 : ALGO_BLOCKS_PER_SM, grid_xyz,
+                       block_xyz) != 0)
     return cudaErrorInvalidConfiguration;
+  dim3 grid = GM_DIM3 (grid_xyz), block = GM_DIM3 (block_xyz);
+  uint64_t blocks = (uint64_t) grid.x * grid.y * grid.z;
 
   if (blocks == 1)
     {

@@ -20,8 +20,15 @@
   {                                                                     \
     return (int) gm_kernel_##NAME (PARAMS, cfg, (cudaStream_t) stream); \
   }
+#define GM_KERNEL_CUDA(NAME, DOC, PARAMS)                               \
+  int gm_launch_##NAME (const gm_arg *args, const gm_launch_cfg *cfg,  \
+                        void *stream)                                   \
+  {                                                                     \
+    return (int) gm_kernel_##NAME (PARAMS, cfg, (cudaStream_t) stream); \
+  }
 #include GM_KERNELS_DEF
 #undef GM_KERNEL
+#undef GM_KERNEL_CUDA
 #undef GM_IN
 #undef GM_OUT
 #undef GM_INOUT

@@ -5,8 +5,10 @@
    adapter that unpacks a checked gm_arg array into the typed call of
    gm_ref_NAME (host backend), and gm_launch_NAME, the same for
    gm_kernel_NAME (CUDA backend), which launchers.cu defines: this file
-   is plain C and sees no CUDA header.  The test build (-DGM_TEST_KERNELS)
-   also lists tests/kernels/test-kernels.def.  */
+   is plain C and sees no CUDA header.  A GM_KERNEL_CUDA line has no C
+   reference: its entry's run_host is NULL, and the host backend refuses
+   it.  The test build (-DGM_TEST_KERNELS) also lists
+   tests/kernels/test-kernels.def.  */
 
 #include "config.h"
 
@@ -38,11 +40,15 @@
   {                                                                     \
     gm_ref_##NAME (PARAMS);                                             \
   }
+/* A kernel without a C reference has no adapter: run_host is NULL, and
+   the host backend refuses it.  */
+#define GM_KERNEL_CUDA(NAME, DOC, PARAMS)
 #include "kernels.def"
 #ifdef GM_TEST_KERNELS
 #include "test-kernels.def"
 #endif
 #undef GM_KERNEL
+#undef GM_KERNEL_CUDA
 #undef GM_IN
 #undef GM_OUT
 #undef GM_INOUT
@@ -61,7 +67,11 @@
 #define GM_KERNEL(NAME, DOC, PARAMS)                                    \
   {#NAME, DOC,                                                          \
    (int) (sizeof ((gm_kernel_param[]) {PARAMS}) / sizeof (gm_kernel_param)), \
-   {PARAMS}, run_host_##NAME, GM_LAUNCH_CUDA (NAME)},
+   {PARAMS}, run_host_##NAME, GM_LAUNCH_CUDA (NAME), NULL, NULL},
+#define GM_KERNEL_CUDA(NAME, DOC, PARAMS)                               \
+  {#NAME, DOC,                                                          \
+   (int) (sizeof ((gm_kernel_param[]) {PARAMS}) / sizeof (gm_kernel_param)), \
+   {PARAMS}, NULL, GM_LAUNCH_CUDA (NAME), NULL, NULL},
 
 const gm_kernel gm_kernel_table[] = {
 #include "kernels.def"

@@ -6,7 +6,8 @@
    computes them, so the result equals gm_ref_saxpy's bit for bit.  X
    and Y may be the same array.
 
-   Launch shape.  With CFG->grid[0] == 0 the launcher chooses blocks of
+   Launch shape (gm_launch_shape, gpumem/kernel.h).  With CFG->grid[0]
+   == 0 the launcher chooses blocks of
    min (SAXPY_BLOCK, max threads per block) threads, and enough of
    them for one element a thread, but at most SAXPY_BLOCKS_PER_SM per
    SM, the most that fit at once; the loop does the rest.  Otherwise
@@ -23,10 +24,6 @@ enum
   SAXPY_BLOCK = 256,
   SAXPY_BLOCKS_PER_SM = 8
 };
-
-/* Grids larger than this are refused, so that the grid-stride index
-   cannot wrap in 64 bits.  */
-#define SAXPY_MAX_BLOCKS ((uint64_t) INT32_MAX)
 
 static __global__ void
 saxpy_kernel (int64_t n, float a, const float *x, float *y)
@@ -51,41 +48,17 @@ saxpy_kernel (int64_t n, float a, const float *x, float *y)
    cudaGetLastError () after the launch: cudaSuccess once the work is
    enqueued, a launch error otherwise, or cudaErrorInvalidConfiguration
    without launching for a grid or block of no threads or of more than
-   SAXPY_MAX_BLOCKS blocks; a kernel fault shows later, at
+   GM_MAX_BLOCKS blocks; a kernel fault shows later, at
    synchronization.  */
 cudaError_t
 gm_kernel_saxpy (int64_t n, float a, const float *x, float *y,
                  const gm_launch_cfg *cfg, cudaStream_t stream)
 {
-  dim3 grid, block;
+  unsigned int grid[3], block[3];
 
-  if (cfg != NULL && cfg->grid[0] != 0)
-    {
-      grid = dim3 (cfg->grid[0], cfg->grid[1], cfg->grid[2]);
-      block = dim3 (cfg->block[0], cfg->block[1], cfg->block[2]);
-    }
-  else
-    {
-      unsigned int threads = SAXPY_BLOCK;
-      int sm_count = cfg != NULL && cfg->sm_count > 0 ? cfg->sm_count : 1;
-      uint64_t blocks = (uint64_t) SAXPY_BLOCKS_PER_SM * sm_count;
-      uint64_t needed;
-
-      if (cfg != NULL && cfg->max_threads_per_block > 0
-          && (unsigned int) cfg->max_threads_per_block < threads)
-        threads = (unsigned int) cfg->max_threads_per_block;
-      needed = n > 0 ? ((uint64_t) n + threads - 1) / threads : 1;
-      if (blocks > needed)
-        blocks = needed;
-      grid = dim3 ((unsigned int) blocks);
-      block = dim3 (threads);
-    }
-
-  uint64_t blocks = (uint64_t) grid.x * grid.y * grid.z;
-  if (blocks == 0 || blocks > SAXPY_MAX_BLOCKS
-      || (uint64_t) block.x * block.y * block.z == 0)
+  if (gm_launch_shape (cfg, n > 0 ? (uint64_t) n : 0, SAXPY_BLOCK,
+                       SAXPY_BLOCKS_PER_SM, grid, block) != 0)
     return cudaErrorInvalidConfiguration;
-
-  saxpy_kernel<<<grid, block, 0, stream>>> (n, a, x, y);
+  saxpy_kernel<<<GM_DIM3 (grid), GM_DIM3 (block), 0, stream>>> (n, a, x, y);
   return cudaGetLastError ();
 }

@@ -62,6 +62,7 @@
 #include "cuda-staging.h"
 #include "dlpack-abi.h"
 #include "gm.h"
+#include "jit.h"
 
 #define CUDA_MAX_DEVICES 1024
 
@@ -530,6 +531,65 @@ done:
   return status;
 }
 
+/* Launches JIT KERNEL (jit.c compiled it) with ARGS on STREAM of the
+   current device: its code is loaded on first use, into every device
+   (cudaLibraryLoadData), and found by its lowered name.  Without grid
+   and block in CFG, blocks of 256 threads, and enough of them for one
+   thread per element of the longest minimum length among the arrays.
+   GM_ERR_CUDA when the code does not load (another architecture) or the
+   launch fails.  */
+static gm_status
+launch_jit (const gm_kernel *kernel, const gm_arg *args,
+            const gm_launch_cfg *cfg, gm_stream *stream)
+{
+  gm_jit_code *code = kernel->jit;
+  unsigned int grid[3], block[3];
+  void *params[GM_MAX_KERNEL_PARAMS];
+  gm_status status = GM_OK;
+  uint64_t n = 0;
+
+  if (code->function == NULL)
+    {
+      cudaLibrary_t library;
+      cudaKernel_t function;
+      CUDA_CHECK (cudaLibraryLoadData (&library, code->image, NULL, NULL, 0,
+                                       NULL, NULL, 0));
+      if (cudaLibraryGetKernel (&function, library, code->entry)
+          != cudaSuccess)
+        {
+          cudaGetLastError ();
+          cudaLibraryUnload (library);
+          return gm_error_set (GM_ERR_VALUE, 0, NULL, "jit: kernel '%s': the "
+                               "compiled code has no kernel '%s'",
+                               kernel->name, code->entry);
+        }
+      code->library = library;
+      code->function = function;
+    }
+  for (int i = 0; i < kernel->nparams; i++)
+    {
+      int64_t need = 0;
+      if (kernel->params[i].kind != GM_PARAM_SCALAR
+          && gm_kernel_eval_length (kernel, kernel->params[i].length, args,
+                                    &need) == GM_OK
+          && need > 0 && (uint64_t) need > n)
+        n = (uint64_t) need;
+      params[i] = (void *) &args[i];
+    }
+  if (gm_launch_shape (cfg, n, 256, 0, grid, block) != 0)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: %llu threads need more "
+                         "than 2^31 - 1 blocks: give grid= and block=",
+                         kernel->name, (unsigned long long) n);
+  {
+    dim3 grid_dim = {grid[0], grid[1], grid[2]};
+    dim3 block_dim = {block[0], block[1], block[2]};
+    CUDA_CHECK (cudaLaunchKernel ((const void *) code->function, grid_dim,
+                                  block_dim, params, 0, handle_of (stream)));
+  }
+done:
+  return status;
+}
+
 static gm_status
 cuda_copy2d (void *dst, size_t dpitch, int dst_device, const void *src,
              size_t spitch, int src_device, size_t width, size_t height,
@@ -577,6 +637,14 @@ cuda_launch (const gm_kernel *kernel, const gm_arg *args,
     return status;
   full.sm_count = props_cache[device].sm_count;
   full.max_threads_per_block = props_cache[device].max_threads_per_block;
+  if (kernel->jit != NULL)
+    return launch_jit (kernel, args, &full, stream);
+  if (kernel->launch_cuda == NULL)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "kernel '%s' (%s) has "
+                         "only a C reference, no CUDA launcher: the cuda "
+                         "backend cannot run it (the host backend can)",
+                         kernel->name,
+                         kernel->origin ? kernel->origin : "built in");
   err = (cudaError_t) kernel->launch_cuda (args, &full,
                                            (void *) handle_of (stream));
   if (err != cudaSuccess)
@@ -1025,6 +1093,7 @@ const gm_backend gm_backend_cuda = {
   .device_memory = GM_MEMORY_CUDA,
   .dlpack_device_type = GM_DL_CUDA,
   .mpi_needs_staging = true,
+  .launches_jit = true,
   .init = cuda_init,
   .device_count = cuda_device_count,
   .device_props = cuda_device_props,

@@ -208,6 +208,16 @@ host_launch (const gm_kernel *kernel, const gm_arg *args,
   (void) cfg;
   (void) device;
   (void) stream;
+  if (kernel->jit != NULL)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "%s: the host backend "
+                         "cannot launch JIT kernels (gpumem.jit compiles "
+                         "CUDA code, which needs the cuda backend)",
+                         kernel->name);
+  if (kernel->run_host == NULL)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "kernel '%s' (%s) has "
+                         "no C reference: the host backend cannot run it; "
+                         "run on the cuda backend", kernel->name,
+                         kernel->origin ? kernel->origin : "built in");
   pthread_mutex_lock (&work_lock);
   kernel->run_host (args);
   pthread_mutex_unlock (&work_lock);

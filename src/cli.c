@@ -44,6 +44,7 @@ gm_cli_parse (int argc, char **argv, gm_cli_options *options)
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
+    {"kernels", required_argument, NULL, 'K'},
     {NULL, 0, NULL, 0}
   };
   const char *env_backend = getenv ("GPUMEM_BACKEND");
@@ -56,6 +57,7 @@ gm_cli_parse (int argc, char **argv, gm_cli_options *options)
     return usage_error (options, "GPUMEM_BACKEND: unknown backend '%s' "
                         "(choose cuda, host or auto)", env_backend);
 
+  options->kernels_env = getenv ("GPUMEM_KERNELS");
   options->run.mode = GM_RUN_STDIN;
   /* 0, not 1: glibc then starts getopt afresh, as a second call needs.  */
   optind = 0;
@@ -63,7 +65,7 @@ gm_cli_parse (int argc, char **argv, gm_cli_options *options)
   /* '+': options end at SCRIPT, whose own options go to the script.
      -c and -m end them too, as in python.  */
   while (options->run.mode == GM_RUN_STDIN
-         && (opt = getopt_long (argc, argv, "+:b:c:m:ilksqhV", long_options,
+         && (opt = getopt_long (argc, argv, "+:b:c:m:ilksqhVK:", long_options,
                                 NULL)) != -1)
     switch (opt)
       {
@@ -94,6 +96,12 @@ gm_cli_parse (int argc, char **argv, gm_cli_options *options)
         break;
       case 'q':
         options->quiet = true;
+        break;
+      case 'K':
+        if (options->nkernel_paths == GM_CLI_MAX_KERNELS)
+          return usage_error (options, "more than 64 --kernels options "
+                              "(join plugins in GPUMEM_KERNELS%s)", "");
+        options->kernel_paths[options->nkernel_paths++] = optarg;
         break;
       case 'h':
         return GM_CLI_HELP;

@@ -21,6 +21,9 @@ typedef enum gm_cli_status
                             then the --help hint; exit 2 */
 } gm_cli_status;
 
+/* At most this many --kernels options.  */
+#define GM_CLI_MAX_KERNELS 64
+
 typedef struct gm_cli_options
 {
   gm_backend_choice backend;     /* --backend, else GPUMEM_BACKEND, else auto */
@@ -29,6 +32,9 @@ typedef struct gm_cli_options
   bool show_kernels;             /* -k */
   bool stats;                    /* -s */
   bool quiet;                    /* -q */
+  const char *kernels_env;       /* GPUMEM_KERNELS, or NULL */
+  const char *kernel_paths[GM_CLI_MAX_KERNELS];   /* --kernels=PATH, in order */
+  int nkernel_paths;
   const char *error_fmt;         /* GM_CLI_USAGE_ERROR: a format with one %s */
   const char *error_arg;         /* its argument: in ARGV, the environment, or
                                     ERROR_OPTION below */
@@ -36,7 +42,7 @@ typedef struct gm_cli_options
 } gm_cli_options;
 
 /* Parses ARGV (ARGC entries, ARGV[ARGC] NULL) and the GPUMEM_BACKEND
-   environment variable into *OPTIONS, as the gpumem(1) manual page
+   and GPUMEM_KERNELS environment variables into *OPTIONS, as the gpumem(1) manual page
    says: options end at SCRIPT, and at -c COMMAND or -m MODULE, whose
    following arguments go to the script.  Returns what to do next;
    OPTIONS holds pointers into ARGV, the environment and itself.  May be

@@ -34,6 +34,8 @@ typedef struct gmpy_state
   PyObject *np_dtypes[GM_NDTYPES];  /* numpy.dtype of each gm_dtype */
   PyObject *devices;             /* tuple of gpumem.Device */
   PyObject *kernels;             /* the gpumem.kernels module */
+  PyObject *plugins;             /* dict: plugin path -> its namespace */
+  PyObject *jit_kernels;         /* dict: JIT cache key -> its function */
 } gmpy_state;
 
 /* The floor (py-utils.c): what every py-*.c file shares.  */
@@ -108,6 +110,23 @@ int gmpy_array_init (PyObject *module, gmpy_state *state);
 int gmpy_stream_init (PyObject *module, gmpy_state *state);
 int gmpy_kernels_init (PyObject *module, gmpy_state *state);
 int gmpy_pinned_init (PyObject *module, gmpy_state *state);
+
+/* A checked Python function calling KERNEL, as gpumem.kernels.NAME is
+   (argument checks, docstring, help ()).  New reference or NULL.  */
+PyObject *gmpy_kernel_function (const gm_kernel *kernel);
+/* A new module object called NAME with docstring DOC, holding one such
+   function for each of the COUNT KERNELS and list ().  New reference or
+   NULL.  */
+PyObject *gmpy_kernels_namespace (const char *name, const char *doc,
+                                  const gm_kernel *const *kernels, int count);
+/* Adds gpumem._C_API, the extension authors' capsule (py-capi.c).  0 or
+   -1.  */
+int gmpy_capi_init (PyObject *module);
+
+/* Module functions of the kernel rooms: load_kernels (py-plugin.c),
+   jit and jit_stats (py-jit.c).  */
+extern PyMethodDef gmpy_plugin_methods[];
+extern PyMethodDef gmpy_jit_methods[];
 /* gpumem.comm (py-comm.c), built only with MPI.  */
 int gmpy_comm_init (PyObject *module, gmpy_state *state);
 /* gpumem.allreduce_devices and bcast_devices (py-comm-devices.c), in

@@ -135,19 +135,28 @@ typedef struct gm_kernel
   const char *doc;
   int nparams;
   gm_kernel_param params[GM_MAX_KERNEL_PARAMS];
-  /* Run the C reference on host memory.  */
+  /* Run the C reference on host memory; NULL when the kernel has none
+     (the host backend then refuses it).  */
   void (*run_host) (const gm_arg *args);
   /* Enqueue the CUDA kernel; returns a cudaError_t.  STREAM is a
-     cudaStream_t.  NULL when built without CUDA.  */
+     cudaStream_t.  NULL when built without CUDA, for a kernel with only
+     a C reference, and for JIT kernels (the backend launches JIT).  */
   int (*launch_cuda) (const gm_arg *args, const gm_launch_cfg *cfg,
                       void *stream);
+  /* Where the kernel comes from: NULL for one built in, else the
+     plugin's file, the embedding program's name or "jit".  */
+  const char *origin;
+  /* A kernel compiled at run time (jit.c): its code, which the CUDA
+     backend loads on first launch; NULL for every other kernel.  */
+  struct gm_jit_code *jit;
 } gm_kernel;
 
 /* The kernels built into this program, in registry order.  */
 extern const gm_kernel gm_kernel_table[];
 extern const int gm_kernel_count;
 
-/* The kernel called NAME, or NULL.  */
+/* The built-in kernel called NAME, or NULL (plugin.h's gm_kernels_get
+   lists the preloaded plugins' kernels too).  */
 const gm_kernel *gm_kernel_find (const char *name);
 
 /* Writes "name: dtype[length] in" (or "name: dtype" for scalars) for
@@ -185,6 +194,8 @@ typedef struct gm_backend
   /* Whether an MPI library that is not CUDA-aware must see its device
      memory through host copies.  */
   bool mpi_needs_staging;
+  /* Whether launch () runs kernels compiled by gpumem.jit (jit.c).  */
+  bool launches_jit;
 
   /* Starts the backend: GM_OK, GM_ERR_UNAVAILABLE saying why, or
      GM_ERR_VALUE for a bad setting in the environment (which no

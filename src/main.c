@@ -20,6 +20,7 @@ extern char **environ;
 #include "child-env.h"
 #include "cli.h"
 #include "comm.h"
+#include "plugin.h"
 
 enum
 {
@@ -42,12 +43,15 @@ static const char usage_text[] =
   "  -i                            interactive console after SCRIPT or COMMAND\n"
   "  -l, --list-devices            print the devices and exit\n"
   "  -k, --list-kernels            print the native kernels and exit\n"
+  "  -K, --kernels=PATH            add the kernels of plugin library PATH to\n"
+  "                                gpumem.kernels (repeatable)\n"
   "  -s, --stats                   print per-device memory statistics at exit\n"
   "  -q, --quiet                   no notices on standard error\n"
   "  -h, --help                    print this help and exit\n"
   "  -V, --version                 print the version and exit\n"
   "\n"
-  "Environment: GPUMEM_BACKEND (as --backend), GPUMEM_PYTHON (the Python\n"
+  "Environment: GPUMEM_BACKEND (as --backend), GPUMEM_KERNELS (plugin\n"
+  "libraries, colon-separated, as --kernels), GPUMEM_PYTHON (the Python\n"
   "interpreter or virtual environment to use), GPUMEM_HOST_DEVICES (devices\n"
   "of the host backend, default 4), CUDA_VISIBLE_DEVICES.\n"
   "\n"
@@ -188,9 +192,11 @@ list_devices (void)
 static void
 list_kernels (void)
 {
-  for (int k = 0; k < gm_kernel_count; k++)
+  int count = gm_kernels_count ();
+
+  for (int k = 0; k < count; k++)
     {
-      const gm_kernel *kernel = &gm_kernel_table[k];
+      const gm_kernel *kernel = gm_kernels_get (k);
       char param[256];
 
       printf ("%s(", kernel->name);
@@ -200,6 +206,8 @@ list_kernels (void)
           printf ("%s%s", p ? ", " : "", param);
         }
       printf (")\n    %s\n", kernel->doc);
+      if (kernel->origin != NULL)
+        printf ("    (from %s)\n", kernel->origin);
     }
 }
 
@@ -239,6 +247,26 @@ main (int argc, char **argv)
   print_stats = cli.stats;
   quiet = cli.quiet;
   run.python = python_from_env ();
+
+  /* Plugins before anything else: -k lists their kernels, and a plugin
+     that does not load is the command line's error.  */
+  if (gm_plugin_preload_list (cli.kernels_env) != GM_OK)
+    {
+      fprintf (stderr, "gpumem: GPUMEM_KERNELS: %s\n",
+               gm_last_error ()->message);
+      return GM_EXIT_USAGE;
+    }
+  for (int i = 0; i < cli.nkernel_paths; i++)
+    {
+      gm_plugin *plugin;
+      if (gm_plugin_load (cli.kernel_paths[i], &plugin) != GM_OK)
+        {
+          fprintf (stderr, "gpumem: --kernels: %s\n",
+                   gm_last_error ()->message);
+          return GM_EXIT_USAGE;
+        }
+      gm_plugin_preload (plugin);
+    }
 
   if (show_kernels)
     {

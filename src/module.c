@@ -261,7 +261,10 @@ gmpy_exec (PyObject *module)
       || gmpy_stream_init (module, state) < 0
       || gmpy_pinned_init (module, state) < 0
       || gmpy_kernels_init (module, state) < 0
-      || gmpy_comm_devices_init (module, state) < 0)
+      || gmpy_comm_devices_init (module, state) < 0
+      || PyModule_AddFunctions (module, gmpy_plugin_methods) < 0
+      || PyModule_AddFunctions (module, gmpy_jit_methods) < 0
+      || gmpy_capi_init (module) < 0)
     return -1;
 #ifdef GM_HAVE_MPI
   if (gmpy_comm_init (module, state) < 0)
@@ -288,6 +291,8 @@ gmpy_traverse (PyObject *module, visitproc visit, void *arg)
     Py_VISIT (state->np_dtypes[d]);
   Py_VISIT (state->devices);
   Py_VISIT (state->kernels);
+  Py_VISIT (state->plugins);
+  Py_VISIT (state->jit_kernels);
   return 0;
 }
 
@@ -309,6 +314,8 @@ gmpy_clear (PyObject *module)
     Py_CLEAR (state->np_dtypes[d]);
   Py_CLEAR (state->devices);
   Py_CLEAR (state->kernels);
+  Py_CLEAR (state->plugins);
+  Py_CLEAR (state->jit_kernels);
   return 0;
 }
 

@@ -9,6 +9,7 @@
    naming the parameter.  */
 
 #include "gm-python.h"
+#include "plugin.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,16 +19,42 @@
 
 
 /* Per kernel: its Python method definition, argument names (the
-   parameters, then grid, block, stream) and docstring, made once.  */
+   parameters, then grid, block, stream) and docstring, made once and
+   kept until the process ends: the interpreter may keep the functions
+   made from them until it ends, and an embedding program may start
+   more than one interpreter.  */
 typedef struct kernel_entry
 {
   PyMethodDef def;
+  const gm_kernel *kernel;
   const char *names[GM_MAX_KERNEL_PARAMS + 4];
   char *doc;
   char *signature;
+  struct kernel_entry *next;
 } kernel_entry;
 
 static kernel_entry *entries;
+
+/* A namespace of kernels (gpumem.kernels, or what load_kernels returns)
+   is a module whose state lists its entries, for list ().  */
+typedef struct namespace_state
+{
+  kernel_entry **entries;
+  int count;
+} namespace_state;
+
+static void
+namespace_free (void *module)
+{
+  namespace_state *state = PyModule_GetState ((PyObject *) module);
+
+  if (state != NULL)
+    {
+      PyMem_Free (state->entries);
+      state->entries = NULL;
+      state->count = 0;
+    }
+}
 
 /* Converts scalar OBJ to PARAM's type into *ARG.  */
 static int
@@ -171,16 +198,15 @@ dims_arg (const char *kernel, const char *what, PyObject *obj,
 static PyModuleDef kernel_binding_def = {
   PyModuleDef_HEAD_INIT,
   .m_name = "gpumem.kernels",
-  .m_size = sizeof (int),
+  .m_size = sizeof (kernel_entry *),
 };
 
 static PyObject *
 kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                PyObject *kwnames)
 {
-  int index = *(int *) PyModule_GetState (self);
-  const gm_kernel *kernel = &gm_kernel_table[index];
-  const kernel_entry *entry = &entries[index];
+  const kernel_entry *entry = *(kernel_entry **) PyModule_GetState (self);
+  const gm_kernel *kernel = entry->kernel;
   PyObject *arg[GM_MAX_KERNEL_PARAMS + 3];
   gm_arg cargs[GM_MAX_KERNEL_PARAMS];
   Py_ssize_t sizes[GM_MAX_KERNEL_PARAMS];
@@ -348,14 +374,15 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
 static PyObject *
 kernels_list (PyObject *module, PyObject *unused)
 {
-  PyObject *list = PyList_New (gm_kernel_count);
+  namespace_state *state = PyModule_GetState (module);
+  PyObject *list = PyList_New (state->count);
 
   if (list == NULL)
     return NULL;
-  for (int k = 0; k < gm_kernel_count; k++)
+  for (int k = 0; k < state->count; k++)
     {
-      PyObject *item = Py_BuildValue ("(ss)", gm_kernel_table[k].name,
-                                      entries[k].signature);
+      PyObject *item = Py_BuildValue ("(ss)", state->entries[k]->kernel->name,
+                                      state->entries[k]->signature);
       if (item == NULL)
         {
           Py_DECREF (list);
@@ -366,9 +393,83 @@ kernels_list (PyObject *module, PyObject *unused)
   return list;
 }
 
-static PyMethodDef kernels_list_def = {
-  "list", kernels_list, METH_NOARGS,
-  "list()\n--\n\nThe native kernels as (name, signature) pairs."
+/* info (name): what the namespace's kernel NAME takes and has.  */
+static PyObject *
+kernels_info (PyObject *module, PyObject *name)
+{
+  namespace_state *state = PyModule_GetState (module);
+  const char *text = PyUnicode_Check (name) ? PyUnicode_AsUTF8 (name) : NULL;
+  static const char *const direction[] = {
+    [GM_PARAM_IN] = "in", [GM_PARAM_OUT] = "out",
+    [GM_PARAM_INOUT] = "inout", [GM_PARAM_SCALAR] = "scalar"
+  };
+
+  if (text == NULL)
+    {
+      if (!PyErr_Occurred ())
+        PyErr_Format (PyExc_TypeError, "info: name must be str, not %.100s",
+                      Py_TYPE (name)->tp_name);
+      return NULL;
+    }
+  for (int k = 0; k < state->count; k++)
+    {
+      const gm_kernel *kernel = state->entries[k]->kernel;
+      PyObject *params, *result;
+
+      if (strcmp (kernel->name, text) != 0)
+        continue;
+      params = PyList_New (kernel->nparams);
+      if (params == NULL)
+        return NULL;
+      for (int i = 0; i < kernel->nparams; i++)
+        {
+          const gm_kernel_param *param = &kernel->params[i];
+          PyObject *item = Py_BuildValue ("(sssz)", param->name,
+                                          direction[param->kind],
+                                          gm_dtypes[param->dtype].name,
+                                          param->length);
+          if (item == NULL)
+            {
+              Py_DECREF (params);
+              return NULL;
+            }
+          PyList_SET_ITEM (params, i, item);
+        }
+      result = Py_BuildValue ("{s:s,s:s,s:N,s:O,s:O,s:O,s:z}",
+                              "name", kernel->name, "doc", kernel->doc,
+                              "params", params,
+                              "cuda", kernel->launch_cuda || kernel->jit
+                                      ? Py_True : Py_False,
+                              "reference", kernel->run_host ? Py_True
+                                                            : Py_False,
+                              "jit", kernel->jit ? Py_True : Py_False,
+                              "origin", kernel->origin);
+      return result;
+    }
+  PyErr_Format (PyExc_ValueError, "info: no kernel '%s' here", text);
+  return NULL;
+}
+
+static PyMethodDef namespace_methods[] = {
+  {"list", kernels_list, METH_NOARGS,
+   "list()\n--\n\nThe kernels as (name, signature) pairs."},
+  {"info", kernels_info, METH_O,
+   "info(name)\n--\n\n"
+   "A dict describing kernel NAME: name, doc, params (a list of (name,\n"
+   "direction, dtype, minimum length) with direction 'in', 'out', 'inout'\n"
+   "or 'scalar' and length None for scalars), cuda (it has a CUDA\n"
+   "launcher), reference (it has a C reference, which the host backend\n"
+   "runs), jit, origin (None for built-in kernels, else the plugin's\n"
+   "file)."},
+  {NULL, NULL, 0, NULL}
+};
+
+static PyModuleDef namespace_def = {
+  PyModuleDef_HEAD_INIT,
+  .m_name = "gpumem.kernels",
+  .m_size = sizeof (namespace_state),
+  .m_methods = namespace_methods,
+  .m_free = namespace_free,
 };
 
 /* Appends printf-style text to the growing string *BUF.  */
@@ -453,11 +554,14 @@ make_entry (const gm_kernel *kernel, kernel_entry *entry)
                     "stream: a gpumem.Stream to run in\nasynchronously; by "
                     "default the current stream (with stream:), else\n"
                     "the call returns when the kernel is done.");
+  if (kernel->origin != NULL && kernel->jit == NULL)
+    failed |= append (&entry->doc, &doc_len, "\n\nFrom %s.", kernel->origin);
   if (failed)
     {
       PyErr_NoMemory ();
       return -1;
     }
+  entry->kernel = kernel;
   entry->def.ml_name = kernel->name;
   entry->def.ml_meth = (PyCFunction) (void (*) (void)) kernelpy_call;
   entry->def.ml_flags = METH_FASTCALL | METH_KEYWORDS;
@@ -465,56 +569,124 @@ make_entry (const gm_kernel *kernel, kernel_entry *entry)
   return 0;
 }
 
+/* The entry of KERNEL, made on first use.  Borrowed, or NULL with an
+   exception.  */
+static kernel_entry *
+entry_of (const gm_kernel *kernel)
+{
+  kernel_entry *entry;
+
+  for (entry = entries; entry != NULL; entry = entry->next)
+    if (entry->kernel == kernel)
+      return entry;
+  entry = calloc (1, sizeof *entry);
+  if (entry == NULL)
+    {
+      PyErr_NoMemory ();
+      return NULL;
+    }
+  if (make_entry (kernel, entry) < 0)
+    {
+      free (entry->doc);
+      free (entry->signature);
+      free (entry);
+      return NULL;
+    }
+  entry->next = entries;
+  entries = entry;
+  return entry;
+}
+
+PyObject *
+gmpy_kernel_function (const gm_kernel *kernel)
+{
+  kernel_entry *entry = entry_of (kernel);
+  PyObject *binding, *fn;
+
+  if (entry == NULL)
+    return NULL;
+  binding = PyModule_Create (&kernel_binding_def);
+  if (binding == NULL)
+    return NULL;
+  *(kernel_entry **) PyModule_GetState (binding) = entry;
+  fn = PyCFunction_NewEx (&entry->def, binding, NULL);
+  Py_DECREF (binding);
+  return fn;
+}
+
+PyObject *
+gmpy_kernels_namespace (const char *name, const char *doc,
+                        const gm_kernel *const *kernels, int count)
+{
+  PyObject *ns = PyModule_Create (&namespace_def);
+  namespace_state *state;
+
+  if (ns == NULL)
+    return NULL;
+  state = PyModule_GetState (ns);
+  state->entries = PyMem_Calloc ((size_t) count + 1, sizeof *state->entries);
+  if (state->entries == NULL)
+    {
+      Py_DECREF (ns);
+      return PyErr_NoMemory ();
+    }
+  {
+    PyObject *name_obj = PyUnicode_FromString (name);
+    if (name_obj == NULL
+        || PyObject_SetAttrString (ns, "__name__", name_obj) < 0
+        || PyModule_AddStringConstant (ns, "__doc__", doc) < 0)
+      {
+        Py_XDECREF (name_obj);
+        Py_DECREF (ns);
+        return NULL;
+      }
+    Py_DECREF (name_obj);
+  }
+  for (int k = 0; k < count; k++)
+    {
+      PyObject *fn;
+      state->entries[k] = entry_of (kernels[k]);
+      if (state->entries[k] == NULL)
+        {
+          Py_DECREF (ns);
+          return NULL;
+        }
+      state->count = k + 1;
+      fn = gmpy_kernel_function (kernels[k]);
+      if (fn == NULL || PyModule_AddObject (ns, kernels[k]->name, fn) < 0)
+        {
+          Py_XDECREF (fn);
+          Py_DECREF (ns);
+          return NULL;
+        }
+    }
+  return ns;
+}
+
 int
 gmpy_kernels_init (PyObject *module, gmpy_state *state)
 {
-  PyObject *kernels, *modules, *fn;
+  int count = gm_kernels_count ();
+  const gm_kernel **all = PyMem_Calloc ((size_t) count + 1, sizeof *all);
+  PyObject *kernels, *modules;
 
-  /* The entries outlive any one module object: the interpreter may keep
-     the functions made from them until it ends.  */
-  if (entries == NULL)
+  if (all == NULL)
     {
-      entries = calloc ((size_t) gm_kernel_count + 1, sizeof *entries);
-      if (entries == NULL)
-        {
-          PyErr_NoMemory ();
-          return -1;
-        }
-      for (int k = 0; k < gm_kernel_count; k++)
-        if (make_entry (&gm_kernel_table[k], &entries[k]) < 0)
-          return -1;
+      PyErr_NoMemory ();
+      return -1;
     }
-
-  kernels = PyModule_New ("gpumem.kernels");
+  for (int k = 0; k < count; k++)
+    all[k] = gm_kernels_get (k);
+  kernels = gmpy_kernels_namespace ("gpumem.kernels",
+                                    "The native kernels built into gpumem, "
+                                    "one function each (kernels/kernels.def), "
+                                    "and those of the plugins preloaded by "
+                                    "--kernels or GPUMEM_KERNELS.",
+                                    (const gm_kernel *const *) all, count);
+  PyMem_Free (all);
   if (kernels == NULL)
     return -1;
   state->kernels = kernels;
-  if (PyModule_AddStringConstant (kernels, "__doc__",
-                                  "The native kernels built into gpumem, "
-                                  "one function each (kernels/kernels.def).")
-      < 0)
-    return -1;
-  for (int k = 0; k < gm_kernel_count; k++)
-    {
-      PyObject *binding = PyModule_Create (&kernel_binding_def);
-      if (binding == NULL)
-        return -1;
-      *(int *) PyModule_GetState (binding) = k;
-      fn = PyCFunction_NewEx (&entries[k].def, binding, NULL);
-      Py_DECREF (binding);
-      if (fn == NULL || PyModule_AddObject (kernels, gm_kernel_table[k].name,
-                                            fn) < 0)
-        {
-          Py_XDECREF (fn);
-          return -1;
-        }
-    }
-  fn = PyCFunction_NewEx (&kernels_list_def, NULL, NULL);
-  if (fn == NULL || PyModule_AddObject (kernels, "list", fn) < 0)
-    {
-      Py_XDECREF (fn);
-      return -1;
-    }
   if (PyModule_AddObjectRef (module, "kernels", kernels) < 0)
     return -1;
   /* `import gpumem.kernels` finds it here.  */

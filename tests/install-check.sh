@@ -197,10 +197,20 @@ PY
     || fail "a child of the installed program cannot import gpumem"
 }
 
+# The installed examples (share/gpumem/examples): a plugin, an embedding
+# C++ program and a Python extension, each built against this installed
+# tree alone as a user builds it, then run (examples/run-examples.sh).
+check_examples () {
+  step "the installed examples, built and run"
+  sh "$data/examples/run-examples.sh" "$destdir$prefix" \
+    || fail "an installed example failed"
+}
+
 check_files
 check_pkg_config
 check_headers_alone
 check_link
 check_import
 check_program
+check_examples
 echo "install-check: all passed"

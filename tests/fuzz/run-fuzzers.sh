@@ -1,7 +1,7 @@
 #!/bin/sh
 # run-fuzzers.sh BUILDDIR SRCDIR -- a short run of each libFuzzer target.
 #
-# Runs tests/fuzz/fuzz-{length,dtype,cli} (built by make check where
+# Runs tests/fuzz/fuzz-{length,dtype,cli,signature} (built by make check where
 # configure found clang -fsanitize=fuzzer) for GM_FUZZ_RUNS inputs each
 # (default 20000; GM_FUZZ_SEED sets libFuzzer's -seed, default 0: one
 # from the clock, printed), starting from the seed corpus in
@@ -18,14 +18,14 @@ builddir=$1
 srcdir=$2
 runs=${GM_FUZZ_RUNS:-20000}
 status=0
-for name in length dtype cli; do
+for name in length dtype cli signature; do
   target=$builddir/tests/fuzz/fuzz-$name
   if ! test -x "$target"; then
     echo "$target not built (configure found no clang -fsanitize=fuzzer): skipped"
     exit 77
   fi
 done
-for name in length dtype cli; do
+for name in length dtype cli signature; do
   target=$builddir/tests/fuzz/fuzz-$name
   scratch=$builddir/tests/fuzz/corpus-$name.run
   rm -rf "$scratch"

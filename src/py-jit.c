@@ -1,0 +1,324 @@
+/* py-jit.c -- gpumem.jit and gpumem.jit_stats: kernels compiled from
+   CUDA C source at run time (jit.c), called as the built-in ones are.  */
+
+#include "gm-python.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit.h"
+#include "kernel-signature.h"
+
+/* What jit_stats () returns: counts since the process started.  */
+static struct
+{
+  long calls;              /* jit () calls */
+  long reused;             /* answered by a function made earlier */
+  long compiles;           /* NVRTC runs */
+  long cache_hits;         /* read from the disk cache */
+  long cache_misses;       /* not in it (compiled, then written) */
+  long cache_corrupt;      /* unreadable files replaced */
+  long cache_unwritable;   /* compiled without caching */
+  double compile_seconds;  /* NVRTC's time, all runs */
+  double last_compile_seconds;
+} stats;
+
+/* Reads OPTIONS (a sequence of str) into a new NULL-terminated array of
+   UTF-8 strings that live as long as *KEEP (a new tuple).  */
+static const char **
+read_options (PyObject *options, int *count, PyObject **keep)
+{
+  PyObject *seq;
+  const char **out;
+  Py_ssize_t n;
+
+  *keep = NULL;
+  if (PyUnicode_Check (options) || PyBytes_Check (options))
+    {
+      PyErr_SetString (PyExc_TypeError, "jit: options must be a sequence "
+                       "of str (a tuple or list), not one str");
+      return NULL;
+    }
+  seq = PySequence_Tuple (options);
+  if (seq == NULL)
+    {
+      PyErr_Format (PyExc_TypeError, "jit: options must be a sequence of "
+                    "str, not %.100s", Py_TYPE (options)->tp_name);
+      return NULL;
+    }
+  n = PyTuple_GET_SIZE (seq);
+  if (n > 256)
+    {
+      Py_DECREF (seq);
+      PyErr_SetString (PyExc_ValueError, "jit: more than 256 options");
+      return NULL;
+    }
+  out = calloc ((size_t) n + 1, sizeof *out);
+  if (out == NULL)
+    {
+      Py_DECREF (seq);
+      PyErr_NoMemory ();
+      return NULL;
+    }
+  for (Py_ssize_t i = 0; i < n; i++)
+    {
+      PyObject *item = PyTuple_GET_ITEM (seq, i);
+      if (!PyUnicode_Check (item)
+          || (out[i] = PyUnicode_AsUTF8 (item)) == NULL)
+        {
+          if (!PyErr_Occurred ())
+            PyErr_Format (PyExc_TypeError, "jit: options[%zd] must be str, "
+                          "not %.100s", i, Py_TYPE (item)->tp_name);
+          free (out);
+          Py_DECREF (seq);
+          return NULL;
+        }
+    }
+  *count = (int) n;
+  *keep = seq;
+  return out;
+}
+
+/* Reads a str argument WHAT into *TEXT (UTF-8, owned by OBJ).  */
+static int
+str_arg (PyObject *obj, const char *what, const char **text)
+{
+  if (!PyUnicode_Check (obj))
+    {
+      PyErr_Format (PyExc_TypeError, "jit: %s must be str, not %.100s", what,
+                    Py_TYPE (obj)->tp_name);
+      return -1;
+    }
+  *text = PyUnicode_AsUTF8 (obj);
+  return *text == NULL ? -1 : 0;
+}
+
+/* The kernel for a compiled RESULT with SIGNATURE: a new gm_kernel that
+   lives as long as the process (its function may be kept anywhere).  */
+static gm_kernel *
+new_kernel (const char *name, const char *signature, gm_jit_code *code)
+{
+  gm_kernel *kernel = calloc (1, sizeof *kernel);
+  char *doc = malloc (128 + strlen (code->arch));
+  char *storage;
+  gm_status status;
+
+  if (kernel == NULL || doc == NULL
+      || (kernel->name = strdup (name)) == NULL)
+    {
+      free (kernel);
+      free (doc);
+      PyErr_NoMemory ();
+      return NULL;
+    }
+  status = gm_kernel_signature_parse (kernel, signature, &storage);
+  if (status != GM_OK)
+    {
+      free ((char *) kernel->name);
+      free (kernel);
+      free (doc);
+      gmpy_raise (status);
+      return NULL;
+    }
+  snprintf (doc, 128 + strlen (code->arch), "A kernel compiled with NVRTC "
+            "(gpumem.jit) for %s.", code->arch);
+  kernel->doc = doc;
+  kernel->origin = "jit";
+  kernel->jit = code;
+  return kernel;
+}
+
+static PyObject *
+jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+           PyObject *kwnames)
+{
+  static const char *const names[] = {"source", "name", "signature",
+                                      "options", "arch", NULL};
+  gmpy_state *state = gmpy_state_get ();
+  PyObject *arg[5], *options_keep = NULL, *memo_key = NULL, *fn = NULL;
+  const char *source, *name, *signature, *arch_text = NULL;
+  const char **options = NULL;
+  char arch[32];
+  gm_jit_request request;
+  gm_jit_result result;
+  gm_kernel *kernel;
+  gm_status status;
+  int noptions = 0, major, minor;
+
+  stats.calls++;
+  if (gmpy_parse_args (args, nargs, kwnames, "jit", names, 3, 4, arg) < 0
+      || str_arg (arg[0], "source", &source) < 0
+      || str_arg (arg[1], "name", &name) < 0
+      || str_arg (arg[2], "signature", &signature) < 0)
+    return NULL;
+  if (arg[3] != NULL
+      && (options = read_options (arg[3], &noptions, &options_keep)) == NULL)
+    return NULL;
+  if (arg[4] != NULL && arg[4] != Py_None
+      && str_arg (arg[4], "arch", &arch_text) < 0)
+    goto done;
+  if (name[0] == '\0')
+    {
+      PyErr_SetString (PyExc_ValueError, "jit: name is empty");
+      goto done;
+    }
+
+  /* The signature first: a bad one is the caller's error, found before
+     any compiling.  */
+  {
+    gm_kernel probe = {.name = name};
+    char *storage;
+    status = gm_kernel_signature_parse (&probe, signature, &storage);
+    if (status != GM_OK)
+      {
+        gmpy_raise (status);
+        goto done;
+      }
+    free (storage);
+  }
+
+  status = gm_jit_nvrtc (&major, &minor);
+  if (status != GM_OK)
+    {
+      gmpy_raise (status);
+      goto done;
+    }
+  if (arch_text != NULL)
+    snprintf (arch, sizeof arch, "%s", arch_text);
+  else if (!gm_backend_current->launches_jit)
+    {
+      PyErr_Format (state->error, "jit: the %s backend runs no JIT kernels, "
+                    "so it has no GPU to compile for: give arch= (such as "
+                    "'compute_90') to compile only", gm_backend_current->name);
+      goto done;
+    }
+  else
+    {
+      gm_device_props props;
+      status = gm_backend_current->device_props (gmpy_current_device (),
+                                                 &props);
+      if (status == GM_OK)
+        status = gm_jit_arch_for (props.cc_major, props.cc_minor, arch,
+                                  sizeof arch);
+      if (status != GM_OK)
+        {
+          gmpy_raise (status);
+          goto done;
+        }
+    }
+
+  /* The same call for the same architecture gives the same function.  */
+  memo_key = Py_BuildValue ("(OOOOs)", arg[0], arg[1], arg[2],
+                            options_keep ? options_keep : Py_None, arch);
+  if (memo_key == NULL)
+    goto done;
+  if (state->jit_kernels == NULL
+      && (state->jit_kernels = PyDict_New ()) == NULL)
+    goto done;
+  fn = PyDict_GetItemWithError (state->jit_kernels, memo_key);
+  if (fn != NULL)
+    {
+      stats.reused++;
+      Py_INCREF (fn);
+      goto done;
+    }
+  if (PyErr_Occurred ())
+    goto done;
+
+  request.source = source;
+  request.name = name;
+  request.options = options;
+  request.noptions = noptions;
+  request.arch = arch;
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_jit_compile (&request, &result);
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
+    {
+      if (result.log != NULL)
+        PyErr_Format (state->error, "%s; NVRTC's log:\n%s",
+                      gm_last_error ()->message, result.log);
+      else
+        gmpy_raise (status == GM_ERR_VALUE ? GM_ERR_UNAVAILABLE : status);
+      free (result.log);
+      goto done;
+    }
+  if (result.cache_hit)
+    stats.cache_hits++;
+  else
+    {
+      stats.compiles++;
+      stats.cache_misses++;
+      stats.compile_seconds += result.compile_seconds;
+      stats.last_compile_seconds = result.compile_seconds;
+    }
+  if (result.cache_corrupt)
+    stats.cache_corrupt++;
+  if (!result.cache_hit && !result.cache_written)
+    {
+      stats.cache_unwritable++;
+      if (PyErr_WarnFormat (PyExc_RuntimeWarning, 1, "gpumem.jit: %s; the "
+                            "kernel is compiled without a cache",
+                            result.cache_problem) < 0)
+        {
+          gm_jit_code_free (result.code);
+          goto done;
+        }
+    }
+
+  kernel = new_kernel (name, signature, result.code);
+  if (kernel == NULL)
+    {
+      gm_jit_code_free (result.code);
+      goto done;
+    }
+  fn = gmpy_kernel_function (kernel);
+  if (fn != NULL && PyDict_SetItem (state->jit_kernels, memo_key, fn) < 0)
+    Py_CLEAR (fn);
+
+done:
+  free (options);
+  Py_XDECREF (options_keep);
+  Py_XDECREF (memo_key);
+  return fn;
+}
+
+static PyObject *
+jitpy_stats (PyObject *module, PyObject *unused)
+{
+  const char *dir = gm_jit_cache_dir ();
+
+  return Py_BuildValue ("{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d,s:d,s:s}",
+                        "calls", stats.calls, "reused", stats.reused,
+                        "compiles", stats.compiles,
+                        "cache_hits", stats.cache_hits,
+                        "cache_misses", stats.cache_misses,
+                        "cache_corrupt", stats.cache_corrupt,
+                        "cache_unwritable", stats.cache_unwritable,
+                        "compile_seconds", stats.compile_seconds,
+                        "last_compile_seconds", stats.last_compile_seconds,
+                        "cache_dir", dir ? dir : "");
+}
+
+PyMethodDef gmpy_jit_methods[] = {
+  {"jit", (PyCFunction) (void (*) (void)) jitpy_jit,
+   METH_FASTCALL | METH_KEYWORDS,
+   "jit(source, name, signature, options=(), arch=None)\n--\n\n"
+   "Compile the __global__ function NAME of CUDA C SOURCE with NVRTC and\n"
+   "return it as a checked function, called as gpumem.kernels.NAME is.\n"
+   "SIGNATURE lists its parameters in gpumem's notation, such as\n"
+   "'int64 n, float32 a, inout float32 *x[n]' (gpumem-kernels(7)); they\n"
+   "must match the source's.  OPTIONS go to NVRTC.  ARCH: 'sm_XY' or\n"
+   "'compute_XY'; by default the current device's.  Compiled code is\n"
+   "cached on disk under GPUMEM_CACHE_DIR, else $XDG_CACHE_HOME/gpumem,\n"
+   "else ~/.cache/gpumem; the same call again returns the same function.\n"
+   "Without grid= and block=, a launch has one thread per element of the\n"
+   "longest array (blocks of 256).  Compile errors raise gpumem.Error\n"
+   "with NVRTC's log.  Launching needs the cuda backend."},
+  {"jit_stats", jitpy_stats, METH_NOARGS,
+   "jit_stats()\n--\n\n"
+   "A dict of gpumem.jit's counts in this process: calls, reused,\n"
+   "compiles, cache_hits, cache_misses, cache_corrupt, cache_unwritable,\n"
+   "compile_seconds (all compiles), last_compile_seconds, cache_dir."},
+  {NULL, NULL, 0, NULL}
+};

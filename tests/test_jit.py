@@ -1,0 +1,267 @@
+"""gpumem.jit: compiling with NVRTC (jit.c, py-jit.c) on both backends,
+the disk cache (miss, hit, corrupt file, unwritable folder), compile
+errors with NVRTC's log, the argument checks JIT kernels share with the
+built-in ones, and launching on the cuda backend."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+
+import numpy as np
+
+import gmtest
+from gmtest import case, raises, random_array
+
+import gpumem
+
+CUDA = gpumem.backend == "cuda"
+ARCH = None if CUDA else "compute_90"     # the host backend needs one
+
+SCALE = r"""
+extern "C" __global__ void scale(long long n, float a, float *x)
+{
+  long long i = blockIdx.x * (long long) blockDim.x + threadIdx.x;
+  if (i < n)
+    x[i] = __fmul_rn(a, x[i]);
+}
+"""
+SCALE_SIG = "int64 n, float32 a, float32 *x[n]"
+
+CACHE = tempfile.mkdtemp(prefix="gpumem-jit-test-")
+os.environ["GPUMEM_CACHE_DIR"] = CACHE
+
+try:
+    gpumem.jit(SCALE, "scale", SCALE_SIG, arch="compute_90")
+except gpumem.Error as exc:
+    if "NVRTC" in str(exc) and "not available" in str(exc):
+        shutil.rmtree(CACHE, ignore_errors=True)
+        gmtest.skip_file(f"no NVRTC here: {exc}")
+    raise
+
+
+def fresh(tag):
+    """SCALE made unique by a comment: a source no cache has seen."""
+    return f"// {tag} {gmtest.rng.integers(2**62)}\n" + SCALE
+
+
+def cache_files(folder=CACHE):
+    return sorted(f for f in os.listdir(folder) if f.endswith(".bin"))
+
+
+def stats_delta(before):
+    after = gpumem.jit_stats()
+    return {k: after[k] - before[k] for k in after
+            if isinstance(after[k], int)}
+
+
+@case
+def compiles_without_a_gpu():
+    src = fresh("ptx")
+    before = gpumem.jit_stats()
+    f = gpumem.jit(src, "scale", SCALE_SIG, arch="compute_90")
+    d = stats_delta(before)
+    assert d["compiles"] == 1 and d["cache_misses"] == 1, d
+    assert gpumem.jit_stats()["last_compile_seconds"] > 0
+    assert f.__name__ == "scale"
+    assert "scale(n: int64, a: float32, x: float32[n] inout)" in f.__doc__
+    assert "compute_90" in f.__doc__
+    # CUBIN for an explicit sm_ architecture.
+    gpumem.jit(src, "scale", SCALE_SIG, arch="sm_90")
+
+
+@case
+def same_call_same_function():
+    src = fresh("memo")
+    f = gpumem.jit(src, "scale", SCALE_SIG, arch=ARCH)
+    before = gpumem.jit_stats()
+    assert gpumem.jit(src, "scale", SCALE_SIG, arch=ARCH) is f
+    d = stats_delta(before)
+    assert d["reused"] == 1 and d["compiles"] == 0, d
+
+
+@case
+def cache_miss_then_hit():
+    src = fresh("hit")
+    files = cache_files()
+    before = gpumem.jit_stats()
+    gpumem.jit(src, "scale", SCALE_SIG, arch="compute_90")
+    new = sorted(set(cache_files()) - set(files))
+    assert len(new) == 1, new
+    assert stats_delta(before)["cache_misses"] == 1
+    # Another signature text (spaces) is another function, but the same
+    # code: read from the disk, not compiled.
+    before = gpumem.jit_stats()
+    gpumem.jit(src, "scale", "int64 n,float32 a,  float32 * x[ n ]",
+               arch="compute_90")
+    d = stats_delta(before)
+    assert d["cache_hits"] == 1 and d["compiles"] == 0, d
+    # A new process finds it too.
+    proc = subprocess.run(
+        [gmtest.GPUMEM, "-q", "--backend=host", "-c",
+         "import gpumem, sys\n"
+         "gpumem.jit(sys.argv[1], 'scale', sys.argv[2], arch='compute_90')\n"
+         "s = gpumem.jit_stats()\n"
+         "print(s['cache_hits'], s['compiles'])", src, SCALE_SIG],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "0"], proc.stdout
+    # Options, architecture and name are part of the key.
+    before = gpumem.jit_stats()
+    gpumem.jit(src, "scale", SCALE_SIG, ["-DUNUSED=1"], arch="compute_90")
+    gpumem.jit(src, "scale", SCALE_SIG, arch="compute_80")
+    assert stats_delta(before)["compiles"] == 2
+
+
+@case
+def corrupt_file_recompiled():
+    src = fresh("corrupt")
+    files = cache_files()
+    gpumem.jit(src, "scale", SCALE_SIG, arch="compute_90")
+    (name,) = sorted(set(cache_files()) - set(files))
+    path = os.path.join(CACHE, name)
+    good = open(path, "rb").read()
+    damages = (b"", good[:50], good[:-1], b"x" * len(good),
+               good[:-10] + b"0123456789")
+    for i, damage in enumerate(damages):
+        with open(path, "wb") as f:
+            f.write(damage)
+        before = gpumem.jit_stats()
+        # Another spelling of the signature: not the function made
+        # before, so the call reads the disk.
+        gpumem.jit(src, "scale", SCALE_SIG + " " * (i + 1),
+                   arch="compute_90")
+        d = stats_delta(before)
+        assert d["cache_corrupt"] == 1 and d["compiles"] == 1, (i, d)
+        assert open(path, "rb").read() == good, i
+
+
+@case
+def unwritable_cache_compiles_anyway():
+    blocker = os.path.join(CACHE, "a-file")
+    open(blocker, "w").close()
+    folders = [os.path.join(blocker, "sub")]       # a file in the way
+    if os.geteuid() != 0:
+        readonly = tempfile.mkdtemp(prefix="gpumem-jit-ro-")
+        os.chmod(readonly, 0o555)
+        folders.append(readonly)
+    else:
+        print("  (a read-only folder is not tested: root writes anywhere; "
+              "a file in the way makes the folder unwritable instead)")
+    for folder in folders:
+        os.environ["GPUMEM_CACHE_DIR"] = folder
+        try:
+            before = gpumem.jit_stats()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                f = gpumem.jit(fresh("ro"), "scale", SCALE_SIG,
+                               arch="compute_90")
+            d = stats_delta(before)
+            assert d["compiles"] == 1 and d["cache_unwritable"] == 1, d
+            assert len(caught) == 1, [str(w.message) for w in caught]
+            assert issubclass(caught[0].category, RuntimeWarning)
+            assert "without a cache" in str(caught[0].message)
+            assert folder in str(caught[0].message) or \
+                blocker in str(caught[0].message), str(caught[0].message)
+            assert callable(f)
+            if os.path.isdir(folder):
+                assert os.listdir(folder) == []
+        finally:
+            os.environ["GPUMEM_CACHE_DIR"] = CACHE
+    for folder in folders[1:]:
+        os.chmod(folder, 0o755)
+        shutil.rmtree(folder)
+
+
+@case
+def compile_errors_carry_the_log():
+    bad = 'extern "C" __global__ void scale(long long n) { undefined_thing(n); }'
+    exc = raises(gpumem.Error, gpumem.jit, bad, "scale", "int64 n",
+                 arch="compute_90", match="NVRTC's log")
+    assert "undefined_thing" in str(exc), exc
+    assert "scale" in str(exc), exc
+    raises(gpumem.Error, gpumem.jit, SCALE, "no_such_kernel", SCALE_SIG,
+           arch="compute_90")
+    raises(gpumem.Error, gpumem.jit, SCALE, "scale", SCALE_SIG,
+           arch="sm_1", match="not an architecture")
+    raises(gpumem.Error, gpumem.jit, SCALE, "scale", SCALE_SIG,
+           arch="vax", match="not an architecture")
+    raises(gpumem.Error, gpumem.jit, SCALE, "scale", SCALE_SIG,
+           ["--no-such-option"], arch="compute_90")
+
+
+@case
+def bad_arguments():
+    raises(ValueError, gpumem.jit, SCALE, "scale", "int64 n, float32 *x",
+           arch="compute_90", match="kernel 'scale'")
+    raises(ValueError, gpumem.jit, SCALE, "scale", "int64 n, float32 *x[m]",
+           arch="compute_90", match="names no parameter")
+    raises(ValueError, gpumem.jit, SCALE, "scale",
+           "int64 n, out const float32 *x[n]", arch="compute_90",
+           match="direction must be in")
+    raises(ValueError, gpumem.jit, SCALE, "scale", "int64 stream",
+           arch="compute_90", match="may not be named")
+    raises(TypeError, gpumem.jit, SCALE, "scale", SCALE_SIG, "-O3",
+           arch="compute_90", match="not one str")
+    raises(TypeError, gpumem.jit, SCALE, "scale", SCALE_SIG, [3],
+           arch="compute_90", match="options[0]")
+    raises(TypeError, gpumem.jit, b"source", "scale", SCALE_SIG)
+    raises(TypeError, gpumem.jit, SCALE, "scale", SCALE_SIG, arch=90)
+    raises(TypeError, gpumem.jit, SCALE, "scale")
+
+
+@case
+def host_backend_refuses_clearly():
+    if CUDA:
+        gmtest.skip("the host backend's refusal (the cuda backend launches)")
+    raises(gpumem.Error, gpumem.jit, fresh("noarch"), "scale", SCALE_SIG,
+           match="give arch=")
+    f = gpumem.jit(SCALE, "scale", SCALE_SIG, arch="compute_90")
+    x = gpumem.zeros(4)
+    raises(gpumem.Error, f, 4, 2.0, x, match="cannot launch JIT kernels")
+    # The argument checks still come first.
+    raises(TypeError, f, 4, 2.0, gpumem.zeros(4, "int32"),
+           match="must hold float32")
+    raises(ValueError, f, 5, 2.0, x, match="needs at least 5")
+
+
+@case
+def launches_on_cuda():
+    if not CUDA:
+        gmtest.skip("launching JIT kernels needs the cuda backend")
+    f = gpumem.jit(SCALE, "scale", SCALE_SIG)
+    for n in (0, 1, 1000, 2**20 + 3):
+        data = random_array(n + 2, "float32")
+        x = gpumem.to_device(data)
+        f(n, 1.5, x)
+        want = data.copy()
+        want[:n] = np.float32(1.5) * want[:n]
+        assert np.array_equal(x.copy_to_host(), want), n
+    x = gpumem.to_device(np.ones(100, np.float32))
+    f(100, 2.0, x, grid=4, block=32)          # covers 128 >= 100
+    assert np.array_equal(x.copy_to_host(), np.full(100, 2, np.float32))
+    s = gpumem.Stream()
+    f(100, 2.0, x, stream=s)
+    s.synchronize()
+    assert np.array_equal(x.copy_to_host(), np.full(100, 4, np.float32))
+    raises(TypeError, f, 100, 2.0, gpumem.zeros(100, "float64"))
+    # A C++ template, found by its name expression.
+    tmpl = ("template <typename T> __global__ void add(int n, T v, T *y)"
+            "{ int i = blockIdx.x * blockDim.x + threadIdx.x;"
+            "  if (i < n) y[i] += v; }")
+    g = gpumem.jit(tmpl, "add<double>", "int32 n, float64 v, "
+                   "inout float64 *y[n]")
+    y = gpumem.zeros(10, "float64")
+    g(10, 0.25, y)
+    assert np.array_equal(y.copy_to_host(), np.full(10, 0.25))
+    # PTX for an explicit, older architecture loads too.
+    h = gpumem.jit(SCALE, "scale", SCALE_SIG, arch="compute_80")
+    h(100, 0.5, x)
+    assert np.array_equal(x.copy_to_host(), np.full(100, 2, np.float32))
+
+
+try:
+    gmtest.main()
+finally:
+    shutil.rmtree(CACHE, ignore_errors=True)
