@@ -1333,8 +1333,12 @@ def one_call(i, failures, outcomes):
     except Mismatch as exc:
         failures.append((i, desc, exc, traceback.format_exc()))
         return
-    except AttributeError as exc:
-        outcomes["AttributeError"] = outcomes.get("AttributeError", 0) + 1
+    except (AttributeError, KeyError) as exc:
+        # What a foreign object (a dict, say) answers to an attribute or
+        # an index it lacks: allowed there, a failure for gpumem's own.
+        # (Slices are hashable from Python 3.12: {}[1:2] is a KeyError.)
+        name = type(exc).__name__
+        outcomes[name] = outcomes.get(name, 0) + 1
         if not attr_ok:
             failures.append((i, desc, exc, traceback.format_exc()))
         return
