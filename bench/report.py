@@ -893,12 +893,17 @@ def write_report(directory, date, tag):
     for impl in IMPLS:
         if impl not in runs or not (runs[impl]["rec"]
                                     or runs[impl]["sweep"]):
-            problems.append(f"- {LABEL[impl]}: no results (see {impl}.log)")
+            problems.append(f"- {LABEL[impl]}: no results (see {impl}-*.log in "
+                            "the records)")
         if impl in runs:
             problems += [f"- {LABEL[impl]}: {e}" for e in runs[impl]["errors"]]
         if runs.get(impl, {}).get("meta", {}).get("quick"):
             problems.append(f"- {LABEL[impl]}: ran with --quick (tiny sizes: "
                             "not a measurement)")
+    skipped = os.path.join(directory, "skipped.txt")
+    if os.path.exists(skipped):
+        with open(skipped) as f:
+            problems += [f"- {line.strip()}" for line in f if line.strip()]
     if problems:
         lines += ["## Problems in this run", ""] + problems + [""]
 

@@ -26,6 +26,9 @@
 # BENCH_BUILD (where raw is built; default bench/build), BENCH_ARGS
 # (arguments for all three implementations, e.g. --quick), BENCH_TIMEOUT
 # (seconds each section of each implementation may take; default 200),
+# BENCH_BUDGET (seconds the whole run may take, default 540: a section
+# starts only with time left, its timeout is cut to what is left, and
+# 30 s stay for the report and the tarball),
 # BENCH_BACKEND (gpumem's --backend; default cuda; "host" is a dry run
 # for machines without a GPU: raw.cu is only compiled, gpumem runs on
 # the host backend, CuPy where importable, and the report is written
@@ -43,6 +46,7 @@ gpumem=${GPUMEM:-$top/src/gpumem}
 build=${BENCH_BUILD:-$here/build}
 args=${BENCH_ARGS:-}
 limit=${BENCH_TIMEOUT:-200}
+budget=${BENCH_BUDGET:-540}
 backend=${BENCH_BACKEND:-cuda}
 arch=${NVCC_ARCH:--gencode=arch=compute_90,code=sm_90}
 nvcc=${NVCC:-}
@@ -136,8 +140,17 @@ run () {
   shift 2
   part=$rec/$name-$section
   rm -f "$part.jsonl"
-  step "running $name, $section"
-  timeout "$limit" "$@" --out "$part.jsonl" > "$part.log" 2>&1
+  left=$(( budget - 30 - ($(date +%s) - begin) ))
+  if test "$left" -lt 10; then
+    echo "bench: $name, $section not run: the ${budget} s budget is spent" >&2
+    echo "$name, $section: not run (budget spent)" >> "$rec/skipped.txt"
+    status=1
+    return 0
+  fi
+  this=$limit
+  test "$left" -lt "$this" && this=$left
+  step "running $name, $section (at most $this s)"
+  timeout "$this" "$@" --out "$part.jsonl" > "$part.log" 2>&1
   rc=$?
   tail -n 2 "$part.log"
   if test -f "$part.jsonl"; then
