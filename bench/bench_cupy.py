@@ -562,6 +562,8 @@ def main(argv):
                     for r in range(2010):
                         if r % bl.RESET_EVERY == 0:
                             update[:] = bl.INITIAL_UPDATE
+                            for d in gpu_update:
+                                streams[d].synchronize()
                             for d, mem in gpu_update.items():
                                 with cp.cuda.Device(d):
                                     mem.set(update)
