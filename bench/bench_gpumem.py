@@ -452,6 +452,66 @@ def main(argv):
                              "wall", times, note="stitching.py's loop, "
                              f"partitions on devices {devs}")
 
+    def staging():
+        """Pageable copies of 256 KiB to 64 MiB through the staging
+        engine at several chunk sizes (threshold 0, so every size is
+        staged) and through plain cudaMemcpy (GPUMEM_COPY_THREADS=0): the
+        data for choosing the engine's threshold and chunk.  Each
+        configuration runs in a child gpumem (the engine reads its
+        settings once); the first copies warm the ring and threads."""
+        if not args.gpumem:
+            print("gpumem: staging needs --gpumem; skipped", file=sys.stderr)
+            return
+        import json
+        import os
+        import subprocess
+        child = (
+            "import json, sys, time\n"
+            "import numpy as np, gpumem\n"
+            "sizes = json.loads(sys.argv[1]); budget = float(sys.argv[2])\n"
+            "big = max(sizes)\n"
+            "host = np.random.default_rng(0).integers(1, 255, 2 * big,"
+            " dtype=np.uint8)\n"
+            "dev = gpumem.empty(2 * big, 'uint8')\n"
+            "out = []\n"
+            "for n in sizes:\n"
+            "    for d in ('h2d', 'd2h'):\n"
+            "        def once(j):\n"
+            "            o = (j % 2) * big\n"
+            "            t = time.perf_counter()\n"
+            "            if d == 'h2d':\n"
+            "                gpumem.copy(dev[o:o + n], host[o:o + n])\n"
+            "            else:\n"
+            "                gpumem.copy(host[o:o + n], dev[o:o + n])\n"
+            "            return time.perf_counter() - t\n"
+            "        once(0); once(1)\n"
+            "        times = []; begin = time.perf_counter()\n"
+            "        while len(times) < 5 or (len(times) < 100 and\n"
+            "                time.perf_counter() - begin < budget):\n"
+            "            times.append(once(len(times)))\n"
+            "        out.append([d, n, times])\n"
+            "print(json.dumps(out))\n")
+        chunks = [64, 128] if args.quick else [1024, 2048, 4096, 8192,
+                                               16384]
+        sizes = ([64 * 1024 << k for k in range(4)] if args.quick
+                 else [256 * 1024 << k for k in range(9)])
+        configs = [("plain", {"GPUMEM_COPY_THREADS": "0"})] + [
+            (f"chunk{c}K", {"GPUMEM_COPY_MIN": "0",
+                            "GPUMEM_COPY_CHUNK": str(c * 1024)})
+            for c in chunks]
+        for name, extra in configs:
+            env = dict(os.environ, **extra)
+            done = subprocess.run(
+                [args.gpumem, "-q", "--backend=" + gpumem.backend, "-c",
+                 child, json.dumps(sizes), "0.05"], env=env,
+                capture_output=True, text=True, timeout=120)
+            if done.returncode != 0:
+                raise RuntimeError(f"staging {name}: {done.stderr[-500:]}")
+            for d, n, times in json.loads(done.stdout):
+                results.emit("staging", f"{name}_{d}_{n}", "wall", times,
+                             n, n, note="gpumem.copy, NumPy memory, " +
+                             " ".join(f"{k}={v}" for k, v in extra.items()))
+
     def seed_rate():
         parts = partitions()
         n = min(data.n, 1 << 18)
@@ -471,7 +531,8 @@ def main(argv):
         "launch": launch, "alloc": alloc, "copy16": copy16,
         "copy256": copy256, "sweep": sweep, "d2d": d2d, "algo_bw": algo_bw,
         "algo_sweep": algo_sweep, "loop_sweep": loop_sweep,
-        "workload": workload, "seed_rate": seed_rate, "multigpu": multigpu})
+        "workload": workload, "seed_rate": seed_rate, "multigpu": multigpu,
+        "staging": staging})
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ COPY_CASES = ("pinned_h2d", "pinned_d2h", "pageable_h2d", "pageable_d2h")
 SWEEP_CASES = COPY_CASES + ("d2d",)
 FIGURES = ("launch", "alloc", "copy16", "copy256", "sweep", "d2d",
            "algo_bw", "algo_sweep", "loop_sweep", "workload", "seed_rate",
-           "multigpu")
+           "multigpu", "staging")
 INITIAL_UPDATE = (0.125, 0.25, 0.375, 0.5)
 
 

@@ -28,7 +28,8 @@ CASE_LABEL = {"pinned_h2d": "pinned host->device",
               "pageable_d2h": "pageable device->host",
               "d2d": "copy() device->device (read + write)"}
 # The figures that have their own sections (not in the detail table).
-OWN_SECTIONS = ("algo_sweep", "algo_shape", "loop_sweep", "multigpu")
+OWN_SECTIONS = ("algo_sweep", "algo_shape", "loop_sweep", "multigpu",
+                "staging")
 # The issue's anchor for the 4 x 2^28 workload, microseconds.
 ANCHOR_4X2_28 = {"raw": 1081.0, "cupy": 1129.0}
 
@@ -722,6 +723,43 @@ def multigpu_table(runs):
     return out
 
 
+def staging_table(runs):
+    """gpumem's pageable copies per size: plain cudaMemcpy and the
+    staging engine at each chunk size, with pinned raw C as the limit;
+    the best configuration per size and direction."""
+    table = {}
+    for (fig, case), rec in runs.get("gpumem", {}).get("rec", {}).items():
+        if fig != "staging":
+            continue
+        name, d, n = case.split("_")
+        table[(name, d, int(n))] = value(rec, "bw")
+    if not table:
+        return []
+    names = sorted({k[0] for k in table},
+                   key=lambda x: (x != "plain", int(x[5:-1]) if x != "plain"
+                                  else 0))
+    sizes = sorted({k[2] for k in table})
+    out = []
+    for d in ("h2d", "d2h"):
+        out += [f"**pageable {'host->device' if d == 'h2d' else 'device->host'}"
+                "** (GB/s; chunkNK: staged in N KiB chunks from 0 bytes on)",
+                "", "| size | " + " | ".join(names)
+                + " | best | limit (pinned raw C) |",
+                "| ---: | " + " | ".join("---:" for _ in names)
+                + " | --- | ---: |"]
+        for n in sizes:
+            cells = [table.get((name, d, n)) for name in names]
+            best = max((c, name) for c, name in zip(cells, names)
+                       if c is not None)
+            lim = sweep_rec(runs, "raw", f"pinned_{d}", n)
+            out.append(f"| {fmt_size(n)} | "
+                       + " | ".join(fmt(c) for c in cells)
+                       + f" | {best[1]} | "
+                       + (fmt(value(lim, 'bw')) if lim else "—") + " |")
+        out.append("")
+    return out
+
+
 # ---- Plots: at most four files.
 
 def pyplot():
@@ -984,6 +1022,14 @@ def write_report(directory, date, tag):
     lines += ["## The request's loop against the image count", ""]
     lines += picture("loop")
     lines += loop_table(runs) + [""]
+
+    st = staging_table(runs)
+    if st:
+        lines += ["## The staging engine's threshold and chunk (gpumem)", "",
+                  "Each configuration in a child process; synchronous "
+                  "copies, host clock, medians.  The data for choosing "
+                  "GM_STAGING_MIN and the chunk size (src/cuda-staging.c).",
+                  ""] + st
 
     mg = multigpu_table(runs)
     if mg:

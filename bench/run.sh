@@ -16,8 +16,10 @@
 # Sections (each implementation runs each section in a process of its
 # own, so a crash or a timeout loses one section, not the run): basic
 # (launch alloc copy16 copy256), sweep, algo (d2d algo_bw algo_sweep),
-# loop (loop_sweep workload seed_rate), and multigpu where nvidia-smi
-# lists 2 or more GPUs.  BENCH_SECTIONS="basic loop" chooses.
+# loop (loop_sweep workload seed_rate), staging (gpumem only: the
+# staging engine's chunk sizes against plain cudaMemcpy), and multigpu
+# where nvidia-smi lists 2 or more GPUs.  BENCH_SECTIONS="basic loop"
+# chooses.
 #
 # Environment: GPUMEM (the program; default src/gpumem of this tree),
 # NVCC and NVCC_ARCH (default nvcc from PATH or /usr/local/cuda, sm_90),
@@ -77,7 +79,7 @@ if test "$gpus" -eq 0 && test "$backend" != host; then
 fi
 sections=${BENCH_SECTIONS:-}
 if test -z "$sections"; then
-  sections="basic sweep algo loop"
+  sections="basic sweep algo loop staging"
   if test "$gpus" -ge 2 || test "$backend" = host; then
     sections="$sections multigpu"
   fi
@@ -127,6 +129,7 @@ figures () {
     algo) echo "d2d algo_bw algo_sweep" ;;
     loop) echo "loop_sweep workload seed_rate" ;;
     multigpu) echo "multigpu" ;;
+    staging) echo "staging" ;;
     *) echo "bench: unknown section '$1'" >&2; return 1 ;;
   esac
 }
@@ -173,14 +176,15 @@ rm -f "$rec/raw.jsonl" "$rec/gpumem.jsonl" "$rec/cupy.jsonl"
 cupy_ok=yes
 for section in $sections; do
   list=$(figures "$section") || { status=1; continue; }
-  if test -x "$build/raw" && test "$backend" != host; then
+  if test -x "$build/raw" && test "$backend" != host \
+     && test "$section" != staging; then
     # shellcheck disable=SC2086
     run raw "$section" "$build/raw" $args $list
   fi
   # shellcheck disable=SC2086
   run gpumem "$section" "$gpumem" -q --backend="$backend" \
     "$here/bench_gpumem.py" --gpumem "$gpumem" $args $list
-  if test "$cupy_ok" = yes; then
+  if test "$cupy_ok" = yes && test "$section" != staging; then
     # shellcheck disable=SC2086
     run cupy "$section" "$python" "$here/bench_cupy.py" $args $list \
       || cupy_ok=no
