@@ -221,9 +221,8 @@ def prod(dims):
 @case
 def device_bits_are_the_kernels_order():
     if not CUDA:
-        print("SKIP device_bits_are_the_kernels_order: the host backend "
-              "runs the C reference; this compares a GPU's bits")
-        return
+        gmtest.skip("the host backend runs the C reference; this compares "
+                    "a GPU's bits")
     sm = gpumem.Device(0).multiprocessor_count
     host = random_array((1 << 22) + 11, "float32")
     update_host = random_array(4, "float32")
@@ -257,9 +256,7 @@ def scratch_reuse_keeps_the_bits():
     time), on several streams, interleaved, and after a launch that
     grows a stream's area, give the same bits."""
     if not CUDA:
-        print("SKIP scratch_reuse_keeps_the_bits: the host backend has no "
-              "scratch")
-        return
+        gmtest.skip("the host backend has no scratch areas")
     a_host = random_array(5_000_000, "float32")
     b_host = random_array(3_000_001, "float32")
     update_host = random_array(4, "float32")
