@@ -5,21 +5,23 @@
 #
 #   bench/run.sh [OUTDIR]
 #
-# OUTDIR (default $BENCH_OUT, else bench/results) receives at most six
-# files, no subfolders: DATE-TAG.md (DATE from date +%F, TAG the GPU
-# model, e.g. 2026-11-30-h200.md), up to four plots DATE-TAG-{sweep,
-# algo,loop,multigpu}.png, and DATE-TAG-records.tar.gz (the records
-# raw.jsonl, gpumem.jsonl, cupy.jsonl, machine.txt and a .log for every
-# step).  While it runs, these live in OUTDIR/records, which is packed
-# at the end.
+# OUTDIR (default $BENCH_OUT, else bench/results) receives at most
+# eight files, no subfolders: DATE-TAG.md (DATE from date +%F, TAG the
+# GPU model, e.g. 2026-11-30-h200.md), up to four plots DATE-TAG-{sweep,
+# algo,loop,multigpu}.png, with 2 or more GPUs the collectives' report
+# and plot (DATE-TAG-nccl.md, DATE-TAG-nccl-busbw.png), and
+# DATE-TAG-records.tar.gz (the records raw.jsonl, gpumem.jsonl,
+# cupy.jsonl, nccl-*.jsonl, machine.txt and a .log for every step).
+# While it runs, these live in OUTDIR/records, which is packed at the
+# end.
 #
 # Sections (each implementation runs each section in a process of its
 # own, so a crash or a timeout loses one section, not the run): basic
 # (launch alloc copy16 copy256), sweep, algo (d2d algo_bw algo_sweep),
 # loop (loop_sweep workload seed_rate), staging (gpumem only: the
 # staging engine's chunk sizes against plain cudaMemcpy), and multigpu
-# where nvidia-smi lists 2 or more GPUs.  BENCH_SECTIONS="basic loop"
-# chooses.
+# where nvidia-smi lists 2 or more GPUs, and there too nccl (the
+# collectives, bench/nccl.sh).  BENCH_SECTIONS="basic loop" chooses.
 #
 # Environment: GPUMEM (the program; default src/gpumem of this tree),
 # NVCC and NVCC_ARCH (default nvcc from PATH or /usr/local/cuda, sm_90),
@@ -82,6 +84,9 @@ if test -z "$sections"; then
   sections="basic sweep algo loop staging"
   if test "$gpus" -ge 2 || test "$backend" = host; then
     sections="$sections multigpu"
+  fi
+  if test "$gpus" -ge 2; then
+    sections="$sections nccl"
   fi
 fi
 
@@ -175,6 +180,7 @@ run () {
 rm -f "$rec/raw.jsonl" "$rec/gpumem.jsonl" "$rec/cupy.jsonl"
 cupy_ok=yes
 for section in $sections; do
+  test "$section" = nccl && continue
   list=$(figures "$section") || { status=1; continue; }
   if test -x "$build/raw" && test "$backend" != host \
      && test "$section" != staging; then
@@ -191,11 +197,28 @@ for section in $sections; do
   fi
 done
 
-# Collectives where 2 or more GPUs answer (bench/nccl.sh: its own
-# records and report in the same folder; 77, fewer GPUs, is a skip).
-step "running the collectives benchmark (bench/nccl.sh)"
-BENCH_PYTHON=$python sh "$here/nccl.sh" "$out"
-case $? in 0|77) ;; *) status=1 ;; esac
+# Collectives where 2 or more GPUs answer (bench/nccl.sh: its records
+# and logs join the others, its report and plot the main report; 77,
+# fewer GPUs, is a skip), in what is left of the budget.
+case " $sections " in
+  *" nccl "*)
+    left=$(( budget - 30 - ($(date +%s) - begin) ))
+    if test "$left" -lt 60; then
+      echo "bench: the collectives benchmark not run: the ${budget} s budget is spent" >&2
+      echo "nccl: not run (budget spent)" >> "$rec/skipped.txt"
+      status=1
+    else
+      step "running the collectives benchmark (bench/nccl.sh, at most $left s)"
+      BENCH_PYTHON=$python timeout "$left" sh "$here/nccl.sh" "$rec" \
+        > "$rec/nccl.log" 2>&1
+      case $? in
+        0|77) ;;
+        *) echo "bench: bench/nccl.sh FAILED or ran out of time (see nccl.log)" >&2
+           status=1 ;;
+      esac
+      tail -n 2 "$rec/nccl.log"
+    fi ;;
+esac
 
 step "writing the report"
 date=$(date +%F)
@@ -208,7 +231,8 @@ cat "$rec/report.log"
 for file in "$rec"/*.md "$rec"/*.png; do
   test -f "$file" && mv -f "$file" "$out/"
 done
-report=$(ls "$out"/"$date"-*.md 2>/dev/null | head -n 1)
+report=$(sed -n 's/^report: //p' "$rec/report.log" | head -n 1)
+test -n "$report" && report=$out/$(basename "$report")
 base=$(basename "${report:-$out/$date-gpu.md}" .md)
 if tar -czf "$out/$base-records.tar.gz" -C "$out" records; then
   rm -rf "$rec"
