@@ -154,6 +154,26 @@ def staging_thresholds():
 
 
 @case
+def copy_without_count_counts_the_source_once():
+    """copy(dst, src) with no count takes all of the source, counted
+    where it is read: a buffer of the device's dtype, a list, an array
+    cast under same_kind; a source larger than the destination raises
+    before a byte moves."""
+    from gmtest import raises
+    for src in (np.arange(7, dtype=np.float32), [1.5, 2.5, 3.5],
+                np.arange(5, dtype=np.float16)):
+        dev = gpumem.to_device(np.full(9, 77, np.float32))
+        gpumem.copy(dev, src)
+        want = np.full(9, 77, np.float32)
+        want[:len(src)] = np.asarray(src, np.float32)
+        assert np.array_equal(dev.copy_to_host(), want), src
+    for src in (np.arange(10, dtype=np.float32), list(range(10))):
+        dev = gpumem.to_device(np.full(9, 77, np.float32))
+        raises(ValueError, gpumem.copy, dev, src, match="destination")
+        assert (dev.copy_to_host() == 77).all()
+
+
+@case
 def copy_chunk_threshold():
     for threshold in HUGE:
         for itemsize, dtype in ITEMSIZES.items():
