@@ -15,10 +15,14 @@ The workload's kernels:
   algo_seed  a cupy.RawKernel made from the kernel in
              kernels/algo_seed.cu itself (read from the file at start;
              int64_t spelled long long for NVRTC), launched <<<1, 1>>>;
-  algo       CuPy-native: images.mean(dtype=cupy.float64), a CuPy
-             reduction, then one ElementwiseKernel adding the update and
-             rounding once to float32, as kernels/algo.cu does
-             (partial_update[k] = (float) (mean + (double) update[k])).
+  algo       a cupy.RawKernel made from the kernel in kernels/algo.cu
+             itself (its device code, read from the file at start),
+             launched with the shape gpumem's launcher chooses and, as
+             the launcher does, a scratch area per stream whose counter
+             the kernel's last block sets back to 0.  The algo_bw figure
+             also times what a CuPy user would write without it,
+             images.mean(dtype=cupy.float64) and one ElementwiseKernel
+             (case "2^28_mean").
 """
 
 import functools
@@ -41,6 +45,7 @@ except ImportError as exc:            # no CuPy here: nothing to measure
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ALGO_SEED_CU = os.path.join(HERE, os.pardir, "kernels", "algo_seed.cu")
+ALGO_CU = os.path.join(HERE, os.pardir, "kernels", "algo.cu")
 
 EMPTY_SOURCE = r"""
 extern "C" __global__ void
@@ -63,6 +68,53 @@ def algo_seed_source(path=ALGO_SEED_CU):
     source = ('extern "C" __global__ void\nalgo_seed_kernel ('
               + match.group(1) + ')\n' + match.group(2) + '\n')
     return source.replace("int64_t", "long long")
+
+
+def algo_source(path=ALGO_CU):
+    """The device code of kernels/algo.cu as NVRTC source: everything
+    between the includes and the launcher's scratch table, the kernel
+    extern "C", the fixed-width integer types spelled for NVRTC."""
+    with open(path) as f:
+        text = f.read()
+    start = text.rfind("#include")
+    start = text.index("\n", start) + 1
+    end = min(k for k in (text.find("\n/* The streams' scratch areas"),
+                          text.find("\ncudaError_t\ngm_kernel_algo"))
+              if k >= 0)
+    body = text[start:end]
+    if "algo_kernel" not in body:
+        raise RuntimeError(f"{path}: no algo_kernel before the launcher")
+    body = re.sub(r"static\s+__global__", 'extern "C" __global__', body)
+    return ("typedef long long int64_t;\n"
+            "typedef unsigned long long uint64_t;\n"
+            "typedef unsigned long long uintptr_t;\n"
+            "#define INT32_MAX 2147483647\n" + body)
+
+
+class AlgoLauncher:
+    """kernels/algo.cu's launcher in CuPy: the launcher's shape for the
+    size, one scratch area per stream (zeroed once; the kernel's last
+    block sets its counter back to 0), no scratch for one block."""
+
+    def __init__(self, sm_count):
+        self.kernel = cp.RawKernel(algo_source(), "algo_kernel")
+        self.sm_count = sm_count
+        self.scratch = {}
+
+    def __call__(self, images, update, partial, n):
+        blocks, threads = bl.algo_shape(n, self.sm_count)
+        null = np.uint64(0)
+        if blocks == 1:
+            extra = (null, null)
+        else:
+            key = (cp.cuda.Device().id, cp.cuda.get_current_stream().ptr)
+            area = self.scratch.get(key)
+            if area is None or area.size - 1 < blocks:
+                area = cp.zeros(1 + max(blocks, 1024), cp.uint64)
+                self.scratch[key] = area
+            extra = (area[:1], area[1:].view(cp.float64))
+        self.kernel((blocks,), (threads,),
+                    (images, update, partial, np.int64(n)) + extra)
 
 
 def main(argv):
@@ -90,7 +142,13 @@ def main(argv):
         "partial = (float) (mean + (double) update)", "gm_bench_algo_finish")
     state = {}
 
-    def algo(images, update, partial):
+    algo_launcher = AlgoLauncher(props["multiProcessorCount"])
+
+    def algo(images, update, partial, n=None):
+        algo_launcher(images, update, partial,
+                      images.size if n is None else n)
+
+    def algo_mean(images, update, partial):
         finish(images.mean(dtype=cp.float64), update, partial)
 
     def event_time(fn, index):
@@ -190,7 +248,7 @@ def main(argv):
             state["arenas"] = (nbytes, pageable, pinned, dev)
         return state["arenas"]
 
-    def copy_point(figure, size, reps):
+    def copy_point(figure, size, reps, d2d=False):
         nbytes, pageable, pinned, dev = arenas()
         n = size // 4
         offsets = bl.slots(nbytes, size)
@@ -218,6 +276,24 @@ def main(argv):
                          "cudaDeviceSynchronize; " +
                          ("cupyx.empty_pinned" if case.startswith("pinned")
                           else "NumPy array"))
+        if not d2d:
+            return
+        half = nbytes // 2
+        offsets = bl.slots(half, size)
+        pairs = [(dev[o:o + n], dev[half // 4 + o:half // 4 + o + n])
+                 for o in offsets]
+
+        def copy(j):
+            src, dst = pairs[j % len(pairs)]
+            dst.data.copy_from_device_async(src.data, size, stream)
+
+        event_time(copy, 0)
+        one = event_time(copy, 1)
+        count = reps or bl.adaptive_reps(one)
+        times = [event_time(copy, r) for r in range(count)]
+        results.emit(figure, "d2d", "event", times, size, 2 * size,
+                     note="MemoryPointer.copy_from_device_async in a "
+                     "stream, events; read + write")
 
     def copy256():
         size = bl.copy256_bytes(args)
@@ -231,7 +307,7 @@ def main(argv):
 
     def sweep():
         for size in bl.sweep_sizes(args.sweep_max):
-            copy_point("sweep", size, 3 if args.quick else 0)
+            copy_point("sweep", size, 3 if args.quick else 0, d2d=True)
 
     def partitions():
         if "parts" not in state:
@@ -279,12 +355,23 @@ def main(argv):
         times = [event_time(run, i) for i in range(reps)]
         n = data.n
         results.emit("algo_bw", "2^28", "event", times, n * 4, n * 4,
-                     note="images.mean(dtype=float64) + ElementwiseKernel "
-                     "in a stream, 4 inputs rotated; bytes read")
+                     note="RawKernel of kernels/algo.cu in a stream, "
+                     "launcher's shape, 4 inputs rotated; bytes read")
         last = (reps - 1) % 4
         want = (data.means()[last]
                 + update_host.astype(np.float64)).astype(np.float32)
         bl.check_close(partial.get(), want, 1e-5, "algo_bw")
+
+        def run_mean(i):
+            algo_mean(parts[i % 4], update, partial)
+
+        for i in range(3):
+            event_time(run_mean, i)
+        times = [event_time(run_mean, i) for i in range(reps)]
+        results.emit("algo_bw", "2^28_mean", "event", times, n * 4, n * 4,
+                     note="images.mean(dtype=float64) + ElementwiseKernel "
+                     "in a stream, 4 inputs rotated; bytes read")
+        bl.check_close(partial.get(), want, 1e-5, "algo_bw (mean)")
 
     def workload_loop(case, kernel_name, images, n, iters, stats, note):
         update = np.empty(4, np.float32)
@@ -336,8 +423,192 @@ def main(argv):
                       "get(out=), set()")
         workload_loop("algo_4x2^28", "algo", partitions(), data.n,
                       20 if args.quick else 200, data.means(),
-                      "images.mean(dtype=float64) + ElementwiseKernel, "
-                      "get(out=), set()")
+                      "RawKernel of kernels/algo.cu, get(out=), set()")
+
+    def algo_sweep():
+        parts = partitions()
+        update = cp.asarray(bl.random_block(4, seed=3))
+        partial = cp.empty(4, cp.float32)
+        dst = state["copy_dst"]
+        reps = 5 if args.quick else 30
+        for n in bl.algo_sizes(args.log2n):
+            places = [bl.algo_slot(args.log2n, n, j) for j in range(64)]
+            views = [parts[p][o:o + n] for p, o in places]
+            target = dst[:n]
+
+            def run(j):
+                algo(views[j % 64], update, partial, n)
+
+            def copy(j):
+                target.data.copy_from_device_async(views[j % 64].data,
+                                                   n * 4, stream)
+
+            for case, fn, traffic, note in (
+                    ("algo", run, n * 4, "RawKernel of kernels/algo.cu in "
+                     "a stream; bytes read"),
+                    ("d2d", copy, 2 * n * 4, "copy_from_device_async in a "
+                     "stream; read + write")):
+                for j in range(3):
+                    event_time(fn, j)
+                times = [event_time(fn, j) for j in range(reps)]
+                results.emit("algo_sweep", f"{case}_{n}", "event", times,
+                             n * 4, traffic, note=note)
+
+    def loop_sweep():
+        parts = partitions()
+        update = np.empty(4, np.float32)
+        partial = np.empty((4, 4), np.float32)
+        gpu_update = cp.empty(4, cp.float32)
+        gpu_partial = [cp.empty(4, cp.float32) for _ in range(4)]
+        stitching = bl.stitching
+        for m in bl.loop_counts(args.log2n):
+            counts = bl.split_counts(m)
+            images = [parts[i][:counts[i]] for i in range(4)]
+            times = []
+            begin = pc()
+            for r in range(2010):
+                if r % bl.RESET_EVERY == 0:
+                    update[:] = bl.INITIAL_UPDATE
+                    gpu_update.set(update)
+                    current.synchronize()
+                t0 = pc()
+                for i in range(4):
+                    algo(images[i], gpu_update, gpu_partial[i], counts[i])
+                    gpu_partial[i].get(out=partial[i])
+                stitching(update, partial)
+                gpu_update.set(update)
+                if r >= 10:
+                    times.append(pc() - t0)
+                if len(times) >= 20 and pc() - begin > bl.POINT_SECONDS:
+                    break
+            results.emit("loop_sweep", f"cupy_{m}", "wall", times, m * 4,
+                         note="RawKernel of kernels/algo.cu, get(out=), "
+                         "set(), serial")
+
+    def multigpu():
+        """Peer copies between devices 0 and 1 (256 MiB, peer access
+        enabled as CuPy allows) and the request's loop on 1, 2 and all
+        devices, serial and concurrent (a stream per device, get() into
+        pinned memory asynchronously, one wait per device)."""
+        ndev = cp.cuda.runtime.getDeviceCount()
+        if ndev < 2:
+            print(f"cupy: multigpu: {ndev} device, skipped", file=sys.stderr)
+            return
+        nbytes = MIB if args.quick else 256 * MIB
+        for d in (0, 1):
+            with cp.cuda.Device(d):
+                try:
+                    if cp.cuda.runtime.deviceCanAccessPeer(d, 1 - d):
+                        cp.cuda.runtime.deviceEnablePeerAccess(1 - d)
+                except cp.cuda.runtime.CUDARuntimeError as exc:
+                    print(f"cupy: peer access {d} -> {1 - d}: {exc}",
+                          file=sys.stderr)
+        bufs = []
+        for d in (0, 1):
+            with cp.cuda.Device(d):
+                bufs.append(cp.zeros(nbytes // 4, cp.float32))
+        reps = 5 if args.quick else 20
+        for src, dst in ((0, 1), (1, 0)):
+            with cp.cuda.Device(src):
+                s = cp.cuda.Stream(non_blocking=True)
+                e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+                times = []
+                for r in range(-3, reps):
+                    e0.record(s)
+                    bufs[dst].data.copy_from_device_async(bufs[src].data,
+                                                          nbytes, s)
+                    e1.record(s)
+                    e1.synchronize()
+                    if r >= 0:
+                        times.append(cp.cuda.get_elapsed_time(e0, e1) / 1e3)
+            results.emit("multigpu", f"peer_{src}_{dst}", "event", times,
+                         nbytes, nbytes, note="copy_from_device_async "
+                         "between devices, 256 MiB, events")
+        del bufs
+        parts = partitions()
+        whole = data.n
+        sets = bl.multigpu_sets(ndev)
+        copies = {}
+        for nd in sets:
+            for i in range(4):
+                d = i % nd
+                if d and (d, i) not in copies:
+                    with cp.cuda.Device(d):
+                        copies[(d, i)] = cp.empty(whole, cp.float32)
+                        copies[(d, i)].data.copy_from_device(parts[i].data,
+                                                             whole * 4)
+        streams = {}
+        for d in range(max(sets)):
+            with cp.cuda.Device(d):
+                streams[d] = cp.cuda.Stream(non_blocking=True)
+        pinned_partial = cupyx.empty_pinned((4, 4), np.float32)
+        for label, n in (("4x10", 10), ("4x2^28", whole)):
+            for nd in sets:
+                devs = [i % nd for i in range(4)]
+                images = [parts[i] if devs[i] == 0 else copies[(devs[i], i)]
+                          for i in range(4)]
+                gpu_update, gpu_partial = {}, []
+                for d in sorted(set(devs)):
+                    with cp.cuda.Device(d):
+                        gpu_update[d] = cp.empty(4, cp.float32)
+                for i in range(4):
+                    with cp.cuda.Device(devs[i]):
+                        gpu_partial.append(cp.empty(4, cp.float32))
+                update = np.empty(4, np.float32)
+                partial = np.empty((4, 4), np.float32)
+                for concurrent in (False, True):
+                    times = []
+                    begin = pc()
+                    for r in range(2010):
+                        if r % bl.RESET_EVERY == 0:
+                            update[:] = bl.INITIAL_UPDATE
+                            for d in gpu_update:
+                                streams[d].synchronize()
+                            for d, mem in gpu_update.items():
+                                with cp.cuda.Device(d):
+                                    mem.set(update)
+                                    cp.cuda.runtime.deviceSynchronize()
+                        t0 = pc()
+                        if not concurrent:
+                            for i in range(4):
+                                with cp.cuda.Device(devs[i]):
+                                    algo(images[i], gpu_update[devs[i]],
+                                         gpu_partial[i], n)
+                                    gpu_partial[i].get(out=partial[i])
+                            bl.stitching(update, partial)
+                            for d, mem in gpu_update.items():
+                                with cp.cuda.Device(d):
+                                    mem.set(update)
+                        else:
+                            for i in range(4):
+                                d = devs[i]
+                                with cp.cuda.Device(d), streams[d]:
+                                    algo(images[i], gpu_update[d],
+                                         gpu_partial[i], n)
+                                    cp.cuda.runtime.memcpyAsync(
+                                        pinned_partial[i].ctypes.data,
+                                        gpu_partial[i].data.ptr, 16,
+                                        cp.cuda.runtime.
+                                        memcpyDeviceToHost,
+                                        streams[d].ptr)
+                            for d in gpu_update:
+                                streams[d].synchronize()
+                            partial[:] = pinned_partial
+                            bl.stitching(update, partial)
+                            for d, mem in gpu_update.items():
+                                with cp.cuda.Device(d), streams[d]:
+                                    mem.set(update, stream=streams[d])
+                        if r >= 10:
+                            times.append(pc() - t0)
+                        if len(times) >= 20 and pc() - begin > \
+                                2 * bl.POINT_SECONDS:
+                            break
+                    for d in gpu_update:
+                        streams[d].synchronize()
+                    kind = "concurrent" if concurrent else "serial"
+                    results.emit("multigpu", f"loop_{label}_{nd}gpu_{kind}",
+                                 "wall", times, note="RawKernel of "
+                                 f"kernels/algo.cu, devices {devs}, {kind}")
 
     def seed_rate():
         parts = partitions()
@@ -357,7 +628,8 @@ def main(argv):
     return results.run(args, {
         "launch": launch, "alloc": alloc, "copy16": copy16,
         "copy256": copy256, "sweep": sweep, "d2d": d2d, "algo_bw": algo_bw,
-        "workload": workload, "seed_rate": seed_rate})
+        "algo_sweep": algo_sweep, "loop_sweep": loop_sweep,
+        "workload": workload, "seed_rate": seed_rate, "multigpu": multigpu})
 
 
 if __name__ == "__main__":

@@ -35,10 +35,13 @@ MAX_SLOTS = 64
 # reset is outside the timed region.
 RESET_EVERY = 64
 # Adaptive repetitions of a sweep point: about this many seconds.
-POINT_SECONDS = 0.25
+POINT_SECONDS = 0.12
 COPY_CASES = ("pinned_h2d", "pinned_d2h", "pageable_h2d", "pageable_d2h")
+# The sweep's cases: the four host copies and copy() device to device.
+SWEEP_CASES = COPY_CASES + ("d2d",)
 FIGURES = ("launch", "alloc", "copy16", "copy256", "sweep", "d2d",
-           "algo_bw", "workload", "seed_rate")
+           "algo_bw", "algo_sweep", "loop_sweep", "workload", "seed_rate",
+           "multigpu", "staging")
 INITIAL_UPDATE = (0.125, 0.25, 0.375, 0.5)
 
 
@@ -59,6 +62,9 @@ def parse_args(argv, prog):
     parser.add_argument("--sweep-max", type=int, default=None,
                         help="largest copy of the sweep in bytes "
                         "(default 1 GiB, 1 MiB with --quick)")
+    parser.add_argument("--gpumem", default=None, metavar="PROGRAM",
+                        help="the gpumem program, for running "
+                        "scripts/stitching.py in the loop sweep")
     args = parser.parse_args(argv)
     chosen = set()
     for name in args.figures:
@@ -153,13 +159,57 @@ def adaptive_reps(one, lo=5, hi=200):
 
 
 def sweep_sizes(max_bytes):
-    """4 KiB, 16 KiB, ... up to MAX_BYTES: powers of 4."""
+    """1 KiB, 2 KiB, ... up to MAX_BYTES: powers of 2."""
     sizes = []
-    size = 4 * KIB
+    size = KIB
     while size <= max_bytes:
         sizes.append(size)
-        size *= 4
+        size *= 2
     return sizes
+
+
+def algo_sizes(log2n):
+    """Floats per algo call in the algo sweep: 2^10 .. 2^LOG2N."""
+    return [1 << k for k in range(10, log2n + 1)]
+
+
+def algo_slot(log2n, n, j):
+    """(partition, element offset) of place J for an algo call on N
+    floats: up to 64 places, 16 spread over each of the 4 partitions of
+    2^LOG2N floats (as raw.cu's algo_slot)."""
+    whole = 1 << log2n
+    per = min(whole // n, 16)
+    return j % 4, ((j // 4) % per) * (whole // per // 4 * 4)
+
+
+def loop_counts(log2n):
+    """Image counts of the loop sweep: 40, 400, ... decades apart, then
+    4 x 2^LOG2N (2^30 in a full run)."""
+    most = 4 << log2n
+    counts = []
+    m = 40
+    while m < most:
+        counts.append(m)
+        m *= 10
+    return counts + [most]
+
+
+def split_counts(m):
+    """np.array_split's partition sizes for M images in 4."""
+    return [m // 4 + (1 if i < m % 4 else 0) for i in range(4)]
+
+
+def algo_shape(n, sm_count, max_threads=1024):
+    """kernels/algo.cu's launcher's own shape: (blocks, threads)."""
+    if n <= 1 << 16:
+        return 1, min(1024, max_threads)
+    threads = min(256, max_threads)
+    return min(4 * sm_count, -(-n // (threads * 32))), threads
+
+
+def multigpu_sets(devices):
+    """Device counts the multi-GPU loops run on: 1, 2 and all."""
+    return [1, 2] + ([min(devices, 16)] if devices > 2 else [])
 
 
 def arena_bytes(args):

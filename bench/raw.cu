@@ -5,7 +5,8 @@
      raw [--quick] [--out FILE] [--log2n N] [--sweep-max BYTES] [FIGURE]...
 
    FIGURE is one of launch alloc copy16 copy256 sweep d2d algo_bw
-   workload seed_rate, or all (the default).  Every result is one JSON
+   algo_sweep loop_sweep workload seed_rate multigpu, or all (the
+   default; multigpu only where 2 or more devices answer).  Every result is one JSON
    object a line on standard output (or FILE), with the same fields as
    the Python implementations write (bench/benchlib.py):
 
@@ -50,7 +51,7 @@
    after about 128); the reset is outside the timed region.  */
 #define RESET_EVERY 64
 /* Adaptive repetitions: about this many seconds per point.  */
-#define POINT_SECONDS 0.25
+#define POINT_SECONDS 0.12
 
 #define CHECK(CALL)                                                     \
   do                                                                    \
@@ -195,6 +196,7 @@ typedef struct bench
   cudaEvent_t start, end;
   int log2n;                    /* images per partition: 2^log2n */
   size_t sweep_max;
+  int devices;                  /* devices that answer */
   /* Made on first use.  */
   size_t arena_bytes;
   char *pageable;               /* malloc'd, arena_bytes */
@@ -203,6 +205,7 @@ typedef struct bench
   double block_sum;             /* sum of the first partition's data */
   float *parts[4];              /* partition i = 2^i x block */
   float *copy_dst;
+  double *reduce_partials;      /* the raw reduction's block sums */
 } bench;
 
 static __global__ void
@@ -460,25 +463,58 @@ copy_once (bench *b, bool pinned, bool h2d, size_t size, int slot, int slots)
   return now_s () - t0;
 }
 
-static const char *const copy_cases[4] = {
-  "pinned_h2d", "pinned_d2h", "pageable_h2d", "pageable_d2h"
+/* One device-to-device copy of SIZE bytes from slot SLOT of the device
+   arena's first half to the same slot of its second half, on the
+   bench's stream, timed by events.  */
+static double
+d2d_once (bench *b, size_t size, int slot, int slots)
+{
+  size_t half = b->arena_bytes / 2;
+  size_t stride = half / (size_t) slots;
+  char *src = b->device + (size_t) slot * stride;
+
+  CHECK (cudaEventRecord (b->start, b->stream));
+  CHECK (cudaMemcpyAsync (src + half, src, size, cudaMemcpyDeviceToDevice,
+                          b->stream));
+  CHECK (cudaEventRecord (b->end, b->stream));
+  return event_ms (b);
+}
+
+static const char *const copy_cases[5] = {
+  "pinned_h2d", "pinned_d2h", "pageable_h2d", "pageable_d2h", "d2d"
 };
 
-/* The copy figures for one SIZE: each of the four cases, two warm-ups,
-   then REPS repetitions (0: as many as fit in POINT_SECONDS, 5 to 200),
-   rotating among up to MAX_SLOTS places in the arenas.  */
+/* The copy figures for one SIZE: each of the four host cases (and the
+   device-to-device copy when D2D), two warm-ups, then REPS repetitions
+   (0: as many as fit in POINT_SECONDS, 5 to 200), rotating among up to
+   MAX_SLOTS places in the arenas.  */
 static void
-copy_point (bench *b, const char *figure, size_t size, int reps)
+copy_point (bench *b, const char *figure, size_t size, int reps, bool d2d)
 {
   int slots = (int) (b->arena_bytes / size);
+  int half_slots = (int) (b->arena_bytes / 2 / size);
   double *t = (double *) xmalloc (sizeof (double) * 200);
 
   if (slots > MAX_SLOTS)
     slots = MAX_SLOTS;
-  for (int c = 0; c < 4; c++)
+  if (half_slots > MAX_SLOTS)
+    half_slots = MAX_SLOTS;
+  for (int c = 0; c < (d2d ? 5 : 4); c++)
     {
       bool pinned = c < 2, h2d = c % 2 == 0;
       int n = reps;
+      if (c == 4)
+        {
+          d2d_once (b, size, 0, half_slots);
+          double one = d2d_once (b, size, 1 % half_slots, half_slots);
+          if (n == 0)
+            n = adaptive_reps (one, 5, 200);
+          for (int r = 0; r < n; r++)
+            t[r] = d2d_once (b, size, r % half_slots, half_slots);
+          emit (figure, copy_cases[c], "event", t, n, size, 2 * size,
+                "cudaMemcpyAsync D2D, events; read + write");
+          continue;
+        }
       copy_once (b, pinned, h2d, size, 0, slots);
       double one = copy_once (b, pinned, h2d, size, 1 % slots, slots);
       if (n == 0)
@@ -498,7 +534,7 @@ fig_copy256 (bench *b)
   size_t size = quick ? MIB : 256 * MIB;
 
   need_arenas (b);
-  copy_point (b, "copy256", size, quick ? 5 : 30);
+  copy_point (b, "copy256", size, quick ? 5 : 30, false);
   /* The bytes survive a round trip through the device.  */
   CHECK (cudaMemcpy (b->device, b->pinned, size, cudaMemcpyHostToDevice));
   char *back = (char *) xmalloc (size);
@@ -512,8 +548,8 @@ static void
 fig_sweep (bench *b)
 {
   need_arenas (b);
-  for (size_t size = 4 * KIB; size <= b->sweep_max; size *= 4)
-    copy_point (b, "sweep", size, quick ? 3 : 0);
+  for (size_t size = KIB; size <= b->sweep_max; size *= 2)
+    copy_point (b, "sweep", size, quick ? 3 : 0, true);
 }
 
 /* Device-to-device copy of one partition (2^log2n floats), rotating
@@ -735,6 +771,546 @@ fig_seed_rate (bench *b)
   CHECK (cudaFree (partial));
 }
 
+/* The raw reduction: what a CUDA C programmer writes for the mean
+   without gpumem's launcher, the limit for algo (issue's "raw C"): a
+   grid-stride float4 loop, 4 loads in flight per thread, summed in
+   double, a block sum by warp shuffles into PARTIALS[block]; then a
+   second launch of one warp that adds the block sums and writes the 4
+   outputs.  IMAGES must be 16-byte aligned (the figures pass the start
+   of a cudaMalloc'd partition).  */
+#define REDUCE_BLOCK 256
+#define REDUCE_MAX_BLOCKS 4096
+
+static __device__ double
+reduce_warp (double v)
+{
+  for (int offset = 16; offset > 0; offset /= 2)
+    v += __shfl_down_sync (0xffffffffu, v, offset);
+  return v;
+}
+
+static __global__ void __launch_bounds__ (REDUCE_BLOCK)
+reduce_kernel (const float *images, int64_t n, double *partials)
+{
+  __shared__ double warps[REDUCE_BLOCK / 32];
+  const float4 *body = (const float4 *) images;
+  int64_t vectors = n / 4;
+  int64_t stride = (int64_t) gridDim.x * blockDim.x;
+  int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+  double sum = 0.0;
+
+  if (i < n % 4)
+    sum += images[4 * vectors + i];
+  for (; i + 3 * stride < vectors; i += 4 * stride)
+    {
+      float4 a = __ldg (body + i), c = __ldg (body + i + stride);
+      float4 d = __ldg (body + i + 2 * stride), e = __ldg (body + i + 3 * stride);
+      sum += ((double) a.x + a.y) + ((double) a.z + a.w);
+      sum += ((double) c.x + c.y) + ((double) c.z + c.w);
+      sum += ((double) d.x + d.y) + ((double) d.z + d.w);
+      sum += ((double) e.x + e.y) + ((double) e.z + e.w);
+    }
+  for (; i < vectors; i += stride)
+    {
+      float4 a = __ldg (body + i);
+      sum += ((double) a.x + a.y) + ((double) a.z + a.w);
+    }
+  sum = reduce_warp (sum);
+  if (threadIdx.x % 32 == 0)
+    warps[threadIdx.x / 32] = sum;
+  __syncthreads ();
+  if (threadIdx.x < 32)
+    {
+      sum = threadIdx.x < REDUCE_BLOCK / 32 ? warps[threadIdx.x] : 0.0;
+      sum = reduce_warp (sum);
+      if (threadIdx.x == 0)
+        partials[blockIdx.x] = sum;
+    }
+}
+
+static __global__ void
+reduce_finish (const double *partials, int blocks, int64_t n,
+               const float *update, float *partial_update)
+{
+  double sum = 0.0;
+  for (int b = threadIdx.x; b < blocks; b += 32)
+    sum += partials[b];
+  sum = reduce_warp (sum);
+  if (threadIdx.x == 0)
+    {
+      double mean = n > 0 ? sum / (double) n : 0.0;
+      for (int k = 0; k < 4; k++)
+        partial_update[k] = (float) (mean + (double) update[k]);
+    }
+}
+
+/* Enqueues the raw reduction of IMAGES[0:N] on STREAM (two launches).  */
+static void
+raw_reduce (bench *b, const float *images, int64_t n, const float *update,
+            float *partial_update, cudaStream_t stream)
+{
+  int64_t vectors = n / 4;
+  int64_t blocks = (vectors + 4 * REDUCE_BLOCK - 1) / (4 * REDUCE_BLOCK);
+  int64_t most = 4 * (int64_t) b->props.multiProcessorCount;
+
+  if (blocks > most)
+    blocks = most;
+  if (blocks < 1)
+    blocks = 1;
+  if (b->reduce_partials == NULL)
+    CHECK (cudaMalloc (&b->reduce_partials,
+                       REDUCE_MAX_BLOCKS * sizeof (double)));
+  reduce_kernel<<<(unsigned int) blocks, REDUCE_BLOCK, 0, stream>>> (
+    images, n, b->reduce_partials);
+  CHECK_LAUNCH ();
+  reduce_finish<<<1, 32, 0, stream>>> (b->reduce_partials, (int) blocks, n,
+                                       update, partial_update);
+  CHECK_LAUNCH ();
+}
+
+/* The place of slot J among the 4 partitions for N floats: up to 64
+   places (16 in each partition, spread evenly), partition J % 4.  */
+static const float *
+algo_slot (bench *b, int64_t n, int j)
+{
+  int64_t whole = (int64_t) 1 << b->log2n;
+  int64_t per = whole / n < 16 ? whole / n : 16;
+  int64_t k = (j / 4) % per;
+  return b->parts[j % 4] + k * (whole / per / 4 * 4);
+}
+
+/* algo alone at every size, event-timed: gpumem's launcher
+   (gm_kernel_algo), the raw reduction, and the device-to-device copy of
+   the same floats, 2^10 .. 2^log2n floats in powers of 2, rotating among
+   up to 64 places over the 4 partitions.  Then the launch shapes of the
+   kernel at each size (grid x block given), to choose the launcher's
+   shape from.  */
+static void
+fig_algo_sweep (bench *b)
+{
+  int reps = quick ? 5 : 30;
+  double t[64];
+  float *update, *partial, *partial2, host_update[4], got[4], want[4];
+
+  need_partitions (b);
+  for (int k = 0; k < 4; k++)
+    host_update[k] = rng_float ();
+  CHECK (cudaMalloc (&update, 16));
+  CHECK (cudaMalloc (&partial, 16));
+  CHECK (cudaMalloc (&partial2, 16));
+  CHECK (cudaMemcpy (update, host_update, 16, cudaMemcpyHostToDevice));
+  for (int log2 = 10; log2 <= b->log2n; log2++)
+    {
+      int64_t n = (int64_t) 1 << log2;
+      size_t bytes = (size_t) n * sizeof (float);
+      for (int c = 0; c < 3; c++)
+        {
+          for (int r = -3; r < reps; r++)
+            {
+              const float *src = algo_slot (b, n, r + 3);
+              CHECK (cudaEventRecord (b->start, b->stream));
+              if (c == 0)
+                CHECK (gm_kernel_algo (src, update, partial, n, &b->cfg,
+                                       b->stream));
+              else if (c == 1)
+                raw_reduce (b, src, n, update, partial2, b->stream);
+              else
+                CHECK (cudaMemcpyAsync (b->copy_dst, src, bytes,
+                                        cudaMemcpyDeviceToDevice, b->stream));
+              CHECK (cudaEventRecord (b->end, b->stream));
+              double s = event_ms (b);
+              if (r >= 0)
+                t[r] = s;
+            }
+          static const char *const cases[3] = {"algo", "reduce", "d2d"};
+          char kase[32];
+          snprintf (kase, sizeof kase, "%s_%lld", cases[c], (long long) n);
+          emit ("algo_sweep", kase, "event", t, reps, bytes,
+                c == 2 ? 2 * bytes : bytes,
+                c == 0 ? "gm_kernel_algo, launcher's shape; bytes read"
+                : c == 1 ? "raw grid-stride float4 reduction + 1-warp finish"
+                : "cudaMemcpyAsync D2D; read + write");
+        }
+      /* Both kernels read the same last input: they agree.  */
+      CHECK (cudaMemcpy (got, partial, 16, cudaMemcpyDeviceToHost));
+      CHECK (cudaMemcpy (want, partial2, 16, cudaMemcpyDeviceToHost));
+      for (int k = 0; k < 4; k++)
+        if (!close_to (got[k], want[k], 1e-5))
+          die ("algo_sweep %lld: algo %.9g, raw reduction %.9g",
+               (long long) n, got[k], want[k]);
+    }
+
+  /* Launch shapes: one block of 1024, and T threads in G blocks for T
+     in 256, 512, 1024 and G in 1, 2, 4, 8 per SM (fewer where the
+     floats run out first: at least 32 floats a thread).  */
+  int sm = b->props.multiProcessorCount;
+  for (int log2 = 12; log2 <= b->log2n; log2 += 2)
+    {
+      int64_t n = (int64_t) 1 << log2;
+      for (int shape = 0; shape < 13; shape++)
+        {
+          unsigned int threads = shape == 0 ? 1024 : 256u << ((shape - 1) / 4);
+          int64_t blocks = shape == 0 ? 1 : (int64_t) sm << ((shape - 1) % 4);
+          int64_t needed = (n + 32 * (int64_t) threads - 1)
+                           / (32 * (int64_t) threads);
+          if (shape > 0 && blocks > needed)
+            {
+              /* The capped shape is the same for all larger G: time it
+                 once, at the first G that hits the cap.  */
+              if ((shape - 1) % 4 > 0
+                  && ((int64_t) sm << ((shape - 2) % 4)) >= needed)
+                continue;
+              blocks = needed;
+            }
+          gm_launch_cfg cfg = b->cfg;
+          cfg.grid[0] = (unsigned int) blocks;
+          cfg.grid[1] = cfg.grid[2] = 1;
+          cfg.block[0] = threads;
+          cfg.block[1] = cfg.block[2] = 1;
+          int shape_reps = quick ? 3 : 15;
+          for (int r = -2; r < shape_reps; r++)
+            {
+              CHECK (cudaEventRecord (b->start, b->stream));
+              CHECK (gm_kernel_algo (algo_slot (b, n, r + 2), update,
+                                     partial, n, &cfg, b->stream));
+              CHECK (cudaEventRecord (b->end, b->stream));
+              double s = event_ms (b);
+              if (r >= 0)
+                t[r] = s;
+            }
+          char kase[64];
+          snprintf (kase, sizeof kase, "shape_%lld_%lldx%u", (long long) n,
+                    (long long) blocks, threads);
+          emit ("algo_shape", kase, "event", t, shape_reps,
+                (size_t) n * 4, (size_t) n * 4,
+                "gm_kernel_algo with grid x block given; bytes read");
+        }
+    }
+  CHECK (cudaFree (update));
+  CHECK (cudaFree (partial));
+  CHECK (cudaFree (partial2));
+}
+
+/* The image counts of the loop sweep: 40, 400, ... decades apart, and
+   4 x 2^log2n (2^30 on the full run); capped at 4 x 2^log2n.  */
+static int
+loop_counts (bench *b, int64_t *counts)
+{
+  int64_t most = (int64_t) 4 << b->log2n;
+  int k = 0;
+  for (int64_t m = 40; m < most; m *= 10)
+    counts[k++] = m;
+  counts[k++] = most;
+  return k;
+}
+
+/* The request's loop over M images (np.array_split into 4: the first
+   M % 4 partitions one image longer), each partition the start of one
+   of the 4 partitions, all on device 0, serial waits: per partition the
+   kernel on the default stream and a synchronous copy of its 4 floats
+   to pageable host memory; the stitching; the update back.  KERNEL 0 is
+   the raw reduction, 1 gpumem's launcher (gm_kernel_algo).  Iterations:
+   about POINT_SECONDS worth, 20 to 2000.  */
+static void
+fig_loop_sweep (bench *b)
+{
+  int64_t counts[16];
+  int ncounts;
+  float update[4], partial[4][4], *d_update, *d_partial[4];
+  double *t = (double *) xmalloc (sizeof (double) * 2000);
+
+  need_partitions (b);
+  ncounts = loop_counts (b, counts);
+  CHECK (cudaMalloc (&d_update, 16));
+  for (int i = 0; i < 4; i++)
+    CHECK (cudaMalloc (&d_partial[i], 16));
+  for (int c = 0; c < ncounts; c++)
+    for (int kernel = 0; kernel < 2; kernel++)
+      {
+        int64_t m = counts[c], n[4];
+        for (int i = 0; i < 4; i++)
+          n[i] = m / 4 + (i < m % 4);
+
+#define LOOP_ITERATION()                                                  \
+        do                                                                \
+          {                                                               \
+            for (int i = 0; i < 4; i++)                                   \
+              {                                                           \
+                if (kernel == 0)                                          \
+                  raw_reduce (b, b->parts[i], n[i], d_update,             \
+                              d_partial[i], 0);                           \
+                else                                                      \
+                  CHECK (gm_kernel_algo (b->parts[i], d_update,           \
+                                         d_partial[i], n[i], &b->cfg, 0));\
+                CHECK (cudaMemcpy (partial[i], d_partial[i], 16,          \
+                                   cudaMemcpyDeviceToHost));              \
+              }                                                           \
+            stitching (update, partial);                                  \
+            CHECK (cudaMemcpy (d_update, update, 16,                      \
+                               cudaMemcpyHostToDevice));                  \
+          }                                                               \
+        while (0)
+
+        int iters = 0;
+        double t0 = now_s ();
+        for (int r = 0; r < 2000; r++)
+          {
+            if (r % RESET_EVERY == 0)
+              {
+                for (int k = 0; k < 4; k++)
+                  update[k] = 0.125f * (k + 1);
+                CHECK (cudaMemcpy (d_update, update, 16,
+                                   cudaMemcpyHostToDevice));
+              }
+            double t1 = now_s ();
+            LOOP_ITERATION ();
+            if (r >= 10)
+              t[iters++] = now_s () - t1;
+            if (iters >= 20 && now_s () - t0 > POINT_SECONDS)
+              break;
+          }
+#undef LOOP_ITERATION
+        char kase[48];
+        snprintf (kase, sizeof kase, "%s_%lld", kernel == 0 ? "raw" : "algo",
+                  (long long) m);
+        emit ("loop_sweep", kase, "wall", t, iters, (size_t) m * 4, 0,
+              kernel == 0 ? "raw reduction, cudaMemcpy both ways, serial"
+                          : "gm_kernel_algo, cudaMemcpy both ways, serial");
+      }
+  CHECK (cudaFree (d_update));
+  for (int i = 0; i < 4; i++)
+    CHECK (cudaFree (d_partial[i]));
+  free (t);
+}
+
+/* Two or more devices: peer copies of 256 MiB between devices 0 and 1
+   both ways with peer access enabled (cudaMemcpyPeerAsync on the source
+   device's stream and a wait for it, host clock, as gpumem's
+   synchronous copy), the limit for gpumem's peer copies; and
+   the request's loop, 4 x 2^log2n with gpumem's launcher and 4 x 10
+   (40 images, the script's default) with it too, partitions on devices
+   i % D for D = 1, 2 and the count of devices, serial (the kernel and
+   a synchronous copy per partition, as on one device) and concurrent
+   (one stream per device, the kernels and copies into pinned memory
+   queued on all devices, then one wait per device per iteration, the
+   update sent back asynchronously).  */
+static void
+fig_multigpu (bench *b)
+{
+  int ndev = b->devices;
+  size_t peer_bytes = quick ? MIB : 256 * MIB;
+  double t[64];
+  int reps = quick ? 5 : 20;
+
+  if (ndev < 2)
+    {
+      progress ("multigpu: %d device, skipped", ndev);
+      return;
+    }
+  need_partitions (b);
+
+  /* Peer copies.  */
+  void *buf[2];
+  cudaStream_t peer_stream[2];
+  for (int d = 0; d < 2; d++)
+    {
+      CHECK (cudaSetDevice (d));
+      int can = 0;
+      CHECK (cudaDeviceCanAccessPeer (&can, d, 1 - d));
+      if (can)
+        {
+          cudaError_t err = cudaDeviceEnablePeerAccess (1 - d, 0);
+          if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled)
+            CHECK (err);
+          (void) cudaGetLastError ();
+        }
+      else
+        progress ("multigpu: device %d cannot access device %d", d, 1 - d);
+      CHECK (cudaMalloc (&buf[d], peer_bytes));
+      CHECK (cudaMemset (buf[d], d + 1, peer_bytes));
+      CHECK (cudaStreamCreateWithFlags (&peer_stream[d],
+                                        cudaStreamNonBlocking));
+    }
+  for (int from = 0; from < 2; from++)
+    {
+      int to = 1 - from;
+      CHECK (cudaSetDevice (from));
+      for (int r = -3; r < reps; r++)
+        {
+          double t0 = now_s ();
+          CHECK (cudaMemcpyPeerAsync (buf[to], to, buf[from], from,
+                                      peer_bytes, peer_stream[from]));
+          CHECK (cudaStreamSynchronize (peer_stream[from]));
+          if (r >= 0)
+            t[r] = now_s () - t0;
+        }
+      char kase[16];
+      snprintf (kase, sizeof kase, "peer_%d_%d", from, to);
+      emit ("multigpu", kase, "wall", t, reps, peer_bytes, peer_bytes,
+            "cudaMemcpyPeerAsync 256 MiB + synchronize, peer access "
+            "enabled (a synchronous copy, as gpumem's)");
+    }
+  for (int d = 0; d < 2; d++)
+    {
+      CHECK (cudaSetDevice (d));
+      CHECK (cudaFree (buf[d]));
+      CHECK (cudaStreamDestroy (peer_stream[d]));
+    }
+
+  /* The loops.  Every device gets its own copy of the partitions it
+     runs (from device 0's), an update and the partial updates.  */
+  int64_t whole = (int64_t) 1 << b->log2n;
+  float *parts[16][4] = {{NULL}};
+  float *d_update[16], *d_partial[16][4], *pinned_partial, *pinned_update;
+  cudaStream_t streams[16];
+  int nsets = ndev > 2 ? 3 : 2;
+  int sets[3] = {1, 2, ndev > 16 ? 16 : ndev};
+  int used = sets[nsets - 1];
+
+  CHECK (cudaSetDevice (0));
+  CHECK (cudaMallocHost (&pinned_partial, 16 * sizeof (float)));
+  CHECK (cudaMallocHost (&pinned_update, 4 * sizeof (float)));
+  for (int d = 0; d < used; d++)
+    {
+      CHECK (cudaSetDevice (d));
+      CHECK (cudaStreamCreateWithFlags (&streams[d], cudaStreamNonBlocking));
+      CHECK (cudaMalloc (&d_update[d], 16));
+      for (int i = 0; i < 4; i++)
+        CHECK (cudaMalloc (&d_partial[d][i], 16));
+      for (int i = 0; i < 4; i++)
+        {
+          bool runs = false;
+          for (int s = 0; s < nsets; s++)
+            runs = runs || i % sets[s] == d;
+          if (d == 0)
+            parts[d][i] = b->parts[i];
+          else if (runs)
+            {
+              CHECK (cudaMalloc (&parts[d][i], (size_t) whole * 4));
+              CHECK (cudaMemcpyPeer (parts[d][i], d, b->parts[i], 0,
+                                     (size_t) whole * 4));
+            }
+        }
+    }
+  CHECK (cudaSetDevice (0));
+
+  for (int size = 0; size < 2; size++)
+    for (int s = 0; s < nsets; s++)
+      for (int concurrent = 0; concurrent < 2; concurrent++)
+        {
+          int nd = sets[s];
+          int64_t n = size == 0 ? 10 : whole;
+          int iters_max = size == 0 ? 2000 : (quick ? 20 : 150);
+          double *times = (double *) xmalloc (sizeof (double) * iters_max);
+          float update[4], partial[4][4];
+          int iters = 0;
+          double t0 = now_s ();
+
+          for (int r = 0; r < iters_max + 10; r++)
+            {
+              if (r % RESET_EVERY == 0)
+                for (int d = 0; d < nd; d++)
+                  {
+                    for (int k = 0; k < 4; k++)
+                      update[k] = 0.125f * (k + 1);
+                    CHECK (cudaSetDevice (d));
+                    /* After the last iteration's update, still queued
+                       on the device's stream when concurrent.  */
+                    CHECK (cudaStreamSynchronize (streams[d]));
+                    CHECK (cudaMemcpy (d_update[d], update, 16,
+                                       cudaMemcpyHostToDevice));
+                  }
+              double t1 = now_s ();
+              if (!concurrent)
+                {
+                  for (int i = 0; i < 4; i++)
+                    {
+                      int d = i % nd;
+                      CHECK (cudaSetDevice (d));
+                      CHECK (gm_kernel_algo (parts[d][i], d_update[d],
+                                             d_partial[d][i], n, &b->cfg, 0));
+                      CHECK (cudaMemcpy (partial[i], d_partial[d][i], 16,
+                                         cudaMemcpyDeviceToHost));
+                    }
+                  stitching (update, partial);
+                  for (int d = 0; d < nd; d++)
+                    {
+                      CHECK (cudaSetDevice (d));
+                      CHECK (cudaMemcpy (d_update[d], update, 16,
+                                         cudaMemcpyHostToDevice));
+                    }
+                }
+              else
+                {
+                  for (int i = 0; i < 4; i++)
+                    {
+                      int d = i % nd;
+                      CHECK (cudaSetDevice (d));
+                      CHECK (gm_kernel_algo (parts[d][i], d_update[d],
+                                             d_partial[d][i], n, &b->cfg,
+                                             streams[d]));
+                      CHECK (cudaMemcpyAsync (pinned_partial + 4 * i,
+                                              d_partial[d][i], 16,
+                                              cudaMemcpyDeviceToHost,
+                                              streams[d]));
+                    }
+                  for (int d = 0; d < nd; d++)
+                    CHECK (cudaStreamSynchronize (streams[d]));
+                  memcpy (partial, pinned_partial, sizeof partial);
+                  stitching (update, partial);
+                  memcpy (pinned_update, update, sizeof update);
+                  for (int d = 0; d < nd; d++)
+                    {
+                      CHECK (cudaSetDevice (d));
+                      CHECK (cudaMemcpyAsync (d_update[d], pinned_update, 16,
+                                              cudaMemcpyHostToDevice,
+                                              streams[d]));
+                    }
+                  /* The pinned update is written again only after the
+                     next iteration's waits, which follow these copies
+                     on every stream.  */
+                }
+              if (r >= 10)
+                times[iters++] = now_s () - t1;
+              if (iters >= 20 && now_s () - t0 > 2 * POINT_SECONDS)
+                break;
+            }
+          for (int d = 0; d < nd; d++)
+            {
+              CHECK (cudaSetDevice (d));
+              CHECK (cudaDeviceSynchronize ());
+            }
+          CHECK (cudaSetDevice (0));
+          char kase[64];
+          snprintf (kase, sizeof kase, "loop_%s_%dgpu_%s",
+                    size == 0 ? "4x10" : "4x2^28", nd,
+                    concurrent ? "concurrent" : "serial");
+          emit ("multigpu", kase, "wall", times, iters, 0, 0,
+                concurrent ? "gm_kernel_algo, one stream per device, "
+                             "one wait per device per iteration"
+                           : "gm_kernel_algo, default streams, serial "
+                             "cudaMemcpy");
+          free (times);
+        }
+
+  for (int d = 0; d < used; d++)
+    {
+      CHECK (cudaSetDevice (d));
+      CHECK (cudaDeviceSynchronize ());
+      CHECK (cudaStreamDestroy (streams[d]));
+      CHECK (cudaFree (d_update[d]));
+      for (int i = 0; i < 4; i++)
+        {
+          CHECK (cudaFree (d_partial[d][i]));
+          if (d > 0 && parts[d][i] != NULL)
+            CHECK (cudaFree (parts[d][i]));
+        }
+    }
+  CHECK (cudaSetDevice (0));
+  CHECK (cudaFreeHost (pinned_partial));
+  CHECK (cudaFreeHost (pinned_update));
+}
+
 typedef struct figure
 {
   const char *name;
@@ -749,8 +1325,11 @@ static const figure figures[] = {
   {"sweep", fig_sweep},
   {"d2d", fig_d2d},
   {"algo_bw", fig_algo_bw},
+  {"algo_sweep", fig_algo_sweep},
+  {"loop_sweep", fig_loop_sweep},
   {"workload", fig_workload},
   {"seed_rate", fig_seed_rate},
+  {"multigpu", fig_multigpu},
 };
 #define NFIGURES ((int) (sizeof figures / sizeof figures[0]))
 
@@ -829,6 +1408,7 @@ main (int argc, char **argv)
   if (out_path != NULL && (out = fopen (out_path, "w")) == NULL)
     die ("cannot write %s", out_path);
 
+  CHECK (cudaGetDeviceCount (&b.devices));
   CHECK (cudaSetDevice (0));
   CHECK (cudaFree (0));
   CHECK (cudaGetDeviceProperties (&b.props, 0));
@@ -848,9 +1428,10 @@ main (int argc, char **argv)
   CHECK (cudaEventCreate (&b.end));
   fprintf (out, "{\"impl\": \"raw\", \"figure\": \"meta\", \"device\": "
            "\"%s\", \"sm_count\": %d, \"l2_bytes\": %d, \"cuda_driver\": %d, "
-           "\"cuda_runtime\": %d, \"quick\": %s, \"log2n\": %d}\n",
+           "\"cuda_runtime\": %d, \"quick\": %s, \"log2n\": %d, "
+           "\"devices\": %d}\n",
            b.props.name, b.props.multiProcessorCount, b.props.l2CacheSize,
-           driver, runtime, quick ? "true" : "false", b.log2n);
+           driver, runtime, quick ? "true" : "false", b.log2n, b.devices);
   fflush (out);
   progress ("%s, %d SMs, CUDA runtime %d, driver %d", b.props.name,
             b.props.multiProcessorCount, runtime, driver);

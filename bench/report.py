@@ -21,10 +21,15 @@ import sys
 IMPLS = ("raw", "gpumem", "cupy")
 LABEL = {"raw": "raw CUDA C", "gpumem": "gpumem", "cupy": "CuPy"}
 COPY_CASES = ("pinned_h2d", "pinned_d2h", "pageable_h2d", "pageable_d2h")
+SWEEP_CASES = COPY_CASES + ("d2d",)
 CASE_LABEL = {"pinned_h2d": "pinned host->device",
               "pinned_d2h": "pinned device->host",
               "pageable_h2d": "pageable host->device",
-              "pageable_d2h": "pageable device->host"}
+              "pageable_d2h": "pageable device->host",
+              "d2d": "copy() device->device (read + write)"}
+# The figures that have their own sections (not in the detail table).
+OWN_SECTIONS = ("algo_sweep", "algo_shape", "loop_sweep", "multigpu",
+                "staging")
 # The issue's anchor for the 4 x 2^28 workload, microseconds.
 ANCHOR_4X2_28 = {"raw": 1081.0, "cupy": 1129.0}
 
@@ -62,13 +67,16 @@ ROWS = [
         ("copy256", "pinned_h2d")),
     Row("pinned_d2h", "256 MiB pinned device->host", "bw",
         ("copy256", "pinned_d2h")),
-    Row("pageable_h2d", "256 MiB pageable host->device", "bw",
+    Row("pageable_h2d", "256 MiB pageable host->device (raw C and CuPy: "
+        "one cudaMemcpy from pageable memory)", "bw",
         ("copy256", "pageable_h2d")),
-    Row("pageable_d2h", "256 MiB pageable device->host", "bw",
+    Row("pageable_d2h", "256 MiB pageable device->host (raw C and CuPy: "
+        "one cudaMemcpy into pageable memory)", "bw",
         ("copy256", "pageable_d2h")),
     Row("d2d", "device->device copy 1 GiB (read + write)", "bw",
         ("d2d", "1GiB")),
-    Row("algo_bw", "algo kernel over 2^28 float32 (bytes read)", "bw",
+    Row("algo_bw", "algo kernel over 2^28 float32 (bytes read; CuPy: "
+        "the same kernel source as a RawKernel)", "bw",
         ("algo_bw", "2^28")),
     Row("seed_4x10", "workload per iteration, 4 x 10 images, algo_seed",
         "time", ("workload", "seed_4x10")),
@@ -364,6 +372,8 @@ def detail_table(runs):
            "| --- |"]
     for impl in IMPLS:
         for (fig, case), rec in runs.get(impl, {}).get("rec", {}).items():
+            if fig in OWN_SECTIONS:
+                continue
             out.append(
                 f"| {LABEL[impl]} | {fig} | {case} | {rec['timer']} | "
                 f"{rec['median_s'] * 1e6:.3f} us | {rec['q1_s'] * 1e6:.3f} | "
@@ -386,6 +396,513 @@ def seed_rate_lines(runs):
                    f"is {per_image * 2 ** 28:.1f} s a call, "
                    f"{4 * per_image * 2 ** 28:.1f} s an iteration of 4.")
     return out
+
+
+# ---- Issue 19's and issue 15's targets: per size, per count, per GPU.
+
+def sweep_rec(runs, impl, case, size):
+    return runs.get(impl, {}).get("sweep", {}).get((case, size))
+
+
+def sweep_sizes(runs):
+    return sorted({size for run in runs.values() for (_, size) in run["sweep"]})
+
+
+def holds(x, op, threshold):
+    return x <= threshold if op == "<=" else x >= threshold
+
+
+def verdict_over(points, op, threshold):
+    """POINTS: [(label, ratio, lo, hi)] that must all hold.  Returns
+    (measured text, range text, verdict); "not measured" when empty."""
+    if not points:
+        return "—", "—", "not measured"
+    worst = (min if op == ">=" else max)(points, key=lambda p: p[1])
+    ok = all(holds(p[1], op, threshold) for p in points)
+    straddle = any(holds(p[2], op, threshold) != holds(p[3], op, threshold)
+                   for p in points)
+    failing = [p[0] for p in points if not holds(p[1], op, threshold)]
+    word = ("MET" if ok else "MISSED") + (" (within spread)" if straddle
+                                          else "")
+    shown = f"worst {worst[1]:.2f}x at {worst[0]}"
+    if failing:
+        shown += f"; missed at {', '.join(failing[:6])}" + (
+            f" and {len(failing) - 6} more" if len(failing) > 6 else "")
+    return shown, f"{worst[2]:.2f}x – {worst[3]:.2f}x at {worst[0]}", word
+
+
+def copy_points(runs, case, against_impl, against_case, sizes):
+    points = []
+    for size in sizes:
+        mine = sweep_rec(runs, "gpumem", case, size)
+        other = sweep_rec(runs, against_impl, against_case, size)
+        if mine and other:
+            points.append((fmt_size(size),) + ratio(mine, other, "bw"))
+    return points
+
+
+def algo_points(runs, floor):
+    """gpumem algo's read bandwidth over raw C's device-to-device copy
+    bandwidth (read + write) at every size from FLOOR floats."""
+    points = []
+    for (fig, case), mine in runs.get("gpumem", {}).get("rec", {}).items():
+        if fig != "algo_sweep" or not case.startswith("algo_"):
+            continue
+        n = int(case.split("_")[1])
+        other = (lookup(runs, "raw", ("algo_sweep", f"d2d_{n}"))
+                 or lookup(runs, "gpumem", ("algo_sweep", f"d2d_{n}")))
+        if n >= floor and other:
+            points.append((f"{n} floats",) + ratio(mine, other, "bw"))
+    return sorted(points, key=lambda p: int(p[0].split()[0]))
+
+
+def loop_counts_of(runs):
+    counts = set()
+    for run in runs.values():
+        for (fig, case) in run["rec"]:
+            if fig == "loop_sweep":
+                counts.add(int(case.rsplit("_", 1)[1]))
+    return sorted(counts)
+
+
+def gpumem_loop(runs, m):
+    """The script's own figure where it ran, else the in-process loop."""
+    return (lookup(runs, "gpumem", ("loop_sweep", f"script_{m}"))
+            or lookup(runs, "gpumem", ("loop_sweep", f"gpumem_{m}")))
+
+
+def loop_points(runs):
+    points = []
+    for m in loop_counts_of(runs):
+        mine = gpumem_loop(runs, m)
+        other = lookup(runs, "raw", ("loop_sweep", f"raw_{m}"))
+        if mine and other:
+            points.append((f"{m} images",) + ratio(mine, other, "time"))
+    return points
+
+
+def one_point(runs, impl, key, against, against_key, kind, label):
+    mine = lookup(runs, impl, key)
+    other = lookup(runs, against, against_key)
+    if mine and other:
+        return [(label,) + ratio(mine, other, kind)]
+    return []
+
+
+def new_targets(runs):
+    """(issue, text, points, op, threshold) for every target of issues
+    19 and 15 that one run can judge."""
+    sizes = sweep_sizes(runs)
+    pinned_range = [z for z in sizes if 4 << 10 <= z <= 1 << 30]
+    below_1m = [z for z in sizes if z < 1 << 20]
+    from_16m = [z for z in sizes if z >= 16 << 20]
+    at_4m = [z for z in sizes if z == 4 << 20]
+    out = []
+    for d in ("h2d", "d2h"):
+        word = "host->device" if d == "h2d" else "device->host"
+        out.append(("19", f"pinned {word}, every size 4 KiB – 1 GiB: >= 0.9x "
+                    "raw C cudaMemcpy", copy_points(
+                        runs, f"pinned_{d}", "raw", f"pinned_{d}",
+                        pinned_range), ">=", 0.9))
+    for d in ("h2d", "d2h"):
+        word = "host->device" if d == "h2d" else "device->host"
+        pg, pn = f"pageable_{d}", f"pinned_{d}"
+        out += [
+            ("19", f"pageable {word} below 1 MiB: >= 0.9x raw C",
+             copy_points(runs, pg, "raw", pg, below_1m), ">=", 0.9),
+            ("19", f"pageable {word} at 4 MiB: >= 0.5x pinned raw C",
+             copy_points(runs, pg, "raw", pn, at_4m), ">=", 0.5),
+            ("19", f"pageable {word} from 16 MiB up: >= 0.8x pinned raw C",
+             copy_points(runs, pg, "raw", pn, from_16m), ">=", 0.8),
+            ("19", f"pageable {word}, every size: >= 1.0x raw C pageable",
+             copy_points(runs, pg, "raw", pg, sizes), ">=", 1.0)]
+    for d in ("h2d", "d2h"):
+        out.append(("19", f"16-byte copy {d}: <= 1.1x raw C time",
+                    one_point(runs, "gpumem", ("copy16", d), "raw",
+                              ("copy16", d), "time", "16 B"), "<=", 1.1))
+    out.append(("19", "the request's 4 x 10 loop no slower: <= 1.14x raw C "
+                "time (the last committed run's ratio, 98.0 / 86.0 us)",
+                one_point(runs, "gpumem", ("workload", "seed_4x10"), "raw",
+                          ("workload", "seed_4x10"), "time", "4 x 10"),
+                "<=", 1.14))
+    out.append(("19", "algo from 4 M floats up: >= 0.8x the device->device "
+                "copy's bandwidth (raw C's)", algo_points(runs, 4_000_000),
+                ">=", 0.8))
+    out.append(("19", "the request's loop, every image count 40 – 2^30: "
+                "<= 1.1x raw C time (raw reduction, serial waits)",
+                loop_points(runs), "<=", 1.1))
+    # Issue 15, where two GPUs ran.
+    for a, b in ((0, 1), (1, 0)):
+        out.append(("15", f"peer copy 256 MiB {a} -> {b}: >= 0.9x raw C "
+                    "(peer access enabled)", one_point(
+                        runs, "gpumem", ("multigpu", f"peer_{a}_{b}"), "raw",
+                        ("multigpu", f"peer_{a}_{b}"), "bw", f"{a}->{b}"),
+                    ">=", 0.9))
+    out.append(("15", "4 x 2^28 on 2 GPUs: <= 1.1x raw C concurrent",
+                best_gpumem_point(runs, "4x2^28", 2), "<=", 1.1))
+    for nd in (1, 2):
+        out.append(("15", f"4 x 10 on {nd} GPU{'s' if nd > 1 else ''}: "
+                    "<= 1.15x raw C concurrent",
+                    best_gpumem_point(runs, "4x10", nd), "<=", 1.15))
+    return out
+
+
+def best_gpumem_point(runs, label, nd):
+    """gpumem's fastest way today (concurrent where it exists, else
+    serial) against raw C concurrent, on ND GPUs."""
+    other = lookup(runs, "raw", ("multigpu", f"loop_{label}_{nd}gpu_concurrent"))
+    for kind in ("concurrent", "serial"):
+        mine = lookup(runs, "gpumem",
+                      ("multigpu", f"loop_{label}_{nd}gpu_{kind}"))
+        if mine and other:
+            return [(f"{nd} GPU, gpumem {kind}",) + ratio(mine, other, "time")]
+    return []
+
+
+def new_target_table(runs):
+    out = ["| issue | target | measured (gpumem / other) | range (quartiles) "
+           "| verdict |", "| --- | --- | --- | --- | --- |"]
+    summary = []
+    for issue, text, points, op, threshold in new_targets(runs):
+        shown, rng, word = verdict_over(points, op, threshold)
+        if word == "not measured" and issue == "15":
+            continue
+        out.append(f"| {issue} | {text} | {shown} | {rng} | {word} |")
+        summary.append((f"[{issue}] {text}", word))
+    return out, summary
+
+
+# ---- The per-size sections.
+
+def sweep_tables_all(runs):
+    """A row per size for each case; the pageable tables also show the
+    limit (pinned raw C, same direction)."""
+    sizes = sweep_sizes(runs)
+    if not sizes:
+        return ["No sweep records."]
+    out = []
+    for case in SWEEP_CASES:
+        limit_case = case.replace("pageable", "pinned")
+        with_limit = case.startswith("pageable")
+        head = "| size | raw CUDA C | gpumem | CuPy | gpumem / raw C | gpumem / CuPy |"
+        rule = "| ---: | ---: | ---: | ---: | ---: | ---: |"
+        if with_limit:
+            head += " limit (pinned raw C) | gpumem / limit |"
+            rule += " ---: | ---: |"
+        out += [f"**{CASE_LABEL[case]}** (GB/s; ratios of bandwidth, higher "
+                "is better" + ("; raw C and CuPy: one cudaMemcpy from or "
+                               "into pageable memory" if with_limit else "")
+                + ")", "", head, rule]
+        for size in sizes:
+            recs = {impl: sweep_rec(runs, impl, case, size) for impl in IMPLS}
+            cells = [fmt(value(recs[i], "bw")) if recs[i] else "—"
+                     for i in IMPLS]
+            ratios = [fmt(ratio(recs["gpumem"], recs[o], "bw")[0], "ratio")
+                      if recs["gpumem"] and recs[o] else "—"
+                      for o in ("raw", "cupy")]
+            row = (f"| {fmt_size(size)} | " + " | ".join(cells) + " | "
+                   + " | ".join(ratios) + " |")
+            if with_limit:
+                lim = sweep_rec(runs, "raw", limit_case, size)
+                row += (f" {fmt(value(lim, 'bw')) if lim else '—'} | "
+                        + (fmt(ratio(recs['gpumem'], lim, 'bw')[0], 'ratio')
+                           if lim and recs["gpumem"] else "—") + " |")
+            out.append(row)
+        out.append("")
+    return out
+
+
+def algo_sizes_of(runs):
+    sizes = set()
+    for run in runs.values():
+        for (fig, case) in run["rec"]:
+            if fig == "algo_sweep":
+                sizes.add(int(case.rsplit("_", 1)[1]))
+    return sorted(sizes)
+
+
+def algo_table(runs):
+    sizes = algo_sizes_of(runs)
+    if not sizes:
+        return ["No algo sweep records."]
+    out = ["GB/s (algo: bytes read; copy: read + write), event-timed medians; "
+           "raw C runs gpumem's launcher (gm_kernel_algo) and a plain "
+           "reduction (grid-stride float4, one launch plus a one-warp "
+           "finish); CuPy runs kernels/algo.cu's kernel as a RawKernel.", "",
+           "| floats | raw C launcher | raw C reduction | gpumem algo | CuPy "
+           "algo | raw C d2d copy | gpumem copy | gpumem algo / raw copy | "
+           "gpumem algo / raw reduction | gpumem algo time |",
+           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+           "| ---: |"]
+    for n in sizes:
+        recs = [lookup(runs, "raw", ("algo_sweep", f"algo_{n}")),
+                lookup(runs, "raw", ("algo_sweep", f"reduce_{n}")),
+                lookup(runs, "gpumem", ("algo_sweep", f"algo_{n}")),
+                lookup(runs, "cupy", ("algo_sweep", f"algo_{n}")),
+                lookup(runs, "raw", ("algo_sweep", f"d2d_{n}")),
+                lookup(runs, "gpumem", ("algo_sweep", f"d2d_{n}"))]
+        cells = [fmt(value(r, "bw")) if r else "—" for r in recs]
+        mine = recs[2]
+        r1 = fmt(ratio(mine, recs[4], "bw")[0], "ratio") if mine and recs[4] else "—"
+        r2 = fmt(ratio(mine, recs[1], "bw")[0], "ratio") if mine and recs[1] else "—"
+        t = f"{mine['median_s'] * 1e6:.1f} us" if mine else "—"
+        out.append(f"| {n} | " + " | ".join(cells) + f" | {r1} | {r2} | {t} |")
+    return out
+
+
+def shape_table(runs):
+    """The launch shapes raw C timed: per size the launcher's own time
+    and the fastest given shape."""
+    best = {}
+    for (fig, case), rec in runs.get("raw", {}).get("rec", {}).items():
+        if fig != "algo_shape":
+            continue
+        _, n, shape = case.split("_")
+        n = int(n)
+        if n not in best or rec["median_s"] < best[n][1]["median_s"]:
+            best[n] = (shape, rec)
+    if not best:
+        return []
+    out = ["| floats | launcher's shape: time | fastest grid x block | its "
+           "time | launcher / fastest |", "| ---: | ---: | --- | ---: | ---: |"]
+    for n in sorted(best):
+        own = lookup(runs, "raw", ("algo_sweep", f"algo_{n}"))
+        shape, rec = best[n]
+        own_t = f"{own['median_s'] * 1e6:.1f} us" if own else "—"
+        r = f"{own['median_s'] / rec['median_s']:.2f}x" if own else "—"
+        out.append(f"| {n} | {own_t} | {shape} | "
+                   f"{rec['median_s'] * 1e6:.1f} us | {r} |")
+    return out
+
+
+def loop_table(runs):
+    counts = loop_counts_of(runs)
+    if not counts:
+        return ["No loop sweep records."]
+    out = ["Microseconds per iteration (medians); 4 partitions, all on "
+           "device 0, serial waits as the request's loop has them.", "",
+           "| images | raw C, raw reduction | raw C, gpumem's launcher | "
+           "gpumem scripts/stitching.py | gpumem, same loop in process | "
+           "CuPy (algo.cu RawKernel) | gpumem / raw C |",
+           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for m in counts:
+        recs = [lookup(runs, "raw", ("loop_sweep", f"raw_{m}")),
+                lookup(runs, "raw", ("loop_sweep", f"algo_{m}")),
+                lookup(runs, "gpumem", ("loop_sweep", f"script_{m}")),
+                lookup(runs, "gpumem", ("loop_sweep", f"gpumem_{m}")),
+                lookup(runs, "cupy", ("loop_sweep", f"cupy_{m}"))]
+        cells = [fmt(value(r, "time")) if r else "—" for r in recs]
+        mine = gpumem_loop(runs, m)
+        r = (fmt(ratio(mine, recs[0], "time")[0], "ratio")
+             if mine and recs[0] else "—")
+        out.append(f"| {m} | " + " | ".join(cells) + f" | {r} |")
+    return out
+
+
+def multigpu_table(runs):
+    keys = set()
+    for run in runs.values():
+        keys.update(case for (fig, case) in run["rec"] if fig == "multigpu")
+    if not keys:
+        return []
+    out = ["| figure | unit | raw CUDA C | gpumem | CuPy | gpumem / raw C |",
+           "| --- | --- | ---: | ---: | ---: | ---: |"]
+
+    def order(case):
+        parts = case.split("_")
+        return (parts[0] != "peer", case)
+
+    for case in sorted(keys, key=order):
+        kind = "bw" if case.startswith("peer") else "time"
+        recs = [lookup(runs, impl, ("multigpu", case)) for impl in IMPLS]
+        cells = [fmt(value(r, kind)) if r else "—" for r in recs]
+        r = (fmt(ratio(recs[1], recs[0], kind)[0], "ratio")
+             if recs[0] and recs[1] else "—")
+        out.append(f"| {case} | {'GB/s' if kind == 'bw' else 'us'} | "
+                   + " | ".join(cells) + f" | {r} |")
+    return out
+
+
+def staging_table(runs):
+    """gpumem's pageable copies per size: plain cudaMemcpy and the
+    staging engine at each chunk size, with pinned raw C as the limit;
+    the best configuration per size and direction."""
+    table = {}
+    for (fig, case), rec in runs.get("gpumem", {}).get("rec", {}).items():
+        if fig != "staging":
+            continue
+        name, d, n = case.split("_")
+        table[(name, d, int(n))] = value(rec, "bw")
+    if not table:
+        return []
+    names = sorted({k[0] for k in table},
+                   key=lambda x: (x != "plain", int(x[5:-1]) if x != "plain"
+                                  else 0))
+    sizes = sorted({k[2] for k in table})
+    out = []
+    for d in ("h2d", "d2h"):
+        out += [f"**pageable {'host->device' if d == 'h2d' else 'device->host'}"
+                "** (GB/s; chunkNK: staged in N KiB chunks from 0 bytes on)",
+                "", "| size | " + " | ".join(names)
+                + " | best | limit (pinned raw C) |",
+                "| ---: | " + " | ".join("---:" for _ in names)
+                + " | --- | ---: |"]
+        for n in sizes:
+            cells = [table.get((name, d, n)) for name in names]
+            best = max((c, name) for c, name in zip(cells, names)
+                       if c is not None)
+            lim = sweep_rec(runs, "raw", f"pinned_{d}", n)
+            out.append(f"| {fmt_size(n)} | "
+                       + " | ".join(fmt(c) for c in cells)
+                       + f" | {best[1]} | "
+                       + (fmt(value(lim, 'bw')) if lim else "—") + " |")
+        out.append("")
+    return out
+
+
+# ---- Plots: at most four files.
+
+def pyplot():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        return None, f"matplotlib is not importable here ({exc})"
+    return plt, None
+
+
+STYLE = {"raw": ("k", "o"), "gpumem": ("tab:blue", "s"),
+         "cupy": ("tab:orange", "^")}
+
+
+def plot_all(runs, directory, base):
+    """Writes the plots; returns (names, reason for none)."""
+    plt, why = pyplot()
+    if plt is None:
+        return [], why
+    names = []
+
+    def save(fig, suffix):
+        name = f"{base}-{suffix}.png"
+        fig.tight_layout()
+        fig.savefig(os.path.join(directory, name), dpi=100)
+        plt.close(fig)
+        names.append(name)
+
+    sizes = sweep_sizes(runs)
+    if sizes:
+        fig, axes = plt.subplots(3, 2, figsize=(13, 13))
+        for ax, case in zip(axes.flat, SWEEP_CASES):
+            limit_case = ("d2d" if case == "d2d"
+                          else case.replace("pageable", "pinned"))
+            lim = [(z, value(r, "bw")) for z in sizes
+                   for r in [sweep_rec(runs, "raw", limit_case, z)] if r]
+            if lim:
+                ax.plot([p[0] for p in lim], [p[1] for p in lim], "--",
+                        color="0.5", linewidth=2,
+                        label=f"limit: raw C {CASE_LABEL[limit_case]}")
+            for impl in IMPLS:
+                pts = [(z, value(r, "bw")) for z in sizes
+                       for r in [sweep_rec(runs, impl, case, z)] if r]
+                if pts:
+                    color, marker = STYLE[impl]
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts],
+                            color=color, marker=marker, markersize=4,
+                            label=LABEL[impl])
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("bytes per copy")
+            ax.set_ylabel("GB/s (median)")
+            ax.set_title(CASE_LABEL[case])
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        axes.flat[-1].axis("off")
+        save(fig, "sweep")
+
+    asizes = algo_sizes_of(runs)
+    if asizes:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        series = [("raw", "d2d", "raw C device->device copy (read + write)",
+                   "0.5", "--"),
+                  ("raw", "reduce", "raw C reduction", "k", "-"),
+                  ("raw", "algo", "raw C, gpumem's launcher", "0.3", ":"),
+                  ("gpumem", "algo", "gpumem algo", "tab:blue", "-"),
+                  ("cupy", "algo", "CuPy, algo.cu RawKernel", "tab:orange",
+                   "-")]
+        for impl, case, label, color, style in series:
+            pts = [(n, value(r, "bw")) for n in asizes
+                   for r in [lookup(runs, impl, ("algo_sweep", f"{case}_{n}"))]
+                   if r]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
+                        color=color, marker=".", label=label)
+        pts = [(n, 0.8 * value(r, "bw")) for n in asizes
+               for r in [lookup(runs, "raw", ("algo_sweep", f"d2d_{n}"))] if r]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], ":",
+                    color="tab:red", label="target: 0.8 x the copy (from 4 M)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("float32 elements")
+        ax.set_ylabel("GB/s (median, event-timed)")
+        ax.set_title("algo alone against the device->device copy")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        save(fig, "algo")
+
+    counts = loop_counts_of(runs)
+    if counts:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        series = [("raw", "raw", "raw C, raw reduction (the limit)", "k"),
+                  ("raw", "algo", "raw C, gpumem's launcher", "0.5"),
+                  ("gpumem", "script", "gpumem scripts/stitching.py",
+                   "tab:blue"),
+                  ("gpumem", "gpumem", "gpumem, loop in process",
+                   "tab:cyan"),
+                  ("cupy", "cupy", "CuPy", "tab:orange")]
+        for impl, case, label, color in series:
+            pts = [(m, value(r, "time")) for m in counts
+                   for r in [lookup(runs, impl, ("loop_sweep", f"{case}_{m}"))]
+                   if r]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts],
+                        color=color, marker="o", markersize=4, label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("images (4 partitions)")
+        ax.set_ylabel("us per iteration (median)")
+        ax.set_title("the request's loop against the image count")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        save(fig, "loop")
+
+    mg = {}
+    for impl in IMPLS:
+        for (fig_, case), rec in runs.get(impl, {}).get("rec", {}).items():
+            if fig_ == "multigpu" and case.startswith("loop_"):
+                _, label, gpus, kind = case.split("_")
+                mg.setdefault((impl, label, kind), []).append(
+                    (int(gpus.rstrip("gpu")), value(rec, "time")))
+    if mg:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        for ax, label in zip(axes, ("4x10", "4x2^28")):
+            for (impl, lab, kind), pts in sorted(mg.items()):
+                if lab != label:
+                    continue
+                pts.sort()
+                color, marker = STYLE[impl]
+                ax.plot([p[0] for p in pts], [p[1] for p in pts],
+                        "-" if kind == "concurrent" else "--", color=color,
+                        marker=marker, label=f"{LABEL[impl]} {kind}")
+            ax.set_xlabel("GPUs")
+            ax.set_ylabel("us per iteration (median)")
+            ax.set_title(f"loop {label}: time per iteration against GPUs")
+            ax.grid(True, alpha=0.3)
+            ax.set_ylim(bottom=0)
+            ax.legend(fontsize=8)
+        save(fig, "multigpu")
+    return names, None
 
 
 def write_report(directory, date, tag):
@@ -414,12 +931,17 @@ def write_report(directory, date, tag):
     for impl in IMPLS:
         if impl not in runs or not (runs[impl]["rec"]
                                     or runs[impl]["sweep"]):
-            problems.append(f"- {LABEL[impl]}: no results (see {impl}.log)")
+            problems.append(f"- {LABEL[impl]}: no results (see {impl}-*.log in "
+                            "the records)")
         if impl in runs:
             problems += [f"- {LABEL[impl]}: {e}" for e in runs[impl]["errors"]]
         if runs.get(impl, {}).get("meta", {}).get("quick"):
             problems.append(f"- {LABEL[impl]}: ran with --quick (tiny sizes: "
                             "not a measurement)")
+    skipped = os.path.join(directory, "skipped.txt")
+    if os.path.exists(skipped):
+        with open(skipped) as f:
+            problems += [f"- {line.strip()}" for line in f if line.strip()]
     if problems:
         lines += ["## Problems in this run", ""] + problems + [""]
 
@@ -431,6 +953,15 @@ def write_report(directory, date, tag):
               "range of the ratio straddles the threshold, so the verdict "
               "could flip between runs.", ""]
     lines += target_lines + [""]
+    new_lines, new_summary = new_target_table(runs)
+    met = sum(1 for _, w in new_summary if w.startswith("MET"))
+    lines += ["## Targets (issue 19: every size; issue 15: several GPUs)",
+              "", f"{met} of {len(new_summary)} met.  A target over "
+              "sizes or counts holds only if it holds at every one; the "
+              "table names the worst and the misses.  These lines are "
+              "made to be copied into README.md's performance table.", ""]
+    lines += new_lines + [""]
+    summary = summary + new_summary
 
     lines += ["## Medians", ""] + main_table(runs) + [""]
     anchor = []
@@ -460,13 +991,58 @@ def write_report(directory, date, tag):
         lines += ["Why the 4 x 2^28 loop runs algo, not algo_seed "
                   "(one thread walks every image):", ""] + seed + [""]
 
-    lines += ["## Copy bandwidth against size", ""]
-    names, why = plot_sweep(runs, directory, base)
-    if names:
-        lines += [f"![{n}]({n})" for n in names] + [""]
-    elif why:
+    names, why = plot_all(runs, directory, base)
+    if why:
         lines += [f"No plots: {why}.", ""]
-    lines += sweep_tables(runs)
+
+    def picture(suffix):
+        name = f"{base}-{suffix}.png"
+        return [f"![{name}]({name})", ""] if name in names else []
+
+    lines += ["## Copy bandwidth against size", "",
+              "Every size from 1 KiB to 1 GiB in powers of two; the "
+              "limit drawn on the plots is pinned raw C (one cudaMemcpy "
+              "from page-locked memory) of the same direction.  Host "
+              "copies are synchronous and followed by a device "
+              "synchronize (host clock); device->device copies are "
+              "event-timed on a stream.", ""]
+    lines += picture("sweep")
+    lines += sweep_tables_all(runs)
+
+    lines += ["## algo against the device-to-device copy, per size", ""]
+    lines += picture("algo")
+    lines += algo_table(runs) + [""]
+    shapes = shape_table(runs)
+    if shapes:
+        lines += ["Launch shapes of the same kernel (raw C, grid x block "
+                  "given; event-timed), for choosing the launcher's shape "
+                  "(a different shape sums in a different order: the bits "
+                  "of the result change with it):", ""] + shapes + [""]
+
+    lines += ["## The request's loop against the image count", ""]
+    lines += picture("loop")
+    lines += loop_table(runs) + [""]
+
+    st = staging_table(runs)
+    if st:
+        lines += ["## The staging engine's threshold and chunk (gpumem)", "",
+                  "Each configuration in a child process; synchronous "
+                  "copies, host clock, medians.  The data for choosing "
+                  "GM_STAGING_MIN and the chunk size (src/cuda-staging.c).",
+                  ""] + st
+
+    mg = multigpu_table(runs)
+    if mg:
+        lines += ["## Several GPUs", "",
+                  "Peer copies between devices 0 and 1 (raw C: "
+                  "cudaMemcpyPeerAsync with peer access enabled, the "
+                  "limit); the request's loop with partitions on devices "
+                  "i % D, serial (a kernel and a synchronous copy per "
+                  "partition) and concurrent (a stream per device, one "
+                  "wait per device per iteration).  4x10 and 4x2^28 run "
+                  "algo.", ""]
+        lines += picture("multigpu")
+        lines += mg + [""]
 
     lines += ["## All figures", "",
               "Times per operation; wall = host clock around the call as a "

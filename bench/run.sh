@@ -1,14 +1,27 @@
 #!/bin/sh
 # run.sh -- the benchmark suite (bench/NOTES.md): builds raw.cu, runs raw
-# CUDA C, gpumem and CuPy one after another on device 0, and writes the
-# report.  make bench runs it.
+# CUDA C, gpumem and CuPy one after another on device 0, section by
+# section, and writes the report.  make bench runs it.
 #
 #   bench/run.sh [OUTDIR]
 #
-# OUTDIR (default $BENCH_OUT, else bench/results) receives, with no
-# subfolders: DATE-TAG.md (DATE from date +%F, TAG the GPU model, e.g.
-# 2026-11-29-h200.md), DATE-TAG-sweep-CASE.png, raw.jsonl, gpumem.jsonl,
-# cupy.jsonl, machine.txt and a .log for each step.
+# OUTDIR (default $BENCH_OUT, else bench/results) receives at most
+# eight files, no subfolders: DATE-TAG.md (DATE from date +%F, TAG the
+# GPU model, e.g. 2026-11-30-h200.md), up to four plots DATE-TAG-{sweep,
+# algo,loop,multigpu}.png, with 2 or more GPUs the collectives' report
+# and plot (DATE-TAG-nccl.md, DATE-TAG-nccl-busbw.png), and
+# DATE-TAG-records.tar.gz (the records raw.jsonl, gpumem.jsonl,
+# cupy.jsonl, nccl-*.jsonl, machine.txt and a .log for every step).
+# While it runs, these live in OUTDIR/records, which is packed at the
+# end.
+#
+# Sections (each implementation runs each section in a process of its
+# own, so a crash or a timeout loses one section, not the run): basic
+# (launch alloc copy16 copy256), sweep, algo (d2d algo_bw algo_sweep),
+# loop (loop_sweep workload seed_rate), staging (gpumem only: the
+# staging engine's chunk sizes against plain cudaMemcpy), and multigpu
+# where nvidia-smi lists 2 or more GPUs, and there too nccl (the
+# collectives, bench/nccl.sh).  BENCH_SECTIONS="basic loop" chooses.
 #
 # Environment: GPUMEM (the program; default src/gpumem of this tree),
 # NVCC and NVCC_ARCH (default nvcc from PATH or /usr/local/cuda, sm_90),
@@ -16,8 +29,14 @@
 # /opt/torch/.venv/bin/python3 where it exists, else python3),
 # BENCH_BUILD (where raw is built; default bench/build), BENCH_ARGS
 # (arguments for all three implementations, e.g. --quick), BENCH_TIMEOUT
-# (seconds each implementation may take; default 150), BENCH_BACKEND
-# (gpumem's --backend; default cuda, host only to test this script).
+# (seconds each section of each implementation may take; default 200),
+# BENCH_BUDGET (seconds the whole run may take, default 540: a section
+# starts only with time left, its timeout is cut to what is left, and
+# 30 s stay for the report and the tarball),
+# BENCH_BACKEND (gpumem's --backend; default cuda; "host" is a dry run
+# for machines without a GPU: raw.cu is only compiled, gpumem runs on
+# the host backend, CuPy where importable, and the report is written
+# from what ran: use it with BENCH_ARGS=--quick).
 #
 # Exit status: 0; 77 when no GPU answers (nothing is measured); 1 when a
 # step failed (the report is still written from what ran).
@@ -30,7 +49,9 @@ out=${1:-${BENCH_OUT:-$here/results}}
 gpumem=${GPUMEM:-$top/src/gpumem}
 build=${BENCH_BUILD:-$here/build}
 args=${BENCH_ARGS:-}
-limit=${BENCH_TIMEOUT:-150}
+limit=${BENCH_TIMEOUT:-200}
+budget=${BENCH_BUDGET:-540}
+backend=${BENCH_BACKEND:-cuda}
 arch=${NVCC_ARCH:--gencode=arch=compute_90,code=sm_90}
 nvcc=${NVCC:-}
 if test -z "$nvcc"; then
@@ -49,15 +70,29 @@ if test -z "$python"; then
   fi
 fi
 
-if ! command -v nvidia-smi >/dev/null 2>&1 \
-   || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+gpus=0
+if command -v nvidia-smi >/dev/null 2>&1; then
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+fi
+if test "$gpus" -eq 0 && test "$backend" != host; then
   echo "bench: no GPU here (nvidia-smi lists none): nothing to measure;" \
        "run make bench on a machine with an NVIDIA GPU" >&2
   exit 77
 fi
+sections=${BENCH_SECTIONS:-}
+if test -z "$sections"; then
+  sections="basic sweep algo loop staging"
+  if test "$gpus" -ge 2 || test "$backend" = host; then
+    sections="$sections multigpu"
+  fi
+  if test "$gpus" -ge 2; then
+    sections="$sections nccl"
+  fi
+fi
 
-mkdir -p "$out" "$build" || exit 1
+mkdir -p "$out/records" "$build" || exit 1
 out=$(cd "$out" && pwd)
+rec=$out/records
 status=0
 begin=$(date +%s)
 
@@ -76,59 +111,134 @@ step () {
   echo "gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')$(test -n "$(git -C "$top" status --porcelain --untracked-files=no 2>/dev/null)" && echo ' (with uncommitted changes)')"
   echo "Python for CuPy and the report: $python ($("$python" --version 2>&1))"
   echo "started: $(date -u '+%F %T UTC')"
-} > "$out/machine.txt"
-cat "$out/machine.txt"
+  echo "GPUs: $gpus; sections: $sections; BENCH_ARGS: ${args:-(none)}"
+} > "$rec/machine.txt"
+cat "$rec/machine.txt"
 
 step "building raw.cu"
 # NVCC and NVCC_ARCH may hold several words (make passes two -gencode).
 # shellcheck disable=SC2086
-if ! $nvcc -std=c++17 -O3 $arch -I"$top/kernels" -Xcompiler -Wall \
+if ! $nvcc -std=c++17 -O3 $arch -I"$top/kernels" -I"$top/src" -I"$top/include" -Xcompiler -Wall \
      -o "$build/raw" "$here/raw.cu" "$top/kernels/algo_seed.cu" \
-     "$top/kernels/algo.cu" "$top/kernels/saxpy.cu" > "$out/build.log" 2>&1; then
-  cat "$out/build.log" >&2
+     "$top/kernels/algo.cu" "$top/kernels/saxpy.cu" > "$rec/build.log" 2>&1; then
+  cat "$rec/build.log" >&2
   echo "bench: building raw.cu FAILED" >&2
   status=1
 fi
 
-# run NAME COMMAND...: runs one implementation, its records to NAME.jsonl
-# and its progress to NAME.log; 77 (not available) is a skip.
-run () {
-  name=$1
-  shift
-  rm -f "$out/$name.jsonl"
-  step "running $name"
-  timeout "$limit" "$@" --out "$out/$name.jsonl" > "$out/$name.log" 2>&1
-  rc=$?
-  tail -n 3 "$out/$name.log"
-  case $rc in
-    0) ;;
-    77) echo "bench: $name skipped (not available here; see $name.log)" >&2 ;;
-    124) echo "bench: $name ran past ${limit} s and was stopped" >&2
-         status=1 ;;
-    *) echo "bench: $name FAILED (exit status $rc; see $out/$name.log)" >&2
-       status=1 ;;
+# figures SECTION: the figures of one section.
+figures () {
+  case $1 in
+    basic) echo "launch alloc copy16 copy256" ;;
+    sweep) echo "sweep" ;;
+    algo) echo "d2d algo_bw algo_sweep" ;;
+    loop) echo "loop_sweep workload seed_rate" ;;
+    multigpu) echo "multigpu" ;;
+    staging) echo "staging" ;;
+    *) echo "bench: unknown section '$1'" >&2; return 1 ;;
   esac
 }
 
-if test -x "$build/raw"; then
-  # shellcheck disable=SC2086
-  run raw "$build/raw" $args
-fi
-# shellcheck disable=SC2086
-run gpumem "$gpumem" -q --backend="${BENCH_BACKEND:-cuda}" "$here/bench_gpumem.py" $args
-# shellcheck disable=SC2086
-run cupy "$python" "$here/bench_cupy.py" $args
+# run NAME SECTION COMMAND...: runs one section of one implementation,
+# its records to NAME-SECTION.jsonl (appended to NAME.jsonl after) and
+# its progress to NAME-SECTION.log; 77 (not available) is a skip.
+run () {
+  name=$1
+  section=$2
+  shift 2
+  part=$rec/$name-$section
+  rm -f "$part.jsonl"
+  left=$(( budget - 30 - ($(date +%s) - begin) ))
+  if test "$left" -lt 10; then
+    echo "bench: $name, $section not run: the ${budget} s budget is spent" >&2
+    echo "$name, $section: not run (budget spent)" >> "$rec/skipped.txt"
+    status=1
+    return 0
+  fi
+  this=$limit
+  test "$left" -lt "$this" && this=$left
+  step "running $name, $section (at most $this s)"
+  timeout "$this" "$@" --out "$part.jsonl" > "$part.log" 2>&1
+  rc=$?
+  tail -n 2 "$part.log"
+  if test -f "$part.jsonl"; then
+    cat "$part.jsonl" >> "$rec/$name.jsonl"
+    rm -f "$part.jsonl"
+  fi
+  case $rc in
+    0) ;;
+    77) echo "bench: $name skipped (not available here; see $part.log)" >&2
+        return 77 ;;
+    124) echo "bench: $name, $section ran past ${limit} s and was stopped" >&2
+         status=1 ;;
+    *) echo "bench: $name, $section FAILED (exit status $rc; see $part.log)" >&2
+       status=1 ;;
+  esac
+  return 0
+}
 
-# Collectives where 2 or more GPUs answer (bench/nccl.sh: its own
-# records and report in the same folder; 77, fewer GPUs, is a skip).
-step "running the collectives benchmark (bench/nccl.sh)"
-BENCH_PYTHON=$python sh "$here/nccl.sh" "$out"
-case $? in 0|77) ;; *) status=1 ;; esac
+rm -f "$rec/raw.jsonl" "$rec/gpumem.jsonl" "$rec/cupy.jsonl"
+cupy_ok=yes
+for section in $sections; do
+  test "$section" = nccl && continue
+  list=$(figures "$section") || { status=1; continue; }
+  if test -x "$build/raw" && test "$backend" != host \
+     && test "$section" != staging; then
+    # shellcheck disable=SC2086
+    run raw "$section" "$build/raw" $args $list
+  fi
+  # shellcheck disable=SC2086
+  run gpumem "$section" "$gpumem" -q --backend="$backend" \
+    "$here/bench_gpumem.py" --gpumem "$gpumem" $args $list
+  if test "$cupy_ok" = yes && test "$section" != staging; then
+    # shellcheck disable=SC2086
+    run cupy "$section" "$python" "$here/bench_cupy.py" $args $list \
+      || cupy_ok=no
+  fi
+done
+
+# Collectives where 2 or more GPUs answer (bench/nccl.sh: its records
+# and logs join the others, its report and plot the main report; 77,
+# fewer GPUs, is a skip), in what is left of the budget.
+case " $sections " in
+  *" nccl "*)
+    left=$(( budget - 30 - ($(date +%s) - begin) ))
+    if test "$left" -lt 60; then
+      echo "bench: the collectives benchmark not run: the ${budget} s budget is spent" >&2
+      echo "nccl: not run (budget spent)" >> "$rec/skipped.txt"
+      status=1
+    else
+      step "running the collectives benchmark (bench/nccl.sh, at most $left s)"
+      BENCH_PYTHON=$python timeout "$left" sh "$here/nccl.sh" "$rec" \
+        > "$rec/nccl.log" 2>&1
+      case $? in
+        0|77) ;;
+        *) echo "bench: bench/nccl.sh FAILED or ran out of time (see nccl.log)" >&2
+           status=1 ;;
+      esac
+      tail -n 2 "$rec/nccl.log"
+    fi ;;
+esac
 
 step "writing the report"
-if ! "$python" "$here/report.py" "$out" --date "$(date +%F)"; then
+date=$(date +%F)
+if ! "$python" "$here/report.py" "$rec" --date "$date" > "$rec/report.log" 2>&1; then
+  cat "$rec/report.log" >&2
   echo "bench: report.py FAILED" >&2
   status=1
 fi
-step "done: $out"
+cat "$rec/report.log"
+for file in "$rec"/*.md "$rec"/*.png; do
+  test -f "$file" && mv -f "$file" "$out/"
+done
+report=$(sed -n 's/^report: //p' "$rec/report.log" | head -n 1)
+test -n "$report" && report=$out/$(basename "$report")
+base=$(basename "${report:-$out/$date-gpu.md}" .md)
+if tar -czf "$out/$base-records.tar.gz" -C "$out" records; then
+  rm -rf "$rec"
+else
+  echo "bench: packing the records FAILED; they stay in $rec" >&2
+  status=1
+fi
+step "done: ${report:-no report}; records in $out/$base-records.tar.gz"
 exit $status

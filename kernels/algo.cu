@@ -28,10 +28,20 @@
    IMAGES and the launch shape, so repeated calls give identical bits.
 
    Scratch.  The block sums and the counter (8 bytes a block, plus 8)
-   live in memory allocated with cudaMallocAsync on STREAM, from the
-   device's current memory pool, and freed with cudaFreeAsync behind
-   the kernel, so two launches on two streams never share it, and a
-   captured graph owns its own.
+   belong to the stream: the launcher keeps one scratch area for each
+   (device, stream) pair it has launched on, made at first need with
+   cudaMallocAsync on that stream and zeroed once (see algo_scratch).
+   The last block sets the counter back to 0 when it has read the block
+   sums, so the next launch on the same stream finds it ready: a launch
+   costs no allocation and no memset, and launches on one stream, which
+   run one after another, are the only ones that share an area.  A
+   launch on a stream that is being captured into a graph, or when the
+   table of streams is full, takes scratch of its own from the pool
+   instead (cudaMallocAsync, a memset of the counter, cudaFreeAsync
+   behind the kernel), as every launch did before, so a captured graph
+   owns its scratch.  Either way the kernel and its summation order are
+   the same, so the result's bits do not depend on where the scratch
+   came from.
 
    Error bound.  Every element enters S exactly (float to double is
    exact), then passes through at most D double additions: two inside
@@ -71,6 +81,7 @@
 #include "kernels.h"
 
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdint.h>
 
 enum
@@ -248,7 +259,119 @@ algo_kernel (const float *images, const float *update, float *partial_update,
     total += __ldcg (block_sums + b);
   total = block_sum (total, thread, threads);
   if (thread == 0)
-    write_result (total, number_of_images, update, partial_update);
+    {
+      write_result (total, number_of_images, update, partial_update);
+      /* Every block has counted itself, so nothing adds to the counter
+         any more in this launch: ready for the next launch on this
+         stream (the kernel's end orders this store before it).  */
+      *counter = 0;
+    }
+}
+
+/* The streams' scratch areas (see "Scratch" at the top): at most
+   ALGO_SCRATCH_STREAMS (device, stream) pairs, each with an area of
+   room for BLOCKS block sums after its counter.  Streams are told apart
+   by cudaStreamGetId, which never gives a destroyed stream's number to
+   a new one, so an area is never shared by streams that can run at the
+   same time.  An area of a destroyed stream stays until the process
+   ends (ALGO_SCRATCH_STREAMS areas of a few KiB at most).  */
+enum
+{
+  ALGO_SCRATCH_STREAMS = 64,
+  ALGO_SCRATCH_MIN_BLOCKS = 1024
+};
+
+typedef struct algo_scratch_slot
+{
+  int device;
+  unsigned long long stream_id;
+  uint64_t blocks;              /* room for this many block sums */
+  unsigned long long *counter;  /* the area: counter, then block sums */
+} algo_scratch_slot;
+
+static algo_scratch_slot algo_scratch_slots[ALGO_SCRATCH_STREAMS];
+static int algo_scratch_used;
+static pthread_mutex_t algo_scratch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Sets *COUNTER to STREAM's scratch area on the current device, with
+   room for BLOCKS block sums and the counter at 0 when the work queued
+   on STREAM so far is done; makes or grows the area in stream order on
+   STREAM when needed.  Sets *COUNTER to NULL, returning cudaSuccess,
+   when the launch must bring its own scratch: STREAM is being captured,
+   or the table is full.  Fails with the error of a CUDA call, leaving
+   CUDA's last error clear.  Thread-safe.  */
+static cudaError_t
+algo_scratch (cudaStream_t stream, uint64_t blocks,
+              unsigned long long **counter)
+{
+  cudaStreamCaptureStatus capture;
+  unsigned long long stream_id;
+  algo_scratch_slot *slot = NULL;
+  int device;
+  cudaError_t err;
+
+  *counter = NULL;
+  err = cudaStreamIsCapturing (stream, &capture);
+  if (err == cudaSuccess && capture != cudaStreamCaptureStatusNone)
+    return cudaSuccess;
+  if (err == cudaSuccess)
+    err = cudaGetDevice (&device);
+  if (err == cudaSuccess)
+    err = cudaStreamGetId (stream, &stream_id);
+  if (err != cudaSuccess)
+    {
+      (void) cudaGetLastError ();
+      return err;
+    }
+
+  pthread_mutex_lock (&algo_scratch_lock);
+  for (int i = 0; i < algo_scratch_used; i++)
+    if (algo_scratch_slots[i].stream_id == stream_id
+        && algo_scratch_slots[i].device == device)
+      {
+        slot = &algo_scratch_slots[i];
+        break;
+      }
+  if (slot == NULL && algo_scratch_used < ALGO_SCRATCH_STREAMS)
+    {
+      slot = &algo_scratch_slots[algo_scratch_used];
+      slot->device = device;
+      slot->stream_id = stream_id;
+      slot->blocks = 0;
+      slot->counter = NULL;
+      algo_scratch_used++;
+    }
+  if (slot != NULL && slot->blocks < blocks)
+    {
+      /* Make it, or make it larger: in STREAM's order, after the
+         launches that used the old area, before the one that asks.  */
+      uint64_t room = blocks > ALGO_SCRATCH_MIN_BLOCKS
+                      ? blocks : ALGO_SCRATCH_MIN_BLOCKS;
+      void *area = NULL;
+
+      err = cudaMallocAsync (&area, sizeof (unsigned long long)
+                                    + room * sizeof (double), stream);
+      if (err == cudaSuccess)
+        {
+          err = cudaMemsetAsync (area, 0, sizeof (unsigned long long),
+                                 stream);
+          if (err != cudaSuccess)
+            (void) cudaFreeAsync (area, stream);
+        }
+      if (err == cudaSuccess && slot->counter != NULL)
+        (void) cudaFreeAsync (slot->counter, stream);
+      if (err == cudaSuccess)
+        {
+          slot->counter = (unsigned long long *) area;
+          slot->blocks = room;
+        }
+      else
+        (void) cudaGetLastError ();
+    }
+  if (err == cudaSuccess && slot != NULL)
+    *counter = slot->counter;
+  pthread_mutex_unlock (&algo_scratch_lock);
+  return err;
 }
 
 /* Enqueue on STREAM, on the current device, the computation of
@@ -259,10 +382,12 @@ algo_kernel (const float *images, const float *update, float *partial_update,
    offset.  Returns cudaSuccess once the work is enqueued; a kernel
    fault shows later, at synchronization.  Fails, leaving CUDA's last
    error clear, with the error of the stream-ordered allocation of the
-   scratch memory (cudaErrorMemoryAllocation), of the launch, or
-   cudaErrorInvalidConfiguration for a grid or block of no threads or
-   of more than GM_MAX_BLOCKS blocks; the scratch memory is freed in
-   stream order whatever happens.  */
+   scratch memory (cudaErrorMemoryAllocation; STREAM's area is made on
+   its first multi-block launch, other launches allocate nothing unless
+   STREAM is being captured or the table of streams is full), of the
+   launch, or cudaErrorInvalidConfiguration for a grid or block of no
+   threads or of more than GM_MAX_BLOCKS blocks; scratch of a launch's
+   own is freed in stream order whatever happens.  */
 cudaError_t
 gm_kernel_algo (const float *images, const float *update,
                 float *partial_update, int64_t number_of_images,
@@ -289,6 +414,18 @@ gm_kernel_algo (const float *images, const float *update,
     {
       algo_kernel<<<grid, block, 0, stream>>> (images, update, partial_update,
                                                number_of_images, NULL, NULL);
+      return cudaGetLastError ();
+    }
+
+  unsigned long long *own;
+  err = algo_scratch (stream, blocks, &own);
+  if (err != cudaSuccess)
+    return err;
+  if (own != NULL)
+    {
+      algo_kernel<<<grid, block, 0, stream>>> (images, update, partial_update,
+                                               number_of_images, own,
+                                               (double *) (own + 1));
       return cudaGetLastError ();
     }
 

@@ -250,19 +250,25 @@ ring_for (int device, int device_count, ring **out)
 }
 
 bool
-gm_staging_wanted (const void *host, size_t nbytes)
+gm_staging_pageable (const void *host)
 {
   struct cudaPointerAttributes attr;
 
-  pthread_once (&settings_once, read_settings);
-  if (nbytes < settings.min_bytes || settings.threads == 0)
-    return false;
   if (cudaPointerGetAttributes (&attr, host) != cudaSuccess)
     {
       cudaGetLastError ();
       return false;
     }
   return attr.type == cudaMemoryTypeUnregistered;
+}
+
+bool
+gm_staging_wanted (const void *host, size_t nbytes)
+{
+  pthread_once (&settings_once, read_settings);
+  if (nbytes < settings.min_bytes || settings.threads == 0)
+    return false;
+  return gm_staging_pageable (host);
 }
 
 /* One staged copy at a time: Python threads may copy at once (the GIL

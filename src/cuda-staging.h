@@ -19,6 +19,12 @@
    (GPUMEM_COPY_THREADS=0).  */
 bool gm_staging_wanted (const void *host, size_t nbytes);
 
+/* Whether HOST is pageable memory: neither page-locked
+   (cudaMallocHost, registered) nor memory CUDA maps otherwise.  Only
+   pageable memory gains from staging or a bounce buffer; page-locked
+   memory is copied by the DMA engine directly.  */
+bool gm_staging_pageable (const void *host);
+
 /* Copies NBYTES from SRC to DST, one of them pageable host memory and
    the other memory of DEVICE (current on the calling thread), TO_DEVICE
    saying which way, on DEVICE's legacy default stream (so after all

@@ -385,8 +385,9 @@ PyObject *gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
 PyObject *gmpy_copy (PyObject *module, PyObject *const *args,
                      Py_ssize_t nargs, PyObject *kwnames);
 /* The copy engine (py-copy-engine.c).  */
-/* Host -> device: the first COUNT elements of host object SRC, converted
-   to DST's dtype as NumPy's same_kind casting allows, into DST.  */
+/* Host -> device: the first COUNT elements of host object SRC (all of
+   them when COUNT < 0, counted as NumPy counts them), converted to DST's
+   dtype as NumPy's same_kind casting allows, into DST.  */
 int gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
                               Py_ssize_t count, gm_stream *stream,
                               const char *src_name);

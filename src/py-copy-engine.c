@@ -192,7 +192,12 @@ gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
           == (int) dst->dtype)
         {
           Py_ssize_t n = view.len / view.itemsize;
-          if (count > n)
+          if (count < 0)
+            count = n;
+          if (count > dst->size)
+            result = gmpy_count_error (src_name, count, "destination",
+                                       dst->size);
+          else if (count > n)
             result = gmpy_count_error (src_name, count, "source", n);
           else
             result = gmpy_guarded_copy (dst, NULL, dst->data, dst->device,
@@ -218,6 +223,15 @@ gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
   src_size = PyObject_Size (flat);
   if (src_size < 0)
     goto done;
+  if (count < 0)
+    {
+      count = src_size;
+      if (count > dst->size)
+        {
+          gmpy_count_error (src_name, count, "destination", dst->size);
+          goto done;
+        }
+    }
   if (count > src_size)
     {
       gmpy_count_error (src_name, count, "source", src_size);

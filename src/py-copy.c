@@ -63,21 +63,6 @@ gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
   Py_RETURN_NONE;
 }
 
-/* The number of elements of host object OBJ, as NumPy counts them.  */
-static Py_ssize_t
-host_size (PyObject *obj)
-{
-  PyObject *size = PyObject_CallMethod (gmpy_state_get ()->numpy, "size",
-                                        "O", obj);
-  Py_ssize_t n;
-
-  if (size == NULL)
-    return -1;
-  n = PyLong_AsSsize_t (size);
-  Py_DECREF (size);
-  return n;
-}
-
 PyObject *
 gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
            PyObject *kwnames)
@@ -174,8 +159,8 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                              "destination's device");
           return NULL;
         }
-      if (count < 0 && (count = host_size (arg[1])) < 0)
-        return NULL;
+      /* COUNT < 0: all of the source, counted where it is read (one
+         look at the source, not two).  */
       if (gmpy_copy_host_to_device (&dst, arg[1], count, stream, "copy") < 0)
         return NULL;
       gmpy_array_note_stream (arg[0], arg[3]);
