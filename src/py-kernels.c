@@ -217,6 +217,8 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   gm_stream *stream;
   gm_status status;
   int device = -1, n = kernel->nparams, waited = 0;
+  int array_devices[GM_MAX_KERNEL_PARAMS];
+  bool peers_used = false;
 
   if (gmpy_parse_args (args, nargs, kwnames, kernel->name, entry->names, n,
                        n, arg) < 0)
@@ -270,12 +272,28 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
         }
       else if (buf.device != device)
         {
-          PyErr_Format (PyExc_ValueError, "%s: parameter '%s' is on device "
-                        "%d but '%s' is on device %d; all arrays of a launch "
-                        "must be on one device", kernel->name, param->name,
-                        buf.device, first_pointer, device);
-          return NULL;
+          /* The launch runs on the first array's device, which must be
+             able to reach this one's memory.  */
+          bool can = false;
+          status = gm_backend_current->can_access_peer (device, buf.device,
+                                                        &can);
+          if (status != GM_OK)
+            return gmpy_raise (status);
+          if (!can)
+            {
+              PyErr_Format (PyExc_ValueError, "%s: parameter '%s' is on "
+                            "device %d, but the kernel runs on device %d "
+                            "(where '%s' is), which cannot access device "
+                            "%d's memory (Device(%d).can_access_peer(%d) is "
+                            "False); copy the array to device %d first",
+                            kernel->name, param->name, buf.device, device,
+                            first_pointer, buf.device, device, buf.device,
+                            device);
+              return NULL;
+            }
+          peers_used = true;
         }
+      array_devices[i] = buf.device;
       cargs[i].ptr = buf.data;
       sizes[i] = buf.size;
     }
@@ -339,6 +357,23 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     }
   if (gmpy_stream_arg (stream_obj, device, &stream) < 0)
     return NULL;
+  /* Inside a gpumem.concurrent() block the launch is queued on the
+     block's stream of its device; one that uses another device's arrays
+     first waits for the block's work there and is complete on return.  */
+  if (stream == NULL && gmpy_concurrent_active ())
+    {
+      if (!peers_used)
+        {
+          if (gmpy_concurrent_stream (device, &stream) < 0)
+            return NULL;
+        }
+      else
+        for (int i = 0; i < n; i++)
+          if (kernel->params[i].kind != GM_PARAM_SCALAR
+              && array_devices[i] != device
+              && gmpy_concurrent_join (array_devices[i]) < 0)
+            return NULL;
+    }
   /* Reading the scalars and grid ran Python code (__index__, __float__,
      an iterator) that may have freed an array checked above.  */
   for (int i = 0; i < n; i++)
