@@ -437,6 +437,9 @@ int gmpy_concurrent_from_host (int device, void *dst, const void *src,
    exception.  */
 int gmpy_concurrent_to_host (Py_buffer *view, void *dst, const void *src,
                              int device, size_t nbytes);
+/* 0, or -1 with ValueError when host memory [PTR, PTR + NBYTES)
+   overlaps the destination of a copy the open block has not landed.  */
+int gmpy_concurrent_check_pending (const void *ptr, size_t nbytes);
 /* Waits (as gmpy_wait) for the open block's work on DEVICE, if any.
    0 or -1.  */
 int gmpy_concurrent_join (int device);

@@ -267,6 +267,14 @@ check_not_pending (cc_engine *engine, const char *ptr, size_t nbytes)
 }
 
 int
+gmpy_concurrent_check_pending (const void *ptr, size_t nbytes)
+{
+  cc_engine *engine = active_engine ();
+
+  return engine != NULL ? check_not_pending (engine, ptr, nbytes) : 0;
+}
+
+int
 gmpy_concurrent_from_host (int device, void *dst, const void *src,
                            size_t nbytes)
 {

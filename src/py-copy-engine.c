@@ -229,7 +229,13 @@ gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
           PyBuffer_Release (&view);
           return result;
         }
+      /* Converted below into new memory, where the block could no
+         longer see that this data is still to be filled.  */
+      result = gmpy_concurrent_check_pending (view.buf, (size_t) view.len);
       PyBuffer_Release (&view);
+      if (result < 0)
+        return -1;
+      result = -1;
     }
   PyErr_Clear ();
 

@@ -148,6 +148,9 @@ def reading_a_pending_host_buffer_raises():
                match="filled when the block ends")
         raises(ValueError, gpumem.copy, b[2:4], out[1:3],
                match="wait()")
+        # Also when it would be converted (float32 into float64).
+        raises(ValueError, gpumem.copy_to_gpu, out, gpumem.empty(6, "float64"),
+               6, match="filled when the block ends")
         block.wait()
         gpumem.copy_to_gpu(out, b, 6)             # landed: fine now
     assert np.array_equal(b.copy_to_host(), np.arange(6))
