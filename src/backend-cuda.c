@@ -400,7 +400,8 @@ done:
    go over their link instead of through host memory, and a kernel may
    read a peer's array.  peer_state[D * device_count + P] says whether D
    can access P's memory.  Leaves the calling thread's current device as
-   it was.  Status of the first CUDA call that failed.  */
+   it was.  A pair the driver refuses to map is left unmapped (not an
+   error); GM_ERR_CUDA when a query fails or the context is lost.  */
 static gm_status
 map_peers (void)
 {
@@ -441,15 +442,29 @@ map_peers (void)
         desc.location.type = cudaMemLocationTypeDevice;
         desc.location.id = user;
         desc.flags = cudaMemAccessFlagsProtReadWrite;
-        CUDA_CHECK (cudaMemPoolSetAccess (pool, &desc, 1));
-        status = use_device (user);
-        if (status != GM_OK)
-          goto done;
-        err = cudaDeviceEnablePeerAccess (owner, 0);
-        if (err == cudaErrorPeerAccessAlreadyEnabled)
-          cudaGetLastError ();
-        else
-          CUDA_CHECK (err);
+        err = cudaMemPoolSetAccess (pool, &desc, 1);
+        if (err == cudaSuccess)
+          {
+            status = use_device (user);
+            if (status != GM_OK)
+              goto done;
+            err = cudaDeviceEnablePeerAccess (owner, 0);
+            if (err == cudaErrorPeerAccessAlreadyEnabled)
+              {
+                cudaGetLastError ();
+                err = cudaSuccess;
+              }
+          }
+        /* A pair the driver will not map after all (a MIG instance, a
+           hypervisor's policy) is left unmapped: its copies go through
+           host memory, as before, and can_access_peer says False.  */
+        if (err != cudaSuccess)
+          {
+            if (is_sticky (err))
+              CUDA_CHECK (err);
+            cudaGetLastError ();
+            peer_state[user * device_count + owner] = -1;
+          }
       }
   atomic_store (&mapped, true);
 done:
