@@ -103,14 +103,12 @@ def main(argv):
     for k in range(args.iterations):
         start = time.perf_counter()
         # This rank's devices at the same time; the block ends when all
-        # of them are done.  (A copy from another device waits for that
-        # device's work: the kernels are queued first.)
+        # of them are done.
         with gpumem.concurrent():
             gpumem.copy(stitched, zero_rows)
             for i in mine:
                 kernel(gpu_image_memory[i], gpu_update_memory[devices[i]],
                        gpu_partial_update_memory[i], len(parted_images[i]))
-            for i in mine:
                 gpumem.copy(stitched[i], gpu_partial_update_memory[i])
         comm.allreduce(stitched, op="sum")
         gpumem.copy_from_gpu(stitched, partial_update, 4 * PARTITIONS)

@@ -437,6 +437,14 @@ int gmpy_concurrent_from_host (int device, void *dst, const void *src,
    exception.  */
 int gmpy_concurrent_to_host (Py_buffer *view, void *dst, const void *src,
                              int device, size_t nbytes);
+/* Queues a copy of NBYTES from SRC on SRC_DEVICE to DST on DST_DEVICE
+   (two devices) in the open block: on the destination's stream, after
+   the work queued for the source's device, which then waits for it.
+   1 when queued; 0 when no block is open or the backend's streams
+   cannot be ordered so (the caller copies synchronously); -1 with an
+   exception.  */
+int gmpy_concurrent_peer_copy (void *dst, int dst_device, const void *src,
+                               int src_device, size_t nbytes);
 /* 0, or -1 with ValueError when host memory [PTR, PTR + NBYTES)
    overlaps the destination of a copy the open block has not landed.  */
 int gmpy_concurrent_check_pending (const void *ptr, size_t nbytes);

@@ -344,6 +344,43 @@ gmpy_concurrent_to_host (Py_buffer *view, void *dst, const void *src,
 }
 
 int
+gmpy_concurrent_peer_copy (void *dst, int dst_device, const void *src,
+                           int src_device, size_t nbytes)
+{
+  const gm_backend *backend = gm_backend_current;
+  cc_engine *engine = active_engine ();
+  cc_device *to = NULL, *from = NULL;
+  void *to_handle, *from_handle;
+  gm_status status;
+
+  if (engine == NULL || nbytes == 0)
+    return 0;
+  if (device_ready (engine, dst_device, &to) < 0
+      || device_ready (engine, src_device, &from) < 0)
+    return -1;
+  /* The streams are ordered through their handles, as another library's
+     would be; a backend whose streams have none runs everything during
+     the call, and the caller's synchronous copy is then as good.  */
+  to_handle = backend->stream_handle (to->stream);
+  from_handle = backend->stream_handle (from->stream);
+  if (to_handle == NULL || from_handle == NULL)
+    return 0;
+  /* The copy waits for the work queued on the source's device (which
+     may write SRC), and that device's later work waits for the copy
+     (which reads SRC).  */
+  status = backend->foreign_stream_wait (src_device, from->stream, to_handle);
+  if (status == GM_OK)
+    status = backend->copy (dst, dst_device, src, src_device, nbytes,
+                            to->stream);
+  if (status == GM_OK)
+    status = backend->foreign_stream_wait (dst_device, to->stream,
+                                           from_handle);
+  if (status != GM_OK)
+    return gmpy_raise_int (status);
+  return 1;
+}
+
+int
 gmpy_concurrent_join (int device)
 {
   cc_engine *engine = active_engine ();
@@ -591,8 +628,8 @@ static PyType_Slot concurrentpy_slots[] = {
    "host memory fill it when wait() returns or the block ends; until then\n"
    "it keeps its old contents, and handing it to a gpumem copy raises\n"
    "ValueError.  The block's end waits for all its work, also when the\n"
-   "body raises.  Copies between devices, kernels using another device's\n"
-   "arrays, and host copies of more than 64 MiB are complete on return.\n"
+   "body raises.  Kernels using another device's arrays, and host copies\n"
+   "of more than 64 MiB, are complete on return.\n"
    "Other calls (allocation, zeros, synchronize) keep their contract."},
   {0, NULL}
 };

@@ -58,12 +58,14 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
       return result;
     }
   /* Inside a gpumem.concurrent() block: host data goes to its device's
-     queue, a copy within one device is queued on its stream; the rest
-     (between devices, or into host memory the caller did not hand to
-     gmpy_concurrent_to_host) stays synchronous, waiting below for the
-     block's work on the devices involved.  */
+     queue, a copy within one device is queued on its stream, one between
+     devices on the destination's, ordered with the source's; the rest
+     (into host memory the caller did not hand to
+     gmpy_concurrent_to_host, or what the block declines) stays
+     synchronous, waiting below for the block's work on the devices
+     involved.  */
   if (stream == NULL && nbytes > 0 && gmpy_concurrent_active ()
-      && dst_device >= 0 && (src_device < 0 || src_device == dst_device))
+      && dst_device >= 0)
     {
       int queued = 0;
 
@@ -72,6 +74,9 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
         return -1;
       if (src_device < 0)
         queued = gmpy_concurrent_from_host (dst_device, dst, src, nbytes);
+      else if (src_device != dst_device)
+        queued = gmpy_concurrent_peer_copy (dst, dst_device, src, src_device,
+                                            nbytes);
       else if (gmpy_concurrent_stream (dst_device, &stream) < 0)
         return -1;
       if (queued < 0)
