@@ -306,11 +306,15 @@ def kernels_and_copies_across_devices():
     with gpumem.concurrent():
         gpumem.kernels.saxpy(n, 1.0, x1, x1)    # device 1, queued
         z0 = gpumem.empty(n, device=0)
-        gpumem.copy(z0, x1)                     # waits for device 1
+        gpumem.copy(z0, x1)                     # after device 1's work
+        gpumem.kernels.saxpy(n, 1.0, x1, x1)    # after the copy read x1
         gpumem.kernels.saxpy(n, 1.0, z0, z0)    # device 0, queued
         out = np.empty(n, np.float32)
         gpumem.copy_from_gpu(z0, out, n)
+        back = np.empty(n, np.float32)
+        gpumem.copy(back, x1)
     assert np.array_equal(out, 4 * (np.arange(n) + 2)), out[:4]
+    assert np.array_equal(back, 4 * (np.arange(n) + 2)), back[:4]
     del x1, y0, z0
     after = [gpumem.memory_stats(d)["allocated_bytes"] for d in (0, 1)]
     assert after == before, (before, after)
