@@ -445,6 +445,17 @@ int gmpy_concurrent_to_host (Py_buffer *view, void *dst, const void *src,
    exception.  */
 int gmpy_concurrent_peer_copy (void *dst, int dst_device, const void *src,
                                int src_device, size_t nbytes);
+/* For a launch on DEVICE in the open block that uses arrays of the
+   NPEERS devices PEERS (other than DEVICE): the block's stream of DEVICE
+   in *STREAM, ordered after the block's work on the peers; or NULL when
+   no block is open, or when the backend cannot order streams (the
+   peers' work is then waited for, and the caller launches
+   synchronously).  0 or -1.  */
+int gmpy_concurrent_launch_stream (int device, const int *peers, int npeers,
+                                   gm_stream **stream);
+/* After such a launch queued on the block's stream of DEVICE: the
+   peers' later work in the block waits for it.  0 or -1.  */
+int gmpy_concurrent_after_launch (int device, const int *peers, int npeers);
 /* 0, or -1 with ValueError when host memory [PTR, PTR + NBYTES)
    overlaps the destination of a copy the open block has not landed.  */
 int gmpy_concurrent_check_pending (const void *ptr, size_t nbytes);

@@ -343,41 +343,96 @@ gmpy_concurrent_to_host (Py_buffer *view, void *dst, const void *src,
   return 1;
 }
 
+/* Makes the open block's stream of WAITER wait, without blocking the
+   host, for the work queued so far on its stream of DEVICE.  The
+   streams are ordered through their handles, as another library's
+   would be (foreign_stream_wait records an event and makes the handle
+   wait for it).  1 when done; 0 when the backend's streams have no
+   handles (its work is done during each call: nothing to order); -1
+   with an exception.  */
+static int
+order_after (cc_engine *engine, int waiter, int device)
+{
+  const gm_backend *backend = gm_backend_current;
+  cc_device *later = NULL, *earlier = NULL;
+  void *handle;
+  gm_status status;
+
+  if (device_ready (engine, waiter, &later) < 0
+      || device_ready (engine, device, &earlier) < 0)
+    return -1;
+  handle = backend->stream_handle (later->stream);
+  if (handle == NULL || backend->stream_handle (earlier->stream) == NULL)
+    return 0;
+  status = backend->foreign_stream_wait (device, earlier->stream, handle);
+  if (status != GM_OK)
+    return gmpy_raise_int (status);
+  return 1;
+}
+
 int
 gmpy_concurrent_peer_copy (void *dst, int dst_device, const void *src,
                            int src_device, size_t nbytes)
 {
-  const gm_backend *backend = gm_backend_current;
   cc_engine *engine = active_engine ();
-  cc_device *to = NULL, *from = NULL;
-  void *to_handle, *from_handle;
+  cc_device *to = NULL;
   gm_status status;
+  int ordered;
 
   if (engine == NULL || nbytes == 0)
     return 0;
-  if (device_ready (engine, dst_device, &to) < 0
-      || device_ready (engine, src_device, &from) < 0)
-    return -1;
-  /* The streams are ordered through their handles, as another library's
-     would be; a backend whose streams have none runs everything during
-     the call, and the caller's synchronous copy is then as good.  */
-  to_handle = backend->stream_handle (to->stream);
-  from_handle = backend->stream_handle (from->stream);
-  if (to_handle == NULL || from_handle == NULL)
-    return 0;
-  /* The copy waits for the work queued on the source's device (which
+  /* The copy waits for the work queued for the source's device (which
      may write SRC), and that device's later work waits for the copy
-     (which reads SRC).  */
-  status = backend->foreign_stream_wait (src_device, from->stream, to_handle);
-  if (status == GM_OK)
-    status = backend->copy (dst, dst_device, src, src_device, nbytes,
-                            to->stream);
-  if (status == GM_OK)
-    status = backend->foreign_stream_wait (dst_device, to->stream,
-                                           from_handle);
+     (which reads SRC).  Where streams cannot be ordered, the caller's
+     synchronous copy is as good.  */
+  ordered = order_after (engine, dst_device, src_device);
+  if (ordered <= 0)
+    return ordered;
+  if (device_ready (engine, dst_device, &to) < 0)
+    return -1;
+  status = gm_backend_current->copy (dst, dst_device, src, src_device,
+                                     nbytes, to->stream);
   if (status != GM_OK)
     return gmpy_raise_int (status);
-  return 1;
+  return order_after (engine, src_device, dst_device) < 0 ? -1 : 1;
+}
+
+int
+gmpy_concurrent_launch_stream (int device, const int *peers, int npeers,
+                               gm_stream **stream)
+{
+  cc_engine *engine = active_engine ();
+
+  *stream = NULL;
+  if (engine == NULL)
+    return 0;
+  for (int i = 0; i < npeers; i++)
+    {
+      int ordered = order_after (engine, device, peers[i]);
+      if (ordered < 0)
+        return -1;
+      if (ordered == 0)
+        {
+          /* No stream order: wait for the peers' work instead, and
+             launch synchronously.  */
+          for (int j = 0; j < npeers; j++)
+            if (gmpy_concurrent_join (peers[j]) < 0)
+              return -1;
+          return 0;
+        }
+    }
+  return gmpy_concurrent_stream (device, stream);
+}
+
+int
+gmpy_concurrent_after_launch (int device, const int *peers, int npeers)
+{
+  cc_engine *engine = active_engine ();
+
+  for (int i = 0; engine != NULL && i < npeers; i++)
+    if (order_after (engine, peers[i], device) < 0)
+      return -1;
+  return 0;
 }
 
 int
@@ -628,8 +683,7 @@ static PyType_Slot concurrentpy_slots[] = {
    "host memory fill it when wait() returns or the block ends; until then\n"
    "it keeps its old contents, and handing it to a gpumem copy raises\n"
    "ValueError.  The block's end waits for all its work, also when the\n"
-   "body raises.  Kernels using another device's arrays, and host copies\n"
-   "of more than 64 MiB, are complete on return.\n"
+   "body raises.  Host copies of more than 64 MiB are complete on return.\n"
    "Other calls (allocation, zeros, synchronize) keep their contract."},
   {0, NULL}
 };

@@ -217,8 +217,10 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   gm_stream *stream;
   gm_status status;
   int device = -1, n = kernel->nparams, waited = 0;
-  int array_devices[GM_MAX_KERNEL_PARAMS];
-  bool peers_used = false;
+  /* Devices other than the launch's whose arrays the kernel uses.  */
+  int peers[GM_MAX_KERNEL_PARAMS];
+  int npeers = 0;
+  bool queued_in_block = false;
 
   if (gmpy_parse_args (args, nargs, kwnames, kernel->name, entry->names, n,
                        n, arg) < 0)
@@ -291,9 +293,8 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                             device);
               return NULL;
             }
-          peers_used = true;
+          peers[npeers++] = buf.device;
         }
-      array_devices[i] = buf.device;
       cargs[i].ptr = buf.data;
       sizes[i] = buf.size;
     }
@@ -358,21 +359,14 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   if (gmpy_stream_arg (stream_obj, device, &stream) < 0)
     return NULL;
   /* Inside a gpumem.concurrent() block the launch is queued on the
-     block's stream of its device; one that uses another device's arrays
-     first waits for the block's work there and is complete on return.  */
+     block's stream of its device, after the block's work on the devices
+     of its other arrays (or, where streams cannot be ordered so, it
+     waits for that work and is complete on return).  */
   if (stream == NULL && gmpy_concurrent_active ())
     {
-      if (!peers_used)
-        {
-          if (gmpy_concurrent_stream (device, &stream) < 0)
-            return NULL;
-        }
-      else
-        for (int i = 0; i < n; i++)
-          if (kernel->params[i].kind != GM_PARAM_SCALAR
-              && array_devices[i] != device
-              && gmpy_concurrent_join (array_devices[i]) < 0)
-            return NULL;
+      if (gmpy_concurrent_launch_stream (device, peers, npeers, &stream) < 0)
+        return NULL;
+      queued_in_block = stream != NULL;
     }
   /* Reading the scalars and grid ran Python code (__index__, __float__,
      an iterator) that may have freed an array checked above.  */
@@ -397,6 +391,9 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   for (int i = 0; i < n; i++)
     gmpy_array_unhold (held[i]);
   if (status != GM_OK || waited < 0)
+    return NULL;
+  if (queued_in_block && npeers > 0
+      && gmpy_concurrent_after_launch (device, peers, npeers) < 0)
     return NULL;
   /* Outputs written on a stream: the CUDA Array Interface names it.  */
   for (int i = 0; stream != NULL && i < n; i++)
