@@ -316,6 +316,16 @@ def kernels_and_copies_across_devices():
         gpumem.copy(back, x1)
     assert np.array_equal(out, 4 * (np.arange(n) + 2)), out[:4]
     assert np.array_equal(back, 4 * (np.arange(n) + 2)), back[:4]
+    # A kernel on device 0 writing device 1's array, between two kernels
+    # of device 1 on it: ordered both ways.
+    x1.copy_from_host(np.arange(n, dtype=np.float32))
+    got = np.empty(n, np.float32)
+    with gpumem.concurrent():
+        gpumem.kernels.saxpy(n, 1.0, x1, x1)    # device 1: 2 i
+        gpumem.kernels.saxpy(n, 3.0, y0, x1)    # device 0: + 3
+        gpumem.kernels.saxpy(n, 1.0, x1, x1)    # device 1: twice that
+        gpumem.copy_from_gpu(x1, got, n)
+    assert np.array_equal(got, 2 * (2 * np.arange(n) + 3)), got[:4]
     del x1, y0, z0
     after = [gpumem.memory_stats(d)["allocated_bytes"] for d in (0, 1)]
     assert after == before, (before, after)
