@@ -383,6 +383,26 @@ def peer_copies_go_over_the_link():
     assert float(bufs[0].copy_to_host()[n - 1]) == 1.5
 
 
+@case
+def a_current_stream_wins_inside_the_block():
+    """`with stream:` inside the block queues that device's calls on the
+    stream, which the block's end does not wait for (docs/multi-gpu.md)."""
+    if not CUDA:
+        gmtest.skip("host work is done during the call: nothing pending")
+    got = run_test_program(
+        "import gpumem\n"
+        "s = gpumem.Stream()\n"
+        "f = gpumem.zeros(1, 'int32')\n"
+        "with gpumem.concurrent():\n"
+        "    with s:\n"
+        "        gpumem.kernels.spin(300, f)\n"
+        "print('pending', not s.query())\n"
+        "s.synchronize()\n"
+        "print('done', int(f.copy_to_host()[0]))\n")
+    assert got.returncode == 0, got
+    assert "pending True" in got.stdout and "done 1" in got.stdout, got
+
+
 SPIN_ON_TWO = """
 import time, gpumem
 flags = [gpumem.zeros(1, 'int32', device=d) for d in (0, 1)]
