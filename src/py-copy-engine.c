@@ -57,6 +57,7 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
       PyMem_RawFree (between);
       return result;
     }
+
   /* Inside a gpumem.concurrent() block: host data goes to its device's
      queue, a copy within one device is queued on its stream, one between
      devices on the destination's, ordered with the source's; the rest
