@@ -190,17 +190,18 @@ for section in $sections; do
   # shellcheck disable=SC2086
   run gpumem "$section" "$gpumem" -q --backend="$backend" \
     "$here/bench_gpumem.py" --gpumem "$gpumem" $args $list
-  if test "$section" = multigpu; then
-    # The devices at the same time (gpumem.concurrent), against raw C's
-    # concurrent loop: its records join gpumem's.
-    # shellcheck disable=SC2086
-    run gpumem multigpu-concurrent "$gpumem" -q --backend="$backend" \
-      "$here/multigpu_gpumem.py" $args
-  fi
   if test "$cupy_ok" = yes && test "$section" != staging; then
     # shellcheck disable=SC2086
     run cupy "$section" "$python" "$here/bench_cupy.py" $args $list \
       || cupy_ok=no
+  fi
+  if test "$section" = multigpu; then
+    # The devices at the same time (gpumem.concurrent), against raw C's
+    # concurrent loop: its records join gpumem's.  (Last: run sets
+    # $section.)
+    # shellcheck disable=SC2086
+    run gpumem multigpu-concurrent "$gpumem" -q --backend="$backend" \
+      "$here/multigpu_gpumem.py" $args
   fi
 done
 
