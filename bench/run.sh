@@ -195,6 +195,14 @@ for section in $sections; do
     run cupy "$section" "$python" "$here/bench_cupy.py" $args $list \
       || cupy_ok=no
   fi
+  if test "$section" = multigpu; then
+    # The devices at the same time (gpumem.concurrent), against raw C's
+    # concurrent loop: its records join gpumem's.  (Last: run sets
+    # $section.)
+    # shellcheck disable=SC2086
+    run gpumem multigpu-concurrent "$gpumem" -q --backend="$backend" \
+      "$here/multigpu_gpumem.py" $args
+  fi
 done
 
 # Collectives where 2 or more GPUs answer (bench/nccl.sh: its records

@@ -12,6 +12,10 @@ against the same algorithm run in NumPy, and a short report is printed.
 
     gpumem scripts/stitching.py [--images N] [--iterations K]
                                 [--kernel algo|algo_seed] [--seed S]
+                                [--serial] [--no-check]
+
+The partitions' devices work at the same time (gpumem.concurrent());
+--serial runs the same loop one call after another, for comparison.
 
 Note that the request's stitching roughly doubles the update's magnitude
 every iteration, so float32 values overflow after about 100 iterations of
@@ -21,6 +25,7 @@ small inputs; the check then reports the overflow instead of comparing.
 import argparse
 import sys
 import time
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -44,6 +49,9 @@ def parse_args(argv, prog="gpumem scripts/stitching.py",
     parser.add_argument("--seed", type=int, default=None, help=seed_help)
     parser.add_argument("--no-check", action="store_true",
                         help="skip the NumPy check (for timing huge runs)")
+    parser.add_argument("--serial", action="store_true",
+                        help="one call after another, each complete before "
+                             "the next (no gpumem.concurrent block)")
     args = parser.parse_args(argv)
     if args.images < PARTITIONS:
         parser.error(f"--images must be at least {PARTITIONS}")
@@ -118,26 +126,36 @@ def main(argv):
 
     times = []
     last_report = time.perf_counter()
-    for k in range(args.iterations):
-        start = time.perf_counter()
-        for i in range(PARTITIONS):
-            kernel(gpu_image_memory[i], gpu_update_memory[devices[i]],
-                   gpu_partial_update_memory[i], len(parted_images[i]))
-            gpumem.copy_from_gpu(gpu_partial_update_memory[i],
-                                 partial_update[i], 4)
-        stitching(update, partial_update)
-        for mem in gpu_update_memory.values():
-            gpumem.copy_to_gpu(update, mem, 4)
-        now = time.perf_counter()
-        times.append(now - start)
-        if now - last_report > 1.0:
-            print(f"iteration {k + 1}/{args.iterations}: "
-                  f"{times[-1] * 1e6:.1f} us", flush=True)
-            last_report = now
+    # The request's loop.  Inside gpumem.concurrent() the calls are
+    # queued per device instead of waited for one by one, so the devices
+    # work at the same time; devices_at_once.wait() returns when every
+    # device is done and partial_update is filled.  The update's copies
+    # are queued too and run before the next iteration's kernels.
+    devices_at_once = nullcontext() if args.serial else gpumem.concurrent()
+    with devices_at_once:
+        for k in range(args.iterations):
+            start = time.perf_counter()
+            for i in range(PARTITIONS):
+                kernel(gpu_image_memory[i], gpu_update_memory[devices[i]],
+                       gpu_partial_update_memory[i], len(parted_images[i]))
+                gpumem.copy_from_gpu(gpu_partial_update_memory[i],
+                                     partial_update[i], 4)
+            if not args.serial:
+                devices_at_once.wait()
+            stitching(update, partial_update)
+            for mem in gpu_update_memory.values():
+                gpumem.copy_to_gpu(update, mem, 4)
+            now = time.perf_counter()
+            times.append(now - start)
+            if now - last_report > 1.0:
+                print(f"iteration {k + 1}/{args.iterations}: "
+                      f"{times[-1] * 1e6:.1f} us", flush=True)
+                last_report = now
 
     names = sorted({f"{d}: {gpumem.Device(d).name}" for d in devices})
     print(f"backend {gpumem.backend}; partitions on devices {devices} "
-          f"({'; '.join(names)})")
+          f"({'; '.join(names)}); "
+          f"{'serial' if args.serial else 'concurrent'}")
     print(f"{args.images} images, {args.iterations} iterations, kernel "
           f"{args.kernel}: {np.median(times) * 1e6:.1f} us per iteration "
           f"(median), {sum(times):.3f} s in all")

@@ -3,7 +3,8 @@ job: the same algorithm and result as
 scripts/stitching.py, with its 4 partitions on the ranks.
 
 Partition i goes to rank i % size; within a rank, its partitions go
-round the node's devices from the rank's own (its node-local rank modulo
+(working at the same time, in a gpumem.concurrent() block) round the
+node's devices from the rank's own (its node-local rank modulo
 device_count(), so 4 ranks on a 4-GPU node use one GPU each, and 4 ranks
 sharing one GPU all use it).  Each iteration, every rank computes its
 partitions' partial updates with the native kernel and writes them into
@@ -101,11 +102,14 @@ def main(argv):
     last_report = time.perf_counter()
     for k in range(args.iterations):
         start = time.perf_counter()
-        gpumem.copy(stitched, zero_rows)
-        for i in mine:
-            kernel(gpu_image_memory[i], gpu_update_memory[devices[i]],
-                   gpu_partial_update_memory[i], len(parted_images[i]))
-            gpumem.copy(stitched[i], gpu_partial_update_memory[i])
+        # This rank's devices at the same time; the block ends when all
+        # of them are done.
+        with gpumem.concurrent():
+            gpumem.copy(stitched, zero_rows)
+            for i in mine:
+                kernel(gpu_image_memory[i], gpu_update_memory[devices[i]],
+                       gpu_partial_update_memory[i], len(parted_images[i]))
+                gpumem.copy(stitched[i], gpu_partial_update_memory[i])
         comm.allreduce(stitched, op="sum")
         gpumem.copy_from_gpu(stitched, partial_update, 4 * PARTITIONS)
         stitching(update, partial_update)

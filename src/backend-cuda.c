@@ -81,9 +81,10 @@ struct gm_event
 
 static int device_count;
 static gm_device_props *props_cache;
-/* Per device: whether its pool is set up, and which peers it can map.  */
+/* Per device: whether its pool is set up; per pair, whether the first
+   can access the second's memory (map_peers).  */
 static bool *device_ready;
-static signed char *peer_state;   /* 0 unknown, 1 enabled, -1 none */
+static signed char *peer_state;   /* 0 not asked yet, 1 mapped, -1 none */
 
 /* Per device: the event cuda_wait records on the legacy default stream
    to see when the work queued there, and in every stream it follows,
@@ -390,33 +391,101 @@ done:
   return status;
 }
 
-/* Enables DEVICE's access to PEER's memory once, where the hardware
-   allows; copies between the two then go directly.  */
+/* Maps every pair of devices that can reach each other, both ways,
+   once (the first time any caller needs a peer): each device's default
+   pool gives the other read and write access (cudaMemPoolSetAccess: the
+   pool's memory, which cudaDeviceEnablePeerAccess does not cover, now
+   and later), and peer access is enabled for memory from elsewhere
+   (cudaMalloc'd by another library).  Copies between such devices then
+   go over their link instead of through host memory, and a kernel may
+   read a peer's array.  peer_state[D * device_count + P] says whether D
+   can access P's memory.  Leaves the calling thread's current device as
+   it was.  A pair the driver refuses to map is left unmapped (not an
+   error); GM_ERR_CUDA when a query fails or the context is lost.  */
 static gm_status
-enable_peer (int device, int peer)
+map_peers (void)
+{
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static atomic_bool mapped;
+  gm_status status = GM_OK;
+  int current = -1;
+
+  if (atomic_load (&mapped))
+    return GM_OK;
+  pthread_mutex_lock (&lock);
+  if (atomic_load (&mapped))
+    goto unlock;
+  CHECK_ALIVE ();
+  CUDA_CHECK (cudaGetDevice (&current));
+  for (int d = 0; d < device_count; d++)
+    for (int p = 0; p < device_count; p++)
+      {
+        int can = 0;
+        if (p != d)
+          CUDA_CHECK (cudaDeviceCanAccessPeer (&can, d, p));
+        peer_state[d * device_count + p] = can ? 1 : -1;
+      }
+  for (int owner = 0; owner < device_count; owner++)
+    for (int user = 0; user < device_count; user++)
+      {
+        cudaMemPool_t pool;
+        struct cudaMemAccessDesc desc;
+        cudaError_t err;
+
+        if (peer_state[user * device_count + owner] != 1)
+          continue;
+        status = use_device (owner);
+        if (status != GM_OK)
+          goto done;
+        CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, owner));
+        memset (&desc, 0, sizeof desc);
+        desc.location.type = cudaMemLocationTypeDevice;
+        desc.location.id = user;
+        desc.flags = cudaMemAccessFlagsProtReadWrite;
+        err = cudaMemPoolSetAccess (pool, &desc, 1);
+        if (err == cudaSuccess)
+          {
+            status = use_device (user);
+            if (status != GM_OK)
+              goto done;
+            err = cudaDeviceEnablePeerAccess (owner, 0);
+            if (err == cudaErrorPeerAccessAlreadyEnabled)
+              {
+                cudaGetLastError ();
+                err = cudaSuccess;
+              }
+          }
+        /* A pair the driver will not map after all (a MIG instance, a
+           hypervisor's policy) is left unmapped: its copies go through
+           host memory, as before, and can_access_peer says False.  */
+        if (err != cudaSuccess)
+          {
+            if (is_sticky (err))
+              CUDA_CHECK (err);
+            cudaGetLastError ();
+            peer_state[user * device_count + owner] = -1;
+          }
+      }
+  atomic_store (&mapped, true);
+done:
+  if (current >= 0 && cudaSetDevice (current) != cudaSuccess)
+    cudaGetLastError ();
+unlock:
+  pthread_mutex_unlock (&lock);
+  return status;
+}
+
+static gm_status
+cuda_can_access_peer (int device, int peer, bool *can)
 {
   gm_status status = GM_OK;
-  signed char *state = &peer_state[device * device_count + peer];
-  int can = 0;
 
-  if (*state != 0 || device == peer)
+  *can = device == peer;
+  if (device == peer)
     return GM_OK;
-  CUDA_CHECK (cudaDeviceCanAccessPeer (&can, device, peer));
-  *state = -1;
-  if (can)
-    {
-      cudaError_t err;
-      status = use_device (device);
-      if (status != GM_OK)
-        goto done;
-      err = cudaDeviceEnablePeerAccess (peer, 0);
-      if (err == cudaErrorPeerAccessAlreadyEnabled)
-        cudaGetLastError ();
-      else
-        CUDA_CHECK (err);
-      *state = 1;
-    }
-done:
+  status = map_peers ();
+  if (status == GM_OK)
+    *can = peer_state[device * device_count + peer] == 1;
   return status;
 }
 
@@ -466,11 +535,10 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
     }
   if (dst_device >= 0 && src_device >= 0 && dst_device != src_device)
     {
-      /* Across devices: directly where peer access is possible, else
-         the driver stages the copy through host memory.  */
-      status = enable_peer (dst_device, src_device);
-      if (status == GM_OK)
-        status = enable_peer (src_device, dst_device);
+      /* Across devices: over the link where the two are mapped to
+         each other, else the driver stages the copy through host
+         memory.  */
+      status = map_peers ();
       if (status != GM_OK)
         goto done;
       if (stream == NULL)
@@ -1130,5 +1198,6 @@ const gm_backend gm_backend_cuda = {
   .foreign_stream_sync = cuda_foreign_stream_sync,
   .foreign_stream_wait = cuda_foreign_stream_wait,
   .pointer_device = cuda_pointer_device,
+  .can_access_peer = cuda_can_access_peer,
   .shutdown = cuda_shutdown,
 };

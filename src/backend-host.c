@@ -158,6 +158,25 @@ host_release_cached (int device, size_t *reserved_after)
   return GM_OK;
 }
 
+/* GPUMEM_HOST_PEER_ACCESS=0 makes the simulated devices unable to
+   access each other's memory, as GPUs without a link between them are
+   (copies between them still work, as CUDA's do through host memory);
+   by default they all can, since their memory is all host memory.  Read
+   once.  */
+static gm_status
+host_can_access_peer (int device, int peer, bool *can)
+{
+  static int allowed = -1;
+
+  if (allowed < 0)
+    {
+      const char *value = getenv ("GPUMEM_HOST_PEER_ACCESS");
+      allowed = !(value != NULL && strcmp (value, "0") == 0);
+    }
+  *can = device == peer || allowed;
+  return GM_OK;
+}
+
 static gm_status
 host_copy (void *dst, int dst_device, const void *src, int src_device,
            size_t nbytes, gm_stream *stream)
@@ -430,6 +449,7 @@ const gm_backend gm_backend_host = {
   .host_free = host_host_free,
   .foreign_stream_sync = host_foreign_stream_sync,
   .foreign_stream_wait = host_foreign_stream_wait,
+  .can_access_peer = host_can_access_peer,
   .pointer_device = host_pointer_device,
   .shutdown = host_shutdown,
 };

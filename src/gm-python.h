@@ -414,5 +414,54 @@ int gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
 int gmpy_count_error (const char *what, Py_ssize_t count, const char *side,
                       Py_ssize_t size);
 
+/* gpumem.concurrent (py-concurrent.c): the open block of this thread
+   queues calls that name no stream.  */
+int gmpy_concurrent_init (PyObject *module, gmpy_state *state);
+/* Whether a block is open in this thread.  */
+bool gmpy_concurrent_active (void);
+/* The open block's stream for DEVICE (made at first use) in *STREAM, or
+   NULL when no block is open.  0 or -1.  */
+int gmpy_concurrent_stream (int device, gm_stream **stream);
+/* Queues a copy of NBYTES host bytes at SRC to DST on DEVICE in the
+   open block, reading SRC before it returns (through DEVICE's bounce
+   buffer).  1 when queued; 0 when no block is open or the copy is too
+   large for the bounce buffer (the caller copies synchronously); -1
+   with ValueError when SRC is the destination of a queued copy into
+   host memory, or another exception.  */
+int gmpy_concurrent_from_host (int device, void *dst, const void *src,
+                               size_t nbytes);
+/* Queues a copy of NBYTES at SRC on DEVICE into host memory DST, which
+   VIEW exports, landing when the block's wait() returns or it ends.  1
+   when queued (the block then owns VIEW and releases it); 0 as for
+   gmpy_concurrent_from_host (VIEW stays the caller's); -1 with an
+   exception.  */
+int gmpy_concurrent_to_host (Py_buffer *view, void *dst, const void *src,
+                             int device, size_t nbytes);
+/* Queues a copy of NBYTES from SRC on SRC_DEVICE to DST on DST_DEVICE
+   (two devices) in the open block: on the destination's stream, after
+   the work queued for the source's device, which then waits for it.
+   1 when queued; 0 when no block is open or the backend's streams
+   cannot be ordered so (the caller copies synchronously); -1 with an
+   exception.  */
+int gmpy_concurrent_peer_copy (void *dst, int dst_device, const void *src,
+                               int src_device, size_t nbytes);
+/* For a launch on DEVICE in the open block that uses arrays of the
+   NPEERS devices PEERS (other than DEVICE): the block's stream of DEVICE
+   in *STREAM, ordered after the block's work on the peers; or NULL when
+   no block is open, or when the backend cannot order streams (the
+   peers' work is then waited for, and the caller launches
+   synchronously).  0 or -1.  */
+int gmpy_concurrent_launch_stream (int device, const int *peers, int npeers,
+                                   gm_stream **stream);
+/* After such a launch queued on the block's stream of DEVICE: the
+   peers' later work in the block waits for it.  0 or -1.  */
+int gmpy_concurrent_after_launch (int device, const int *peers, int npeers);
+/* 0, or -1 with ValueError when host memory [PTR, PTR + NBYTES)
+   overlaps the destination of a copy the open block has not landed.  */
+int gmpy_concurrent_check_pending (const void *ptr, size_t nbytes);
+/* Waits (as gmpy_wait) for the open block's work on DEVICE, if any.
+   0 or -1.  */
+int gmpy_concurrent_join (int device);
+
 
 #endif /* GM_PYTHON_H */

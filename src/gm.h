@@ -291,6 +291,12 @@ typedef struct gm_backend
   /* The device an address belongs to, or -1 for host memory.  */
   gm_status (*pointer_device) (const void *ptr, int *device);
 
+  /* Whether kernels on DEVICE may use memory of PEER and copies between
+     the two go directly, in *CAN (true when DEVICE == PEER).  The first
+     call (and the first copy between devices) maps every pair of devices
+     that can reach each other, both ways, once.  */
+  gm_status (*can_access_peer) (int device, int peer, bool *can);
+
   void (*shutdown) (void);
 } gm_backend;
 

@@ -260,6 +260,7 @@ gmpy_exec (PyObject *module)
       || gmpy_array_init (module, state) < 0
       || gmpy_stream_init (module, state) < 0
       || gmpy_pinned_init (module, state) < 0
+      || gmpy_concurrent_init (module, state) < 0
       || gmpy_kernels_init (module, state) < 0
       || gmpy_comm_devices_init (module, state) < 0
       || PyModule_AddFunctions (module, gmpy_plugin_methods) < 0

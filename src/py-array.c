@@ -536,6 +536,7 @@ arraypy_copy_to_host (PyObject *self, PyObject *args, PyObject *kwargs)
   PyObject *out = Py_None, *stream_obj = Py_None, *shape;
   gmpy_devbuf src;
   gm_stream *stream;
+  bool joined = false;
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|OO:copy_to_host",
                                     keywords, &out, &stream_obj)
@@ -548,6 +549,14 @@ arraypy_copy_to_host (PyObject *self, PyObject *args, PyObject *kwargs)
     return NULL;
   if (out == Py_None)
     {
+      /* A new array is read at once: inside a gpumem.concurrent() block
+         it is filled on the block's stream and waited for.  */
+      if (stream == NULL && gmpy_concurrent_active ())
+        {
+          if (gmpy_concurrent_stream (array->device, &stream) < 0)
+            return NULL;
+          joined = true;
+        }
       shape = gmpy_shape_tuple (array->ndim, array->shape);
       if (shape == NULL)
         return NULL;
@@ -575,7 +584,8 @@ arraypy_copy_to_host (PyObject *self, PyObject *args, PyObject *kwargs)
           return NULL;
         }
     }
-  if (gmpy_copy_device_to_host (out, &src, array->size, stream, "out") < 0)
+  if (gmpy_copy_device_to_host (out, &src, array->size, stream, "out") < 0
+      || (joined && gmpy_concurrent_join (array->device) < 0))
     {
       Py_DECREF (out);
       return NULL;

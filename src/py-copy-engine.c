@@ -57,6 +57,35 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
       PyMem_RawFree (between);
       return result;
     }
+
+  /* Inside a gpumem.concurrent() block: host data goes to its device's
+     queue, a copy within one device is queued on its stream, one between
+     devices on the destination's, ordered with the source's; the rest
+     (into host memory the caller did not hand to
+     gmpy_concurrent_to_host, or what the block declines) stays
+     synchronous, waiting below for the block's work on the devices
+     involved.  */
+  if (stream == NULL && nbytes > 0 && gmpy_concurrent_active ()
+      && dst_device >= 0)
+    {
+      int queued = 0;
+
+      if ((dst_buf != NULL && gmpy_devbuf_usable (dst_buf) < 0)
+          || (src_buf != NULL && gmpy_devbuf_usable (src_buf) < 0))
+        return -1;
+      if (src_device < 0)
+        queued = gmpy_concurrent_from_host (dst_device, dst, src, nbytes);
+      else if (src_device != dst_device)
+        queued = gmpy_concurrent_peer_copy (dst, dst_device, src, src_device,
+                                            nbytes);
+      else if (gmpy_concurrent_stream (dst_device, &stream) < 0)
+        return -1;
+      if (queued < 0)
+        return -1;
+      if (queued > 0)
+        return 0;
+      chunk = stream != NULL ? nbytes : COPY_CHUNK;
+    }
   if ((dst_buf != NULL && gmpy_devbuf_usable (dst_buf) < 0)
       || (src_buf != NULL && gmpy_devbuf_usable (src_buf) < 0))
     return -1;
@@ -206,7 +235,13 @@ gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
           PyBuffer_Release (&view);
           return result;
         }
+      /* Converted below into new memory, where the block could no
+         longer see that this data is still to be filled.  */
+      result = gmpy_concurrent_check_pending (view.buf, (size_t) view.len);
       PyBuffer_Release (&view);
+      if (result < 0)
+        return -1;
+      result = -1;
     }
   PyErr_Clear ();
 
@@ -283,8 +318,22 @@ gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
           == (int) src->dtype)
         {
           Py_ssize_t n = view.len / view.itemsize;
+          int queued = 0;
+
           if (count > n)
             result = gmpy_count_error (dst_name, count, "destination", n);
+          else if (stream == NULL && gmpy_concurrent_active ()
+                   && (queued = gmpy_devbuf_usable (src) < 0 ? -1
+                       : gmpy_concurrent_to_host (&view, view.buf,
+                                                  src->data, src->device,
+                                                  (size_t) count * itemsize))
+                        != 0)
+            {
+              /* Queued: the block holds VIEW until the bytes land.  */
+              if (queued > 0)
+                return 0;
+              result = -1;
+            }
           else
             result = gmpy_guarded_copy (NULL, src, view.buf, -1, src->data,
                                         src->device,

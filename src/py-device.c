@@ -254,7 +254,31 @@ static PyGetSetDef devicepy_getset[] = {
   {NULL, NULL, NULL, NULL, NULL}
 };
 
+static PyObject *
+devicepy_can_access_peer (PyObject *self, PyObject *peer_obj)
+{
+  int peer;
+  bool can;
+  gm_status status;
+
+  if (gmpy_device_arg (peer_obj, &peer) < 0)
+    return NULL;
+  status = gm_backend_current->can_access_peer (
+    ((devicepy_object *) self)->index, peer, &can);
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  return PyBool_FromLong (can);
+}
+
 static PyMethodDef devicepy_methods[] = {
+  {"can_access_peer", devicepy_can_access_peer, METH_O,
+   "can_access_peer(peer)\n--\n\n"
+   "True when kernels on this device may use arrays of device PEER (an\n"
+   "int or a Device) and copies between the two go directly (over\n"
+   "NVLink or PCIe, not through host memory); True for the device itself.\n"
+   "gpumem maps every such pair both ways once, at the first need.  On\n"
+   "the host backend the simulated devices can all access each other\n"
+   "(GPUMEM_HOST_PEER_ACCESS=0: none can)."},
   {"mem_info", devicepy_mem_info, METH_NOARGS,
    "mem_info()\n--\n\n(free, total) bytes of the device's memory."},
   {"synchronize", devicepy_synchronize, METH_NOARGS,

@@ -217,6 +217,10 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   gm_stream *stream;
   gm_status status;
   int device = -1, n = kernel->nparams, waited = 0;
+  /* Devices other than the launch's whose arrays the kernel uses.  */
+  int peers[GM_MAX_KERNEL_PARAMS];
+  int npeers = 0;
+  bool queued_in_block = false;
 
   if (gmpy_parse_args (args, nargs, kwnames, kernel->name, entry->names, n,
                        n, arg) < 0)
@@ -270,11 +274,26 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
         }
       else if (buf.device != device)
         {
-          PyErr_Format (PyExc_ValueError, "%s: parameter '%s' is on device "
-                        "%d but '%s' is on device %d; all arrays of a launch "
-                        "must be on one device", kernel->name, param->name,
-                        buf.device, first_pointer, device);
-          return NULL;
+          /* The launch runs on the first array's device, which must be
+             able to reach this one's memory.  */
+          bool can = false;
+          status = gm_backend_current->can_access_peer (device, buf.device,
+                                                        &can);
+          if (status != GM_OK)
+            return gmpy_raise (status);
+          if (!can)
+            {
+              PyErr_Format (PyExc_ValueError, "%s: parameter '%s' is on "
+                            "device %d, but the kernel runs on device %d "
+                            "(where '%s' is), which cannot access device "
+                            "%d's memory (Device(%d).can_access_peer(%d) is "
+                            "False); copy the array to device %d first",
+                            kernel->name, param->name, buf.device, device,
+                            first_pointer, buf.device, device, buf.device,
+                            device);
+              return NULL;
+            }
+          peers[npeers++] = buf.device;
         }
       cargs[i].ptr = buf.data;
       sizes[i] = buf.size;
@@ -339,6 +358,16 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     }
   if (gmpy_stream_arg (stream_obj, device, &stream) < 0)
     return NULL;
+  /* Inside a gpumem.concurrent() block the launch is queued on the
+     block's stream of its device, after the block's work on the devices
+     of its other arrays (or, where streams cannot be ordered so, it
+     waits for that work and is complete on return).  */
+  if (stream == NULL && gmpy_concurrent_active ())
+    {
+      if (gmpy_concurrent_launch_stream (device, peers, npeers, &stream) < 0)
+        return NULL;
+      queued_in_block = stream != NULL;
+    }
   /* Reading the scalars and grid ran Python code (__index__, __float__,
      an iterator) that may have freed an array checked above.  */
   for (int i = 0; i < n; i++)
@@ -362,6 +391,9 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   for (int i = 0; i < n; i++)
     gmpy_array_unhold (held[i]);
   if (status != GM_OK || waited < 0)
+    return NULL;
+  if (queued_in_block && npeers > 0
+      && gmpy_concurrent_after_launch (device, peers, npeers) < 0)
     return NULL;
   /* Outputs written on a stream: the CUDA Array Interface names it.  */
   for (int i = 0; stream != NULL && i < n; i++)

@@ -33,6 +33,21 @@ def four_by_a_million_and_three():
 
 
 @case
+def concurrent_equals_serial():
+    """The partitions' devices at the same time (the default) give the
+    very bits of the run one call after another (--serial)."""
+    for images in ("40", str(4 * 100003 + 3)):
+        got = {}
+        for mode in ((), ("--serial",)):
+            out = run("--images", images, "--iterations", "12", "--seed",
+                      str(gmtest.SEED), *mode)
+            assert ("serial" if mode else "concurrent") in out, out
+            got[mode] = [line for line in out.splitlines()
+                         if line.startswith("update:")]
+        assert got[()] == got[("--serial",)] and got[()], got
+
+
+@case
 def bad_arguments_exit_2():
     proc = subprocess.run([gmtest.GPUMEM, "-q", SCRIPT, "--images", "2"],
                           capture_output=True, text=True, timeout=60)
