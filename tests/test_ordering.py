@@ -243,7 +243,7 @@ n = (256 << 20) // 4
 x = gpumem.zeros(n)
 host = np.ones(n, np.float32)
 s = gpumem.Stream()
-flag = gpumem.zeros(1, "int32")
+flag = gpumem.zeros(1)
 def fault_soon():
     time.sleep(0.05)
     gpumem.kernels.fault(flag, stream=s)
