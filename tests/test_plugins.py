@@ -134,13 +134,18 @@ def builtin_without_reference():
     code = ("import gpumem, numpy as np\n"
             "y = gpumem.zeros(5)\n"
             "info = gpumem.kernels.info('fill')\n"
-            "assert info['cuda'] and not info['reference'], info\n"
+            "assert not info['reference'], info\n"
+            "assert info['cuda'] == CUDA_BUILT_IN, info\n"
             "try:\n"
             "    gpumem.kernels.fill(4, 2.5, y)\n"
             "except gpumem.Error as exc:\n"
             "    print('refused:', exc)\n"
             "else:\n"
             "    print('ran:', y.copy_to_host().tolist())\n")
+    # A build without CUDA has no launcher for it either.
+    version = subprocess.run([gmtest.GPUMEM_TEST, "-V"], text=True,
+                             capture_output=True, timeout=60).stdout
+    code = f"CUDA_BUILT_IN = {'CUDA backend built in' in version}\n" + code
     env = dict(os.environ, GPUMEM_BACKEND=gpumem.backend)
     proc = subprocess.run([gmtest.GPUMEM_TEST, "-q", "-c", code], env=env,
                           text=True, capture_output=True, timeout=120)
