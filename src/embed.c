@@ -67,6 +67,17 @@ gm_embed_register_kernels (const gm_plugin_info *table, const char *origin)
 }
 
 gm_embed_status
+gm_embed_load_kernels (const char *paths)
+{
+  if (phase != PHASE_NEW)
+    return fail (GM_EMBED_STATE, "gm_embed_load_kernels: kernels are "
+                 "loaded before gm_embed_init");
+  if (gm_plugin_preload_list (paths) != GM_OK)
+    return fail (GM_EMBED_KERNELS, "%s", gm_last_error ()->message);
+  return GM_EMBED_OK;
+}
+
+gm_embed_status
 gm_embed_init (const gm_embed_options *options)
 {
   static const gm_embed_options defaults = {GM_EMBED_BACKEND_AUTO, 0, NULL,

@@ -8,10 +8,11 @@
    the host backend), and ends it after the interpreter has finalized
    (Py_AtExit), when every DeviceArray has been freed: the program's
    order, Python first and the backend after (which, as in the program,
-   leaves CUDA's contexts to the other libraries of the process).  In
-   the program, and in an
-   application embedding gpumem, the backend is running already and
-   gmpy_backend_start does nothing.  */
+   leaves CUDA's contexts to the other libraries of the process).
+   Before the backend it preloads the plugins of GPUMEM_KERNELS into
+   gpumem.kernels, as the program does (gm_plugin_preload_list).  In
+   the program, and in an application embedding gpumem, the backend is
+   running already and gmpy_backend_start does nothing.  */
 
 #include "gm-python.h"
 
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "plugin.h"
 
 /* Called by Py_FinalizeEx once the interpreter is gone (or by the C
    library's exit, where Py_AtExit's table is full).  */
@@ -28,6 +30,9 @@ standalone_shutdown (void)
   gm_backend_shutdown ();
 }
 
+/* Whether GPUMEM_KERNELS's plugins were preloaded.  */
+static bool kernels_preloaded;
+
 int
 gmpy_backend_start (void)
 {
@@ -36,6 +41,20 @@ gmpy_backend_start (void)
 
   if (gm_backend_current != NULL)
     return 0;
+  /* Plugins first, as in the program: one that does not load is the
+     import's error, before any backend starts.  Once a process; after
+     a failure the next import tries again (a plugin loaded already is
+     the same plugin, no clash).  */
+  if (!kernels_preloaded)
+    {
+      if (gm_plugin_preload_list (getenv ("GPUMEM_KERNELS")) != GM_OK)
+        {
+          PyErr_Format (PyExc_ImportError, "gpumem: GPUMEM_KERNELS: %s",
+                        gm_last_error ()->message);
+          return -1;
+        }
+      kernels_preloaded = true;
+    }
   if (name != NULL && *name != '\0' && !gm_cli_parse_backend (name, &choice))
     {
       PyErr_Format (PyExc_ImportError, "gpumem: GPUMEM_BACKEND: unknown "

@@ -7,6 +7,7 @@ py-plugin.c, kernel-signature.c)."""
 import os
 import pydoc
 import subprocess
+import sys
 
 import numpy as np
 
@@ -220,6 +221,60 @@ def preload_option_and_environment():
                    "print(x.copy_to_host().tolist())")
         assert proc.returncode == 0, proc.stderr
         assert "[4.0, 4.0, 4.0]" in proc.stdout, proc.stdout
+
+
+@case
+def preload_environment_in_plain_python():
+    """GPUMEM_KERNELS in a plain python importing the extension module
+    (sys.executable finds it through the PYTHONPATH the program set):
+    the program's parsing and refusals, as an ImportError at import."""
+    if gmtest.sanitized():
+        gmtest.skip("sanitized build: its extension module cannot load "
+                    "into an uninstrumented python")
+    code = ("import gpumem; k = gpumem.kernels; "
+            "print(sorted(n for n, _ in k.list()))")
+
+    def python(paths, source=code):
+        env = dict(os.environ, GPUMEM_BACKEND=gpumem.backend,
+                   GPUMEM_KERNELS=paths)
+        return subprocess.run([sys.executable, "-c", source], env=env,
+                              text=True, capture_output=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+
+    proc = python(":" + GOOD + "::")
+    assert proc.returncode == 0, proc.stderr
+    assert "'p_fill', 'p_noref', 'p_scale'" in proc.stdout, proc.stdout
+    assert "'saxpy'" in proc.stdout, proc.stdout
+    proc = python("")
+    assert proc.returncode == 0, proc.stderr
+    assert "'p_scale'" not in proc.stdout, proc.stdout
+    if not CUDA:
+        proc = python(GOOD, "import gpumem, numpy as np\n"
+                      "x = gpumem.to_device(np.ones(3, np.float32))\n"
+                      "gpumem.kernels.p_scale(3, 4.0, x)\n"
+                      "print(x.copy_to_host().tolist())")
+        assert proc.returncode == 0, proc.stderr
+        assert "[4.0, 4.0, 4.0]" in proc.stdout, proc.stdout
+    # A plugin that does not load: ImportError naming it, at every try.
+    retry = ("for _ in range(2):\n"
+             "    try:\n"
+             "        import gpumem\n"
+             "    except ImportError as e:\n"
+             "        print('ImportError', e)\n")
+    for paths, words in (
+            (plugin("no_table"), plugin("no_table") + ": not a gpumem "
+             "kernel plugin"),
+            (plugin("abi2"), "ABI version 2"),
+            (GOOD + ":" + plugin("clash_plugin"), "kernel 'p_scale' clashes"),
+            ("/no/such/plugin.so", "/no/such/plugin.so")):
+        proc = python(paths, retry)
+        assert proc.returncode == 0, (paths, proc.stderr)
+        lines = proc.stdout.splitlines()
+        assert len(lines) == 2, (paths, proc.stdout)
+        for line in lines:
+            assert line.startswith("ImportError gpumem: GPUMEM_KERNELS: "), \
+                (paths, line)
+            assert words in line, (paths, line)
 
 
 @case

@@ -65,6 +65,15 @@ typedef struct gm_embed_options
 gm_embed_status gm_embed_register_kernels (const gm_plugin_info *table,
                                            const char *origin);
 
+/* Loads the kernel plugins named in PATHS, colon-separated as the
+   GPUMEM_KERNELS variable of the gpumem program (empty entries skipped;
+   NULL or "" loads none), into gpumem.kernels, with that variable's
+   parsing and checks: gm_embed_load_kernels (getenv ("GPUMEM_KERNELS"))
+   honours it.  Before gm_embed_init.  GM_EMBED_KERNELS (the message
+   names the file and, where one is at fault, the kernel) for a plugin
+   that does not load; those before it stay loaded.  */
+gm_embed_status gm_embed_load_kernels (const char *paths);
+
 /* Starts the backend and the Python interpreter with the gpumem module.
    OPTIONS may be NULL (auto backend, notices on, the built-in Python).
    GM_EMBED_UNAVAILABLE when the backend asked for cannot run,
