@@ -190,6 +190,27 @@ def poison(n, dtype):
     return np.full(n, 77, dtype=dt)
 
 
+def reduce_all(stack, dtype, op):
+    """NumPy's answer for a collective reduce(OP) over STACK's first axis
+    (on bool arrays sum and max are an or, min an and)."""
+    if np.dtype(dtype).kind == "b":
+        return np.logical_and.reduce(stack) if op == "min" \
+            else np.logical_or.reduce(stack)
+    fn = {"sum": np.add, "max": np.maximum, "min": np.minimum}[op]
+    return fn.reduce(stack, axis=0, dtype=dtype)
+
+
+def assert_close(got, expect, dtype):
+    """GOT equals EXPECT: exactly for integers and bools, to rounding for
+    floats (ranks or devices may add their values in another order)."""
+    if np.dtype(dtype).kind in "fc":
+        tol = 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) \
+            else 1e-12
+        assert np.allclose(got, expect, rtol=tol, atol=tol), (got, expect)
+    else:
+        assert np.array_equal(got, expect), (got, expect)
+
+
 def main():
     """Runs every case; exits 1 when any failed."""
     import gpumem

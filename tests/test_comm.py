@@ -11,7 +11,7 @@ rank's failure fails the case everywhere and the ranks stay in step.
 import numpy as np
 
 import gmtest
-from gmtest import raises, DTYPES
+from gmtest import raises, DTYPES, reduce_all, assert_close
 
 import gpumem
 
@@ -56,25 +56,6 @@ def data(shape, dtype, rank, salt=0):
 
 def every_rank(shape, dtype, salt=0):
     return np.stack([data(shape, dtype, r, salt) for r in range(SIZE)])
-
-
-def reduce_all(stack, dtype, op):
-    """NumPy's answer for allreduce(op) over STACK's first axis."""
-    if np.dtype(dtype).kind == "b":
-        return np.logical_and.reduce(stack) if op == "min" \
-            else np.logical_or.reduce(stack)
-    fn = {"sum": np.add, "max": np.maximum, "min": np.minimum}[op]
-    return fn.reduce(stack, axis=0, dtype=dtype)
-
-
-def assert_close(got, expect, dtype):
-    if np.dtype(dtype).kind in "fc":
-        # MPI may add the ranks' values in another order.
-        tol = 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) \
-            else 1e-12
-        assert np.allclose(got, expect, rtol=tol, atol=tol), (got, expect)
-    else:
-        assert np.array_equal(got, expect), (got, expect)
 
 
 def collective_case(fn):

@@ -15,7 +15,7 @@ import subprocess
 import numpy as np
 
 import gmtest
-from gmtest import case, raises, DTYPES
+from gmtest import case, raises, DTYPES, reduce_all, assert_close
 
 import gpumem
 
@@ -53,23 +53,6 @@ def data(shape, dtype, index, salt=0):
     else:
         a = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dt)
     return a.reshape(shape)
-
-
-def reduce_all(stack, dtype, op):
-    if np.dtype(dtype).kind == "b":
-        return np.logical_and.reduce(stack) if op == "min" \
-            else np.logical_or.reduce(stack)
-    fn = {"sum": np.add, "max": np.maximum, "min": np.minimum}[op]
-    return fn.reduce(stack, axis=0, dtype=dtype)
-
-
-def assert_close(got, expect, dtype):
-    if np.dtype(dtype).kind in "fc":
-        tol = 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) \
-            else 1e-12
-        assert np.allclose(got, expect, rtol=tol, atol=tol), (got, expect)
-    else:
-        assert np.array_equal(got, expect), (got, expect)
 
 
 def on_devices(shape, dtype, salt=0, n=NDEV):
