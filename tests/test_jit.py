@@ -3,6 +3,7 @@ the disk cache (miss, hit, corrupt file, unwritable folder), compile
 errors with NVRTC's log, the argument checks JIT kernels share with the
 built-in ones, and launching on the cuda backend."""
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -112,6 +113,27 @@ def cache_miss_then_hit():
     gpumem.jit(src, "scale", SCALE_SIG, ["-DUNUSED=1"], arch="compute_90")
     gpumem.jit(src, "scale", SCALE_SIG, arch="compute_80")
     assert stats_delta(before)["compiles"] == 2
+
+
+@case
+def cache_file_format():
+    # The layout jit.c documents, its SHA-256 checked against hashlib's
+    # (the PTX spans many blocks).
+    src = fresh("format")
+    files = cache_files()
+    gpumem.jit(src, "scale", SCALE_SIG, arch="compute_90")
+    (name,) = sorted(set(cache_files()) - set(files))
+    data = open(os.path.join(CACHE, name), "rb").read()
+    assert data[:8] == b"GMJIT001", data[:8]
+    assert data[8:40].hex() + ".bin" == name, name
+    entry_len = int.from_bytes(data[40:44], "little")
+    image_len = int.from_bytes(data[44:52], "little")
+    assert len(data) == 84 + entry_len + image_len, (len(data), entry_len,
+                                                     image_len)
+    assert data[84:84 + entry_len] == b"scale", data[84:84 + entry_len]
+    image = data[84 + entry_len:]
+    assert b".entry scale" in image
+    assert data[52:84] == hashlib.sha256(image).digest()
 
 
 @case
