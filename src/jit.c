@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -353,20 +354,25 @@ cache_write (const char *dir, const char *path, const unsigned char key[32],
                 dir, strerror (errno));
       return -1;
     }
-  snprintf (tmp, sizeof tmp, "%s/.tmp-XXXXXX", dir);
-  fd = mkstemp (tmp);
+  /* A name of this process's own, made with mode 0666 so that the umask
+     applies by itself (reading the umask means setting it, for the whole
+     process, while other threads may be making files).  */
+  fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; attempt++)
+    {
+      static _Atomic unsigned long counter;
+      snprintf (tmp, sizeof tmp, "%s/.tmp-%ld-%lu", dir, (long) getpid (),
+                (unsigned long) atomic_fetch_add (&counter, 1));
+      fd = open (tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd < 0 && errno != EEXIST)
+        break;
+    }
   if (fd < 0)
     {
       snprintf (why, why_size, "cannot write in the cache folder %.300s: "
                 "%s", dir, strerror (errno));
       return -1;
     }
-  /* As other cache files: readable by all the umask allows.  */
-  {
-    mode_t mask = umask (0);
-    umask (mask);
-    fchmod (fd, 0666 & ~mask);
-  }
   memcpy (header, CACHE_MAGIC, 8);
   memcpy (header + 8, key, 32);
   put_u32 (header + 40, (uint32_t) entry_len);
