@@ -174,9 +174,6 @@ int gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream);
 /* The Stream of the innermost open `with stream:` block of DEVICE in
    this thread, or None: a new reference, NULL with an exception.  */
 PyObject *gmpy_stream_current (int device);
-/* OBJ (a stream= argument) when it is given, else
-   gmpy_stream_current (DEVICE): a new reference, or NULL.  */
-PyObject *gmpy_stream_or_current (PyObject *obj, int device);
 /* gpumem.current_stream(device=None).  */
 PyObject *gmpy_current_stream_fn (PyObject *module, PyObject *args,
                                   PyObject *kwargs);

@@ -99,14 +99,6 @@ gmpy_stream_current (int device)
 }
 
 PyObject *
-gmpy_stream_or_current (PyObject *obj, int device)
-{
-  if (obj != NULL && obj != Py_None)
-    return Py_NewRef (obj);
-  return gmpy_stream_current (device);
-}
-
-PyObject *
 gmpy_current_stream_fn (PyObject *module, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"device", NULL};

@@ -49,13 +49,18 @@ def run_pool(method, fn, sizes):
         return pool.map_async(fn, sizes, chunksize=1).get(timeout=120)
 
 
-@case
-def spawn_children_import_gpumem():
-    sizes = [1, 7, 64]
-    results = run_pool("spawn", saxpy_in_child, sizes)
+def check_saxpy_children(method, sizes):
+    """saxpy_in_child over SIZES in children started by METHOD: each
+    child on this process's backend, each result right."""
+    results = run_pool(method, saxpy_in_child, sizes)
     for n, (backend, values) in zip(sizes, results):
         assert backend == gpumem.backend, (backend, gpumem.backend)
         assert values == expected(n), (n, values)
+
+
+@case
+def spawn_children_import_gpumem():
+    check_saxpy_children("spawn", [1, 7, 64])
 
 
 @case
@@ -65,11 +70,7 @@ def forkserver_children_import_gpumem():
         # before it forks the children; without the preload each child
         # imports it after its fork.
         multiprocessing.set_forkserver_preload([])
-    sizes = [3, 33]
-    results = run_pool("forkserver", saxpy_in_child, sizes)
-    for n, (backend, values) in zip(sizes, results):
-        assert backend == gpumem.backend, (backend, gpumem.backend)
-        assert values == expected(n), (n, values)
+    check_saxpy_children("forkserver", [3, 33])
 
 
 @case
@@ -80,16 +81,12 @@ def fork_children():
         assert all(backend == "cuda" for _, backend in seen), seen
         gmtest.skip("fork on cuda: a forked child cannot use CUDA "
                     "(children checked only to start and see the module)")
-    sizes = [5, 17]
-    results = run_pool("fork", saxpy_in_child, sizes)
-    for n, (backend, values) in zip(sizes, results):
-        assert backend == gpumem.backend
-        assert values == expected(n), (n, values)
+    check_saxpy_children("fork", [5, 17])
 
 
 @case
 def sys_executable_is_a_python():
-    # python's own command line works: -c, -m, -E.
+    # python's own command line works: -c and -m.
     out = subprocess.run([sys.executable, "-c",
                           "import sys; print(sys.version_info[:2])"],
                          check=True, capture_output=True, text=True).stdout
