@@ -95,22 +95,6 @@ flip_key (const pos_layout *layout, int ndim)
   return key;
 }
 
-static PyObject *
-shape_of (const arraypy_object *array)
-{
-  PyObject *shape = PyTuple_New (array->ndim);
-
-  for (int i = 0; shape != NULL && i < array->ndim; i++)
-    {
-      PyObject *dim = PyLong_FromSsize_t (array->shape[i]);
-      if (dim == NULL)
-        Py_CLEAR (shape);
-      else
-        PyTuple_SET_ITEM (shape, i, dim);
-    }
-  return shape;
-}
-
 /* One backend copy with the GIL held, so that no other thread can free
    the memory while it runs (gmpy_backend_copy lets go of the GIL between
    chunks).  0, or -1 with the backend's error set.  */
@@ -139,7 +123,7 @@ static PyObject *
 host_empty (const arraypy_object *array)
 {
   gmpy_state *state = gmpy_state_get ();
-  PyObject *shape = shape_of (array);
+  PyObject *shape = gmpy_shape_tuple (array->ndim, array->shape);
 
   if (shape == NULL)
     return NULL;
@@ -162,7 +146,8 @@ span_view (const arraypy_object *array, const pos_layout *layout,
            PyObject *span)
 {
   gmpy_state *state = gmpy_state_get ();
-  PyObject *shape = shape_of (array), *strides = PyTuple_New (array->ndim);
+  PyObject *shape = gmpy_shape_tuple (array->ndim, array->shape);
+  PyObject *strides = PyTuple_New (array->ndim);
   PyObject *ndarray = NULL, *kwargs = NULL, *result = NULL;
 
   if (shape == NULL || strides == NULL)
@@ -325,7 +310,7 @@ host_source (const arraypy_object *array, const pos_layout *layout,
         }
       Py_DECREF (ok);
     }
-  shape = shape_of (array);
+  shape = gmpy_shape_tuple (array->ndim, array->shape);
   if (shape == NULL)
     goto done;
   if (broadcast)
