@@ -242,32 +242,28 @@ gmpy_array_strided_to_host (arraypy_object *array, gm_stream *stream)
     }
   else
     {
-      PyObject *span = download_span (array, &layout, stream), *view;
+      /* A strided view of the staged span: made contiguous below.  */
+      PyObject *span = download_span (array, &layout, stream);
       if (span == NULL)
         goto done;
-      view = span_view (array, &layout, span);
+      tmp = span_view (array, &layout, span);
       Py_DECREF (span);
-      if (view == NULL)
-        goto done;
-      tmp = PyObject_CallMethod (gmpy_state_get ()->numpy,
-                                 "ascontiguousarray", "O", view);
-      Py_DECREF (view);
       if (tmp == NULL)
         goto done;
     }
   if (layout.any_flipped)
     {
       PyObject *key = flip_key (&layout, array->ndim), *flipped;
-      if (key == NULL)
+      flipped = key ? PyObject_GetItem (tmp, key) : NULL;
+      Py_XDECREF (key);
+      Py_SETREF (tmp, flipped);
+      if (tmp == NULL)
         goto done;
-      flipped = PyObject_GetItem (tmp, key);
-      Py_DECREF (key);
-      if (flipped == NULL)
-        goto done;
-      result = PyObject_CallMethod (gmpy_state_get ()->numpy,
-                                    "ascontiguousarray", "O", flipped);
-      Py_DECREF (flipped);
     }
+  /* One copy into C order, only where TMP is not in it already.  */
+  if (layout.any_flipped || plan.calls > DIRECT_CALLS_MAX)
+    result = PyObject_CallMethod (gmpy_state_get ()->numpy,
+                                  "ascontiguousarray", "O", tmp);
   else
     result = Py_NewRef (tmp);
 done:
