@@ -75,12 +75,12 @@ c_strides (int ndim, const int64_t *shape, size_t itemsize, int64_t *strides)
     }
 }
 
-/* The tuple of slices that reverses LAYOUT's flipped axes of a NumPy
-   array (slice(None) for the others): a new reference or NULL.  */
+/* NDIM-dimensional NumPy array OBJ with LAYOUT's flipped axes reversed
+   (a view): a new reference or NULL.  */
 static PyObject *
-flip_key (const pos_layout *layout, int ndim)
+flip_axes (const pos_layout *layout, int ndim, PyObject *obj)
 {
-  PyObject *key = PyTuple_New (ndim);
+  PyObject *key = PyTuple_New (ndim), *result;
 
   for (int i = 0; key != NULL && i < ndim; i++)
     {
@@ -92,7 +92,11 @@ flip_key (const pos_layout *layout, int ndim)
       else
         PyTuple_SET_ITEM (key, i, slice);
     }
-  return key;
+  if (key == NULL)
+    return NULL;
+  result = PyObject_GetItem (obj, key);
+  Py_DECREF (key);
+  return result;
 }
 
 /* One backend copy with the GIL held, so that no other thread can free
@@ -253,10 +257,7 @@ gmpy_array_strided_to_host (arraypy_object *array, gm_stream *stream)
     }
   if (layout.any_flipped)
     {
-      PyObject *key = flip_key (&layout, array->ndim), *flipped;
-      flipped = key ? PyObject_GetItem (tmp, key) : NULL;
-      Py_XDECREF (key);
-      Py_SETREF (tmp, flipped);
+      Py_SETREF (tmp, flip_axes (&layout, array->ndim, tmp));
       if (tmp == NULL)
         goto done;
     }
@@ -333,10 +334,7 @@ host_source (const arraypy_object *array, const pos_layout *layout,
     goto done;
   if (layout->any_flipped)
     {
-      PyObject *key = flip_key (layout, array->ndim), *flipped;
-      flipped = key ? PyObject_GetItem (shaped, key) : NULL;
-      Py_XDECREF (key);
-      Py_SETREF (shaped, flipped);
+      Py_SETREF (shaped, flip_axes (layout, array->ndim, shaped));
       if (shaped == NULL)
         goto done;
     }
