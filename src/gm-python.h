@@ -239,9 +239,8 @@ int gmpy_strides_check (int ndim, const Py_ssize_t *dims,
                         const Py_ssize_t *strides, size_t itemsize,
                         bool *contiguous, const char *what);
 
-/* ARRAY's strides divided by UNIT (1: bytes; the itemsize: elements),
-   a new tuple or NULL.  */
-PyObject *gmpy_strides_tuple (const arraypy_object *array, Py_ssize_t unit);
+/* ARRAY's strides in bytes, a new tuple or NULL.  */
+PyObject *gmpy_strides_tuple (const arraypy_object *array);
 
 /* Indexing, assignment and strided copies (py-index.c).  */
 PyObject *gmpy_array_subscript (PyObject *self, PyObject *key);

@@ -381,25 +381,15 @@ arraypy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 /* Attributes.  */
 
 PyObject *
-gmpy_strides_tuple (const arraypy_object *array, Py_ssize_t unit)
+gmpy_strides_tuple (const arraypy_object *array)
 {
-  PyObject *strides = PyTuple_New (array->ndim);
-
-  for (int i = 0; strides != NULL && i < array->ndim; i++)
-    {
-      PyObject *stride = PyLong_FromSsize_t (array->strides[i] / unit);
-      if (stride == NULL)
-        Py_CLEAR (strides);
-      else
-        PyTuple_SET_ITEM (strides, i, stride);
-    }
-  return strides;
+  return gmpy_shape_tuple (array->ndim, array->strides);
 }
 
 static PyObject *
 arraypy_get_strides (PyObject *self, void *closure)
 {
-  return gmpy_strides_tuple ((arraypy_object *) self, 1);
+  return gmpy_strides_tuple ((arraypy_object *) self);
 }
 
 static PyObject *

@@ -47,7 +47,7 @@ gmpy_array_cai (PyObject *self, void *closure)
   gm_dtype_typestr (array->dtype, typestr);
   /* None says C-contiguous; a strided view spells its strides out.  */
   strides = array->contiguous ? Py_NewRef (Py_None)
-                              : gmpy_strides_tuple (array, 1);
+                              : gmpy_strides_tuple (array);
   if (strides == NULL)
     {
       Py_DECREF (stream);

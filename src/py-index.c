@@ -75,12 +75,12 @@ c_strides (int ndim, const int64_t *shape, size_t itemsize, int64_t *strides)
     }
 }
 
-/* The tuple of slices that reverses LAYOUT's flipped axes of a NumPy
-   array (slice(None) for the others): a new reference or NULL.  */
+/* NDIM-dimensional NumPy array OBJ with LAYOUT's flipped axes reversed
+   (a view): a new reference or NULL.  */
 static PyObject *
-flip_key (const pos_layout *layout, int ndim)
+flip_axes (const pos_layout *layout, int ndim, PyObject *obj)
 {
-  PyObject *key = PyTuple_New (ndim);
+  PyObject *key = PyTuple_New (ndim), *result;
 
   for (int i = 0; key != NULL && i < ndim; i++)
     {
@@ -92,23 +92,11 @@ flip_key (const pos_layout *layout, int ndim)
       else
         PyTuple_SET_ITEM (key, i, slice);
     }
-  return key;
-}
-
-static PyObject *
-shape_of (const arraypy_object *array)
-{
-  PyObject *shape = PyTuple_New (array->ndim);
-
-  for (int i = 0; shape != NULL && i < array->ndim; i++)
-    {
-      PyObject *dim = PyLong_FromSsize_t (array->shape[i]);
-      if (dim == NULL)
-        Py_CLEAR (shape);
-      else
-        PyTuple_SET_ITEM (shape, i, dim);
-    }
-  return shape;
+  if (key == NULL)
+    return NULL;
+  result = PyObject_GetItem (obj, key);
+  Py_DECREF (key);
+  return result;
 }
 
 /* One backend copy with the GIL held, so that no other thread can free
@@ -139,7 +127,7 @@ static PyObject *
 host_empty (const arraypy_object *array)
 {
   gmpy_state *state = gmpy_state_get ();
-  PyObject *shape = shape_of (array);
+  PyObject *shape = gmpy_shape_tuple (array->ndim, array->shape);
 
   if (shape == NULL)
     return NULL;
@@ -162,7 +150,8 @@ span_view (const arraypy_object *array, const pos_layout *layout,
            PyObject *span)
 {
   gmpy_state *state = gmpy_state_get ();
-  PyObject *shape = shape_of (array), *strides = PyTuple_New (array->ndim);
+  PyObject *shape = gmpy_shape_tuple (array->ndim, array->shape);
+  PyObject *strides = PyTuple_New (array->ndim);
   PyObject *ndarray = NULL, *kwargs = NULL, *result = NULL;
 
   if (shape == NULL || strides == NULL)
@@ -257,32 +246,25 @@ gmpy_array_strided_to_host (arraypy_object *array, gm_stream *stream)
     }
   else
     {
-      PyObject *span = download_span (array, &layout, stream), *view;
+      /* A strided view of the staged span: made contiguous below.  */
+      PyObject *span = download_span (array, &layout, stream);
       if (span == NULL)
         goto done;
-      view = span_view (array, &layout, span);
+      tmp = span_view (array, &layout, span);
       Py_DECREF (span);
-      if (view == NULL)
-        goto done;
-      tmp = PyObject_CallMethod (gmpy_state_get ()->numpy,
-                                 "ascontiguousarray", "O", view);
-      Py_DECREF (view);
       if (tmp == NULL)
         goto done;
     }
   if (layout.any_flipped)
     {
-      PyObject *key = flip_key (&layout, array->ndim), *flipped;
-      if (key == NULL)
+      Py_SETREF (tmp, flip_axes (&layout, array->ndim, tmp));
+      if (tmp == NULL)
         goto done;
-      flipped = PyObject_GetItem (tmp, key);
-      Py_DECREF (key);
-      if (flipped == NULL)
-        goto done;
-      result = PyObject_CallMethod (gmpy_state_get ()->numpy,
-                                    "ascontiguousarray", "O", flipped);
-      Py_DECREF (flipped);
     }
+  /* One copy into C order, only where TMP is not in it already.  */
+  if (layout.any_flipped || plan.calls > DIRECT_CALLS_MAX)
+    result = PyObject_CallMethod (gmpy_state_get ()->numpy,
+                                  "ascontiguousarray", "O", tmp);
   else
     result = Py_NewRef (tmp);
 done:
@@ -325,7 +307,7 @@ host_source (const arraypy_object *array, const pos_layout *layout,
         }
       Py_DECREF (ok);
     }
-  shape = shape_of (array);
+  shape = gmpy_shape_tuple (array->ndim, array->shape);
   if (shape == NULL)
     goto done;
   if (broadcast)
@@ -352,10 +334,7 @@ host_source (const arraypy_object *array, const pos_layout *layout,
     goto done;
   if (layout->any_flipped)
     {
-      PyObject *key = flip_key (layout, array->ndim), *flipped;
-      flipped = key ? PyObject_GetItem (shaped, key) : NULL;
-      Py_XDECREF (key);
-      Py_SETREF (shaped, flipped);
+      Py_SETREF (shaped, flip_axes (layout, array->ndim, shaped));
       if (shaped == NULL)
         goto done;
     }

@@ -1,10 +1,10 @@
 """Zero-copy interop: DLPack and the CUDA Array Interface (py-dlpack.c,
-py-array.c), with NumPy on the host backend and CuPy, PyTorch, Numba and
+py-cai.c), with NumPy on the host backend and CuPy, PyTorch, Numba and
 JAX on the cuda backend.
 
-Cases for a library that is not installed print "skip" and return; on the
-cuda backend the file is skipped (77) when none of them is.  Cases that
-need the other backend return at once.
+Cases for a library that is not installed, or that need the other
+backend, report SKIP with the reason; on the cuda backend the file is
+skipped (77) when none of the libraries is.
 """
 
 import ctypes
