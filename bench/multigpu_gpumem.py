@@ -24,11 +24,6 @@ import gpumem
 import benchlib as bl
 
 
-def device_sets(ndev):
-    """The device counts the loops run on: 1, 2 and all."""
-    return [1, 2] + ([min(ndev, 16)] if ndev > 2 else [])
-
-
 def main(argv):
     # Its one figure is multigpu, named or not.
     args = bl.parse_args([a for a in argv if a not in ("multigpu", "all")],
@@ -43,7 +38,7 @@ def main(argv):
                  log2n=args.log2n, script="multigpu_gpumem.py")
     pc = time.perf_counter
     whole = 1 << args.log2n
-    sets = device_sets(ndev)
+    sets = bl.multigpu_sets(ndev)
     block = bl.random_block(whole)
     # Partition i = 2^i x block on every device that runs it.
     parts = {}

@@ -456,13 +456,12 @@ def algo_points(runs, floor):
     return sorted(points, key=lambda p: int(p[0].split()[0]))
 
 
-def loop_counts_of(runs):
-    counts = set()
-    for run in runs.values():
-        for (fig, case) in run["rec"]:
-            if fig == "loop_sweep":
-                counts.add(int(case.rsplit("_", 1)[1]))
-    return sorted(counts)
+def case_numbers(runs, figure):
+    """The numbers N of FIGURE's cases NAME_N in any implementation's
+    records, sorted: loop_sweep's image counts, algo_sweep's sizes."""
+    return sorted({int(case.rsplit("_", 1)[1])
+                   for run in runs.values() for (fig, case) in run["rec"]
+                   if fig == figure})
 
 
 def gpumem_loop(runs, m):
@@ -473,7 +472,7 @@ def gpumem_loop(runs, m):
 
 def loop_points(runs):
     points = []
-    for m in loop_counts_of(runs):
+    for m in case_numbers(runs, "loop_sweep"):
         mine = gpumem_loop(runs, m)
         other = lookup(runs, "raw", ("loop_sweep", f"raw_{m}"))
         if mine and other:
@@ -612,17 +611,8 @@ def sweep_tables_all(runs):
     return out
 
 
-def algo_sizes_of(runs):
-    sizes = set()
-    for run in runs.values():
-        for (fig, case) in run["rec"]:
-            if fig == "algo_sweep":
-                sizes.add(int(case.rsplit("_", 1)[1]))
-    return sorted(sizes)
-
-
 def algo_table(runs):
-    sizes = algo_sizes_of(runs)
+    sizes = case_numbers(runs, "algo_sweep")
     if not sizes:
         return ["No algo sweep records."]
     out = ["GB/s (algo: bytes read; copy: read + write), event-timed medians; "
@@ -676,7 +666,7 @@ def shape_table(runs):
 
 
 def loop_table(runs):
-    counts = loop_counts_of(runs)
+    counts = case_numbers(runs, "loop_sweep")
     if not counts:
         return ["No loop sweep records."]
     out = ["Microseconds per iteration (medians); 4 partitions, all on "
@@ -820,7 +810,7 @@ def plot_all(runs, directory, base):
         axes.flat[-1].axis("off")
         save(fig, "sweep")
 
-    asizes = algo_sizes_of(runs)
+    asizes = case_numbers(runs, "algo_sweep")
     if asizes:
         fig, ax = plt.subplots(figsize=(8, 5))
         series = [("raw", "d2d", "raw C device->device copy (read + write)",
@@ -851,7 +841,7 @@ def plot_all(runs, directory, base):
         ax.legend(fontsize=8)
         save(fig, "algo")
 
-    counts = loop_counts_of(runs)
+    counts = case_numbers(runs, "loop_sweep")
     if counts:
         fig, ax = plt.subplots(figsize=(8, 5))
         series = [("raw", "raw", "raw C, raw reduction (the limit)", "k"),
