@@ -57,6 +57,21 @@ def skip_file(reason):
     sys.exit(77)
 
 
+def need_spin_kernel(path):
+    """Makes sure the test build's spin kernel is there: run under plain
+    gpumem, starts the test file PATH again under $GPUMEM_TEST (which has
+    it), else skips the file saying so."""
+    import gpumem
+    if hasattr(gpumem.kernels, "spin"):
+        return
+    if GPUMEM_TEST != GPUMEM and os.access(GPUMEM_TEST, os.X_OK):
+        sys.stdout.flush()
+        os.execv(GPUMEM_TEST, [GPUMEM_TEST, f"--backend={gpumem.backend}",
+                               "-q", os.path.abspath(path), *sys.argv[1:]])
+    skip_file("needs the test build's spin kernel (tests/gpumem-test, "
+              "which make check builds)")
+
+
 def sanitized():
     """Whether this process runs under AddressSanitizer: then gpumem's
     extension module is instrumented too, and a plain python (a child

@@ -13,8 +13,6 @@ itself again under $GPUMEM_TEST.
 """
 
 import gc
-import os
-import sys
 import threading
 import time
 
@@ -25,14 +23,7 @@ from gmtest import case, raises
 
 import gpumem
 
-if not hasattr(gpumem.kernels, "spin"):
-    program = gmtest.GPUMEM_TEST
-    if program != gmtest.GPUMEM and os.access(program, os.X_OK):
-        sys.stdout.flush()
-        os.execv(program, [program, f"--backend={gpumem.backend}", "-q",
-                           os.path.abspath(__file__), *sys.argv[1:]])
-    gmtest.skip_file("needs the test build's spin kernel (tests/gpumem-test, "
-                     "which make check builds)")
+gmtest.need_spin_kernel(__file__)
 
 CUDA = gpumem.backend == "cuda"
 MiB = 1 << 20

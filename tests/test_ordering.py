@@ -15,8 +15,6 @@ The spin kernel is only in the test build: run under gpumem, this file
 starts itself again under $GPUMEM_TEST.
 """
 
-import os
-import sys
 
 import numpy as np
 
@@ -25,14 +23,7 @@ from gmtest import case
 
 import gpumem
 
-if not hasattr(gpumem.kernels, "spin"):
-    program = gmtest.GPUMEM_TEST
-    if program != gmtest.GPUMEM and os.access(program, os.X_OK):
-        sys.stdout.flush()
-        os.execv(program, [program, f"--backend={gpumem.backend}", "-q",
-                           os.path.abspath(__file__), *sys.argv[1:]])
-    gmtest.skip_file("needs the test build's spin kernel (tests/gpumem-test, "
-                     "which make check builds)")
+gmtest.need_spin_kernel(__file__)
 
 CUDA = gpumem.backend == "cuda"
 KiB, MiB = 1 << 10, 1 << 20
