@@ -690,10 +690,10 @@ cuda_copy2d (void *dst, size_t dpitch, int dst_device, const void *src,
   else
     CUDA_CHECK (cudaMemcpy2DAsync (dst, dpitch, src, spitch, width, height,
                                    cudaMemcpyDefault, stream->handle));
-  /* cudaMemcpy2D between device addresses may return before the copy
-     ends.  */
-  if (stream == NULL && dst_device >= 0 && src_device >= 0)
-    CUDA_CHECK (cudaStreamSynchronize (0));
+  /* Into device memory cudaMemcpy2D may return before the bytes land,
+     as cudaMemcpy may (see Ordering).  */
+  if (stream == NULL && dst_device >= 0)
+    CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
 done:
   return status;
 }
