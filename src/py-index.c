@@ -99,24 +99,6 @@ flip_axes (const pos_layout *layout, int ndim, PyObject *obj)
   return result;
 }
 
-/* Without STREAM, waits (answering Ctrl-C, letting other threads run)
-   for the work queued on the devices a copy touches, as
-   gmpy_guarded_copy does: the copy itself keeps the GIL and would block
-   behind a long kernel without seeing signals.  0, or -1 with an
-   exception set.  */
-static int
-wait_first (int dst_device, int src_device, gm_stream *stream)
-{
-  if (stream != NULL)
-    return 0;
-  if (dst_device >= 0 && gmpy_wait (dst_device, NULL) < 0)
-    return -1;
-  if (src_device >= 0 && src_device != dst_device
-      && gmpy_wait (src_device, NULL) < 0)
-    return -1;
-  return 0;
-}
-
 /* One backend copy with the GIL held, so that no other thread can free
    the memory while it runs (gmpy_backend_copy lets go of the GIL between
    chunks).  0, or -1 with the backend's error set.  */
@@ -124,12 +106,8 @@ static int
 held_copy (void *dst, int dst_device, const void *src, int src_device,
            size_t nbytes, gm_stream *stream)
 {
-  gm_status status;
-
-  if (wait_first (dst_device, src_device, stream) < 0)
-    return -1;
-  status = gm_backend_current->copy (dst, dst_device, src, src_device,
-                                     nbytes, stream);
+  gm_status status = gm_backend_current->copy (dst, dst_device, src,
+                                               src_device, nbytes, stream);
   return status == GM_OK ? 0 : gmpy_raise_int (status);
 }
 
@@ -139,11 +117,8 @@ static int
 run_plan (const gm_copy_plan *plan, char *dst, int dst_device,
           const char *src, int src_device, gm_stream *stream)
 {
-  gm_status status;
-
-  if (wait_first (dst_device, src_device, stream) < 0)
-    return -1;
-  status = gm_strided_copy (plan, dst, dst_device, src, src_device, stream);
+  gm_status status = gm_strided_copy (plan, dst, dst_device, src,
+                                      src_device, stream);
   return status == GM_OK ? 0 : gmpy_raise_int (status);
 }
 
