@@ -14,11 +14,16 @@
    it.  The lane is then waited for on the host.  A collective with a
    stream is queued on that stream, ordered as a copy or a kernel there.
 
-   Failure.  The rank form's communicators are nonblocking
-   (config.blocking = 0): no NCCL call can block for ever, and every
-   wait polls ncclCommGetAsyncError, so a peer that died or stopped is
-   seen as an error or as GPUMEM_COMM_TIMEOUT passing.  Either way the
-   communicator is aborted (ncclCommAbort) and the caller ends the job.
+   Failure.  Communicators are blocking (NCCL's default): a
+   nonblocking one answers ncclInProgress to every call and launches it
+   from a thread of NCCL's, which cost about 4 ms a collective on two
+   H200s (bench/NOTES.md, "Collectives").  What may block on a peer is
+   bounded anyway: the job layer's watchdog (comm-watchdog.c) ends the
+   job when a collective, its communicator's making included, outlasts
+   GPUMEM_COMM_TIMEOUT; and the wait for a collective's stream polls
+   ncclCommGetAsyncError, so a peer that died or stopped is seen as an
+   error or as the timeout passing.  Either way the communicator is
+   aborted (ncclCommAbort) and the caller ends the job.
    One mutex keeps the engine to one thread at a time.  */
 
 #define _POSIX_C_SOURCE 200809L
@@ -144,29 +149,6 @@ pause_after (double start)
       struct timespec ts = {0, NCCL_SLEEP_US * 1000L};
       nanosleep (&ts, NULL);
     }
-}
-
-/* Waits until RESULT, what an NCCL call on COMM returned, is final (a
-   nonblocking communicator answers ncclInProgress until its operation is
-   queued or its init done), or DEADLINE passes.  GM_OK, or a status
-   naming WHAT.  */
-static gm_status
-settle (ncclComm_t comm, ncclResult_t result, const char *what,
-        double deadline)
-{
-  double start = now_ms ();
-
-  while (result == ncclInProgress)
-    {
-      if (deadline > 0 && now_ms () > deadline)
-        return timed_out (what);
-      pause_after (start);
-      if (ncclCommGetAsyncError (comm, &result) != ncclSuccess)
-        return nccl_failed (ncclInternalError, what, comm);
-    }
-  if (result != ncclSuccess)
-    return nccl_failed (result, what, comm);
-  return GM_OK;
 }
 
 /* Waits until the N STREAMS are done, polling each of COMMS for an
@@ -409,7 +391,6 @@ rank_comm (uint64_t layout, int device, int rank, int size,
     int32_t made;
     ncclUniqueId id;
   } shared;
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   nccl_group *group = group_find (layout, false);
   gm_status status = GM_OK;
   ncclResult_t result;
@@ -439,18 +420,13 @@ rank_comm (uint64_t layout, int device, int rank, int size,
       return gm_last_error ()->status;
     }
   CUDA_TRY (cudaSetDevice (device));
-  config.blocking = 0;
-  result = ncclCommInitRankConfig (&group->comms[0], size, shared.id, rank,
-                                   &config);
-  if (result != ncclSuccess && result != ncclInProgress)
+  result = ncclCommInitRank (&group->comms[0], size, shared.id, rank);
+  if (result != ncclSuccess)
     {
       status = nccl_failed (result, "ncclCommInitRank", NULL);
       goto done;
     }
-  status = settle (group->comms[0], result, "ncclCommInitRank",
-                   deadline_from_now ());
-  if (status == GM_OK)
-    *comm = group->comms[0];
+  *comm = group->comms[0];
 done:
   if (status != GM_OK)
     {
@@ -545,13 +521,12 @@ gm_nccl_run_rank (const gm_comm_call *call, uint64_t layout, int rank,
   if (status != GM_OK)
     goto broken;
   result = enqueue_rank (call, rank, size, comm, stream);
-  if (result != ncclSuccess && result != ncclInProgress)
+  if (result != ncclSuccess)
     {
       status = nccl_failed (result, what, comm);
       goto broken;
     }
-  status = settle (comm, result, what, deadline_from_now ());
-  if (status == GM_OK && call->stream == NULL)
+  if (call->stream == NULL)
     status = wait_streams (1, &stream, &comm, what, deadline_from_now ());
   if (status == GM_OK)
     goto unlock;
