@@ -453,9 +453,10 @@ def main(argv):
                              f"partitions on devices {devs}")
 
     def staging():
-        """Pageable copies of 256 KiB to 64 MiB through the staging
-        engine at several chunk sizes (threshold 0, so every size is
-        staged) and through plain cudaMemcpy (GPUMEM_COPY_THREADS=0): the
+        """Pageable copies of 64 KiB to 64 MiB through the staging
+        engine (threshold 0, so every size is staged) with chunks sized
+        for each copy ("auto") and at several fixed chunk sizes, and
+        through plain cudaMemcpy (GPUMEM_COPY_THREADS=0): the
         data for choosing the engine's threshold and chunk.  Each
         configuration runs in a child gpumem (the engine reads its
         settings once); the first copies warm the ring and threads."""
@@ -494,8 +495,9 @@ def main(argv):
         chunks = [64, 128] if args.quick else [1024, 2048, 4096, 8192,
                                                16384]
         sizes = ([64 * 1024 << k for k in range(4)] if args.quick
-                 else [256 * 1024 << k for k in range(9)])
-        configs = [("plain", {"GPUMEM_COPY_THREADS": "0"})] + [
+                 else [64 * 1024 << k for k in range(11)])
+        configs = [("plain", {"GPUMEM_COPY_THREADS": "0"}),
+                   ("auto", {"GPUMEM_COPY_MIN": "0"})] + [
             (f"chunk{c}K", {"GPUMEM_COPY_MIN": "0",
                             "GPUMEM_COPY_CHUNK": str(c * 1024)})
             for c in chunks]

@@ -726,13 +726,15 @@ def staging_table(runs):
     if not table:
         return []
     names = sorted({k[0] for k in table},
-                   key=lambda x: (x != "plain", int(x[5:-1]) if x != "plain"
+                   key=lambda x: ({"plain": 0, "auto": 1}.get(x, 2),
+                                  int(x[5:-1]) if x.startswith("chunk")
                                   else 0))
     sizes = sorted({k[2] for k in table})
     out = []
     for d in ("h2d", "d2h"):
         out += [f"**pageable {'host->device' if d == 'h2d' else 'device->host'}"
-                "** (GB/s; chunkNK: staged in N KiB chunks from 0 bytes on)",
+                "** (GB/s; staged from 0 bytes on, auto: chunks sized for each "
+                "copy, chunkNK: in N KiB chunks; plain: cudaMemcpy)",
                 "", "| size | " + " | ".join(names)
                 + " | best | limit (pinned raw C) |",
                 "| ---: | " + " | ".join("---:" for _ in names)

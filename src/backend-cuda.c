@@ -20,10 +20,10 @@
    So, on every path:
    - the work of a NULL-stream call goes on the legacy default stream
      (cudaStreamLegacy, named so, so that a build with per-thread
-     default streams cannot change it): cudaMemcpy and the
-     synchronize after it, memsets, kernels, allocations and frees,
-     the small copies' bounce buffer and the ring of the staged
-     pageable copies (cuda-staging.c).  It starts after every earlier
+     default streams cannot change it): copies (cudaMemcpyAsync there
+     and a synchronize, or cudaMemcpy), memsets, kernels, allocations
+     and frees, the small copies' bounce buffer and the ring of the
+     staged pageable copies (cuda-staging.c).  It starts after every earlier
      write on any gpumem stream, and a copy into memory that a stream
      is still reading starts after that read;
    - a copy between two devices also makes the legacy stream it runs on
@@ -554,37 +554,50 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
         CUDA_CHECK (cudaStreamSynchronize (handle));
       goto done;
     }
-  /* Small copies to the host go through a page-locked bounce buffer:
-     7.4 us for 16 bytes against cudaMemcpy's 9.7, and the 4 x 10
-     workload 85 us an iteration against 105 (bench/NOTES.md).  Small
-     copies to the device stay with cudaMemcpy, which returns once the
-     driver holds the bytes (5.5 us; 6.7 through the bounce buffer), and
-     is then followed by a synchronize like every copy into device
-     memory (see Ordering); that pair is not measured yet.  Page-locked
-     destinations never bounce: the DMA engine writes them directly,
-     and the bounce's extra memcpy only costs (pinned device->host at
-     64 KiB ran at 0.52x of cudaMemcpy's bandwidth through it, issue
-     19).  */
-  if (stream == NULL && dst_device < 0 && src_device >= 0
-      && nbytes <= GM_SMALL_MAX && small_copies
-      && gm_staging_pageable (dst))
-    CUDA_CHECK (gm_staging_small_copy (dst, src, nbytes, device,
-                                       device_count));
-  else if (stream == NULL && (dst_device < 0) != (src_device < 0)
-           && gm_staging_wanted (dst_device < 0 ? dst : src, nbytes))
-    CUDA_CHECK (gm_staging_copy (dst, src, nbytes, device, device_count,
-                                 dst_device >= 0));
-  else if (stream == NULL)
+  if (stream != NULL)
+    {
+      CUDA_CHECK (cudaMemcpyAsync (dst, src, nbytes, cudaMemcpyDefault,
+                                   handle));
+      goto done;
+    }
+  if ((dst_device < 0) != (src_device < 0)
+      && gm_staging_pageable (dst_device < 0 ? dst : src))
+    {
+      /* Pageable host memory: small copies through the bounce buffer,
+         large ones through the staging ring, the sizes between to
+         cudaMemcpy, which from pageable memory returns before the
+         bytes land in the device (see Ordering): a synchronize follows
+         it.  The thresholds are measured (bench/NOTES.md, "The pageable
+         ramp").  */
+      bool to_device = dst_device >= 0;
+
+      if (nbytes <= GM_SMALL_MAX && small_copies)
+        CUDA_CHECK (gm_staging_small_copy (dst, src, nbytes, device,
+                                           device_count, to_device));
+      else if (gm_staging_wanted (nbytes))
+        CUDA_CHECK (gm_staging_copy (dst, src, nbytes, device, device_count,
+                                     to_device));
+      else
+        {
+          CUDA_CHECK (cudaMemcpy (dst, src, nbytes, cudaMemcpyDefault));
+          if (to_device)
+            CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
+        }
+      goto done;
+    }
+  if (dst_device < 0 && src_device < 0)
     {
       CUDA_CHECK (cudaMemcpy (dst, src, nbytes, cudaMemcpyDefault));
-      /* Into device memory cudaMemcpy may return before the bytes land
-         (see Ordering).  */
-      if (dst_device >= 0)
-        CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
+      goto done;
     }
-  else
-    CUDA_CHECK (cudaMemcpyAsync (dst, src, nbytes, cudaMemcpyDefault,
-                                 handle));
+  /* Page-locked host memory, or a copy within one device: queued on the
+     legacy stream and waited for, which costs less than cudaMemcpy (5.6
+     us against 6.9 for 16 bytes from page-locked memory, and cudaMemcpy
+     into device memory needs a synchronize after it too;
+     bench/NOTES.md).  */
+  CUDA_CHECK (cudaMemcpyAsync (dst, src, nbytes, cudaMemcpyDefault,
+                               cudaStreamLegacy));
+  CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
 done:
   return status;
 }

@@ -13,13 +13,14 @@
    here run on the device's legacy default stream, as cudaMemcpy does:
    so they start after all work queued before them on any of gpumem's
    streams (blocking streams, which the legacy stream waits for; see
-   Ordering in backend-cuda.c), and they return only once complete.  Small synchronous
-   copies to the host (at most GM_SMALL_MAX bytes, such as the workload's
-   4 floats) go through one page-locked bounce buffer instead: the DMA
-   engine's own path is shorter than the driver's pageable one
-   (bench/NOTES.md).  The thread count
-   and chunk size default to the values measured best on the H200
-   machine (bench/NOTES.md) and adapt to the cores present;
+   Ordering in backend-cuda.c), and they return only once complete.
+   Small synchronous copies (at most GM_SMALL_MAX bytes, such as the
+   workload's 4 floats, either way) go through one page-locked bounce
+   buffer instead: the DMA engine's own path is shorter than the
+   driver's pageable one (bench/NOTES.md).  The thread count and the
+   largest chunk default to the values measured best on the H200
+   machine (bench/NOTES.md) and adapt to the cores present and to each
+   copy's size;
    GPUMEM_COPY_THREADS (0: never stage), GPUMEM_COPY_CHUNK and
    GPUMEM_COPY_MIN (bytes) override them, read once (read_settings).  */
 
@@ -27,9 +28,12 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -42,29 +46,48 @@
    back; 8 threads with 8 MiB chunks, 27 and 28.  */
 #define DEFAULT_THREADS 16
 #define DEFAULT_CHUNK ((size_t) 16 << 20)
-/* Below this a chunk is copied by the calling thread alone: waking the
-   pool costs more than it saves.  */
-#define PARALLEL_MIN ((size_t) 1 << 20)
+/* A copy is cut into about CHUNKS_WANTED chunks, so that the host's
+   copy of one overlaps the DMA engine's move of the one before, and the
+   pipeline fills after one eighth of the copy: chunks of at least
+   CHUNK_MIN, at most the ring's buffer.  */
+#define CHUNKS_WANTED 8
+#define CHUNK_MIN ((size_t) 256 << 10)
+/* Each thread copies at least this much of a chunk: below it, handing
+   a piece to another thread costs more than it saves.  */
+#define SHARE_MIN ((size_t) 128 << 10)
+/* A worker that finished its piece spins this long for the next one
+   before it sleeps: the pieces of one copy come back to back, and
+   waking a sleeping thread costs microseconds a thread.  */
+#define SPIN_NS 1000000L
 
-/* The pool of copying threads.  The caller is thread 0; workers 1 ..
-   nthreads - 1 each copy their share of the current job.  */
-static struct
+/* The pool of copying threads.  The caller is thread 0; worker W (1 ..
+   nthreads - 1) copies the piece the caller wrote into its slot before
+   raising the slot's GO count, and counts PENDING down when done.  A
+   worker spins on GO for SPIN_NS, then sleeps on its semaphore, saying
+   so in SLEEPING; the caller posts the semaphore only to a sleeper.
+   Both sides store one flag, then load the other's (sequentially
+   consistent atomics): either the caller sees the worker asleep, or the
+   worker sees the new GO before it sleeps.  */
+typedef struct worker_slot
 {
-  pthread_mutex_t lock;
-  pthread_cond_t wake;
-  pthread_cond_t idle;
-  pthread_t *threads;
-  int nthreads;
-  unsigned long generation;
-  int pending;
-  bool quit;
+  _Atomic unsigned long go;
+  atomic_bool sleeping;
+  sem_t wake;
+  pthread_t thread;
   char *dst;
   const char *src;
   size_t len;
-  size_t share;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, false, NULL, NULL, 0, 0};
+} worker_slot;
 
+static struct
+{
+  worker_slot *slots;
+  int nthreads;            /* the caller's thread included */
+  atomic_int pending;
+  atomic_bool quit;
+} pool;
+
+/* The ring's buffer size: the largest chunk.  */
 static size_t chunk_size;
 
 /* Per device: the ring of page-locked chunks, and the events that say
@@ -82,40 +105,44 @@ typedef struct ring
 static ring *rings;
 static int ring_count;
 
-static void
-copy_share (int index, char *dst, const char *src, size_t len, size_t share)
+static long
+now_ns (void)
 {
-  size_t start = (size_t) index * share;
-
-  if (start < len)
-    memcpy (dst + start, src + start, len - start < share ? len - start
-                                                          : share);
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
 static void *
 worker (void *arg)
 {
-  int index = (int) (intptr_t) arg;
+  worker_slot *slot = &pool.slots[(int) (intptr_t) arg];
   unsigned long seen = 0;
 
-  pthread_mutex_lock (&pool.lock);
   for (;;)
     {
-      while (pool.generation == seen && !pool.quit)
-        pthread_cond_wait (&pool.wake, &pool.lock);
-      if (pool.quit)
+      long start = now_ns ();
+      unsigned long go;
+      unsigned spins = 0;
+
+      while ((go = atomic_load (&slot->go)) == seen
+             && !atomic_load (&pool.quit))
+        {
+          if (++spins % 64 != 0 || now_ns () - start < SPIN_NS)
+            continue;
+          atomic_store (&slot->sleeping, true);
+          if (atomic_load (&slot->go) == seen && !atomic_load (&pool.quit))
+            while (sem_wait (&slot->wake) != 0)
+              continue;       /* EINTR */
+          atomic_store (&slot->sleeping, false);
+          start = now_ns ();
+        }
+      if (atomic_load (&pool.quit))
         break;
-      seen = pool.generation;
-      char *dst = pool.dst;
-      const char *src = pool.src;
-      size_t len = pool.len, share = pool.share;
-      pthread_mutex_unlock (&pool.lock);
-      copy_share (index, dst, src, len, share);
-      pthread_mutex_lock (&pool.lock);
-      if (--pool.pending == 0)
-        pthread_cond_signal (&pool.idle);
+      seen = go;
+      memcpy (slot->dst, slot->src, slot->len);
+      atomic_fetch_sub (&pool.pending, 1);
     }
-  pthread_mutex_unlock (&pool.lock);
   return NULL;
 }
 
@@ -137,12 +164,14 @@ env_size (const char *name, size_t fallback, size_t min, size_t max)
 /* The settings, read once, each in this one place with its bounds:
    GPUMEM_COPY_THREADS (0 to 256; 0 turns staging off; unset or out of
    bounds: DEFAULT_THREADS, or fewer where the machine has fewer cores),
-   GPUMEM_COPY_CHUNK (64 KiB to 1 GiB) and GPUMEM_COPY_MIN (bytes, the
-   smallest copy staged, for measuring the threshold).  */
+   GPUMEM_COPY_CHUNK (64 KiB to 1 GiB: every chunk this size; unset:
+   chunks sized for each copy, at most DEFAULT_CHUNK) and GPUMEM_COPY_MIN
+   (bytes, the smallest copy staged, for measuring the threshold).  */
 static struct
 {
   size_t threads;
   size_t chunk;
+  bool chunk_fixed;
   size_t min_bytes;
 } settings;
 static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
@@ -156,8 +185,11 @@ read_settings (void)
   if (cores > 0 && (size_t) cores < fallback)
     fallback = (size_t) cores;
   settings.threads = env_size ("GPUMEM_COPY_THREADS", fallback, 0, 256);
-  settings.chunk = env_size ("GPUMEM_COPY_CHUNK", DEFAULT_CHUNK, 64 << 10,
+  settings.chunk = env_size ("GPUMEM_COPY_CHUNK", 0, 64 << 10,
                              (size_t) 1 << 30);
+  settings.chunk_fixed = settings.chunk != 0;
+  if (!settings.chunk_fixed)
+    settings.chunk = DEFAULT_CHUNK;
   settings.min_bytes = env_size ("GPUMEM_COPY_MIN", GM_STAGING_MIN, 0,
                                  SIZE_MAX);
 }
@@ -174,48 +206,72 @@ start_pool (void)
   pthread_once (&settings_once, read_settings);
   want = settings.threads > 0 ? settings.threads : 1;
   chunk_size = settings.chunk;
-  pool.threads = calloc (want, sizeof *pool.threads);
+  pool.slots = calloc (want, sizeof *pool.slots);
   pool.nthreads = 1;
-  if (pool.threads == NULL)
+  if (pool.slots == NULL)
     return;
   for (size_t i = 1; i < want; i++)
     {
-      if (pthread_create (&pool.threads[i], NULL, worker, (void *) (intptr_t) i)
-          != 0)
+      worker_slot *slot = &pool.slots[i];
+      if (sem_init (&slot->wake, 0, 0) != 0)
         break;
+      if (pthread_create (&slot->thread, NULL, worker, (void *) (intptr_t) i)
+          != 0)
+        {
+          sem_destroy (&slot->wake);
+          break;
+        }
       pool.nthreads++;
     }
 }
 
-/* Copies LEN bytes from SRC to DST with every thread of the pool.  */
+/* The chunk a copy of NBYTES moves in.  */
+static size_t
+chunk_for (size_t nbytes)
+{
+  size_t chunk;
+
+  if (settings.chunk_fixed)
+    return chunk_size;
+  chunk = (nbytes / CHUNKS_WANTED + 4095) & ~(size_t) 4095;
+  if (chunk < CHUNK_MIN)
+    chunk = CHUNK_MIN;
+  return chunk < chunk_size ? chunk : chunk_size;
+}
+
+/* Copies LEN bytes from SRC to DST with as many threads of the pool as
+   pieces of SHARE_MIN bytes make sense.  */
 static void
 parallel_copy (char *dst, const char *src, size_t len)
 {
-  size_t share;
+  size_t used = len / SHARE_MIN, share;
 
-  if (pool.nthreads <= 1 || len < PARALLEL_MIN)
+  if (used > (size_t) pool.nthreads)
+    used = (size_t) pool.nthreads;
+  if (used <= 1)
     {
       memcpy (dst, src, len);
       return;
     }
   /* Shares of whole pages, so no two threads touch one page; the last
      share takes what is left.  */
-  share = ((len + (size_t) pool.nthreads - 1) / (size_t) pool.nthreads
-           + 4095) & ~(size_t) 4095;
-  pthread_mutex_lock (&pool.lock);
-  pool.dst = dst;
-  pool.src = src;
-  pool.len = len;
-  pool.share = share;
-  pool.pending = pool.nthreads - 1;
-  pool.generation++;
-  pthread_cond_broadcast (&pool.wake);
-  pthread_mutex_unlock (&pool.lock);
-  copy_share (0, dst, src, len, share);
-  pthread_mutex_lock (&pool.lock);
-  while (pool.pending > 0)
-    pthread_cond_wait (&pool.idle, &pool.lock);
-  pthread_mutex_unlock (&pool.lock);
+  share = ((len + used - 1) / used + 4095) & ~(size_t) 4095;
+  used = (len + share - 1) / share;
+  atomic_store (&pool.pending, (int) used - 1);
+  for (size_t w = 1; w < used; w++)
+    {
+      worker_slot *slot = &pool.slots[w];
+      size_t start = w * share;
+      slot->dst = dst + start;
+      slot->src = src + start;
+      slot->len = len - start < share ? len - start : share;
+      atomic_fetch_add (&slot->go, 1);
+      if (atomic_load (&slot->sleeping))
+        sem_post (&slot->wake);
+    }
+  memcpy (dst, src, share);
+  while (atomic_load (&pool.pending) > 0)
+    continue;
 }
 
 static cudaError_t
@@ -263,12 +319,10 @@ gm_staging_pageable (const void *host)
 }
 
 bool
-gm_staging_wanted (const void *host, size_t nbytes)
+gm_staging_wanted (size_t nbytes)
 {
   pthread_once (&settings_once, read_settings);
-  if (nbytes < settings.min_bytes || settings.threads == 0)
-    return false;
-  return gm_staging_pageable (host);
+  return nbytes >= settings.min_bytes && settings.threads > 0;
 }
 
 /* One staged copy at a time: Python threads may copy at once (the GIL
@@ -282,7 +336,7 @@ static int bounce_count;
 
 cudaError_t
 gm_staging_small_copy (void *dst, const void *src, size_t nbytes, int device,
-                       int device_count)
+                       int device_count, bool to_device)
 {
   cudaError_t err = cudaSuccess;
 
@@ -296,12 +350,18 @@ gm_staging_small_copy (void *dst, const void *src, size_t nbytes, int device,
     }
   if (err == cudaSuccess && bounces[device] == NULL)
     err = cudaMallocHost (&bounces[device], GM_SMALL_MAX);
-  if (err == cudaSuccess)
+  if (err == cudaSuccess && to_device)
+    {
+      memcpy (bounces[device], src, nbytes);
+      err = cudaMemcpyAsync (dst, bounces[device], nbytes,
+                             cudaMemcpyHostToDevice, cudaStreamLegacy);
+    }
+  else if (err == cudaSuccess)
     err = cudaMemcpyAsync (bounces[device], src, nbytes,
                            cudaMemcpyDeviceToHost, cudaStreamLegacy);
   if (err == cudaSuccess)
     err = cudaStreamSynchronize (cudaStreamLegacy);
-  if (err == cudaSuccess)
+  if (err == cudaSuccess && !to_device)
     memcpy (dst, bounces[device], nbytes);
   pthread_mutex_unlock (&engine_lock);
   return err;
@@ -334,22 +394,23 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
              int device_count, bool to_device)
 {
   cudaError_t err;
-  size_t nchunks;
+  size_t nchunks, chunk;
   ring *r;
 
   start_pool ();
   err = ring_for (device, device_count, &r);
   if (err != cudaSuccess)
     return err;
-  nchunks = (nbytes + chunk_size - 1) / chunk_size;
+  chunk = chunk_for (nbytes);
+  nchunks = (nbytes + chunk - 1) / chunk;
 
   if (to_device)
     {
       /* Fill slot i while the DMA engine drains the slots before it.  */
       for (size_t i = 0; i < nchunks; i++)
         {
-          size_t off = i * chunk_size;
-          size_t len = nbytes - off < chunk_size ? nbytes - off : chunk_size;
+          size_t off = i * chunk;
+          size_t len = nbytes - off < chunk ? nbytes - off : chunk;
           int s = (int) (i % RING);
           if (i >= RING && (err = cudaEventSynchronize (r->filled[s]))
                              != cudaSuccess)
@@ -372,8 +433,8 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
       if (i >= RING)
         {
           size_t j = i - RING;
-          size_t off = j * chunk_size;
-          size_t len = nbytes - off < chunk_size ? nbytes - off : chunk_size;
+          size_t off = j * chunk;
+          size_t len = nbytes - off < chunk ? nbytes - off : chunk;
           int s = (int) (j % RING);
           if ((err = cudaEventSynchronize (r->filled[s])) != cudaSuccess)
             return err;
@@ -381,8 +442,8 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
         }
       if (i < nchunks)
         {
-          size_t off = i * chunk_size;
-          size_t len = nbytes - off < chunk_size ? nbytes - off : chunk_size;
+          size_t off = i * chunk;
+          size_t len = nbytes - off < chunk ? nbytes - off : chunk;
           int s = (int) (i % RING);
           err = cudaMemcpyAsync (r->slot[s], (const char *) src + off, len,
                                  cudaMemcpyDeviceToHost, cudaStreamLegacy);
@@ -398,16 +459,18 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
 void
 gm_staging_shutdown (bool cuda_usable)
 {
-  pthread_mutex_lock (&pool.lock);
-  pool.quit = true;
-  pthread_cond_broadcast (&pool.wake);
-  pthread_mutex_unlock (&pool.lock);
+  atomic_store (&pool.quit, true);
   for (int i = 1; i < pool.nthreads; i++)
-    pthread_join (pool.threads[i], NULL);
-  free (pool.threads);
-  pool.threads = NULL;
+    sem_post (&pool.slots[i].wake);
+  for (int i = 1; i < pool.nthreads; i++)
+    {
+      pthread_join (pool.slots[i].thread, NULL);
+      sem_destroy (&pool.slots[i].wake);
+    }
+  free (pool.slots);
+  pool.slots = NULL;
   pool.nthreads = 0;
-  pool.quit = false;
+  atomic_store (&pool.quit, false);
   for (int d = 0; d < ring_count && cuda_usable; d++)
     if (rings[d].ready)
       {

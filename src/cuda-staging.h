@@ -10,14 +10,15 @@
 
 #include <cuda_runtime_api.h>
 
-/* Copies smaller than this go to cudaMemcpy directly: at 8 MiB plain
-   cudaMemcpy was as fast, at 16 MiB staging was faster (bench/NOTES.md).  */
-#define GM_STAGING_MIN ((size_t) 16 << 20)
+/* Copies between pageable memory and a device from this size on are
+   staged (GPUMEM_COPY_MIN overrides it): chosen from the staging
+   section of the benchmark (bench/NOTES.md, "The pageable ramp").  */
+#define GM_STAGING_MIN ((size_t) 256 << 10)
 
-/* Whether a synchronous copy of NBYTES to or from HOST should be staged:
-   large enough, HOST pageable, and staging not turned off
+/* Whether a synchronous copy of NBYTES between pageable host memory and
+   a device should be staged: large enough, and staging not turned off
    (GPUMEM_COPY_THREADS=0).  */
-bool gm_staging_wanted (const void *host, size_t nbytes);
+bool gm_staging_wanted (size_t nbytes);
 
 /* Whether HOST is pageable memory: neither page-locked
    (cudaMallocHost, registered) nor memory CUDA maps otherwise.  Only
@@ -35,17 +36,20 @@ bool gm_staging_pageable (const void *host);
 cudaError_t gm_staging_copy (void *dst, const void *src, size_t nbytes,
                              int device, int device_count, bool to_device);
 
-/* Synchronous copies of at most this many bytes go through a
-   page-locked bounce buffer (gm_staging_small_copy).  */
+/* Synchronous copies of at most this many bytes between pageable
+   memory and a device go through a page-locked bounce buffer
+   (gm_staging_small_copy).  */
 #define GM_SMALL_MAX ((size_t) 64 << 10)
 
-/* Copies NBYTES (at most GM_SMALL_MAX) from memory SRC of DEVICE
-   (current) to host memory DST, through DEVICE's page-locked bounce
-   buffer, ordered on the legacy default stream as cudaMemcpy is;
-   complete on return.  (Small copies to the device gain nothing from
-   it: backend-cuda.c says why.)  A cudaError_t.  */
+/* Copies NBYTES (at most GM_SMALL_MAX) between pageable host memory and
+   memory of DEVICE (current), TO_DEVICE saying which way, through
+   DEVICE's page-locked bounce buffer, on the legacy default stream as
+   cudaMemcpy would; complete on return (the DMA engine's own path is
+   shorter than the driver's pageable one, and cudaMemcpy into a device
+   returns before the bytes land).  A cudaError_t.  */
 cudaError_t gm_staging_small_copy (void *dst, const void *src, size_t nbytes,
-                                   int device, int device_count);
+                                   int device, int device_count,
+                                   bool to_device);
 
 /* Stops the copying threads and, if CUDA_USABLE, frees the rings.  */
 void gm_staging_shutdown (bool cuda_usable);

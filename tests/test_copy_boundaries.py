@@ -7,17 +7,20 @@ cuda-staging.c).
 The thresholds, in bytes (where the CUDA backend changes path; the host
 backend runs the same sizes through its own path):
 
-  GM_SMALL_MAX        64 KiB   synchronous copies to the host up to it
-                               go through a page-locked bounce buffer
+  GM_SMALL_MAX        64 KiB   synchronous copies between pageable
+                               memory and a device up to it go through
+                               a page-locked bounce buffer
   COPY_KEEP_GIL_MAX    1 MiB   smaller copies keep the GIL
-  PARALLEL_MIN         1 MiB   a staged chunk this large is filled by
-                               several threads
-  GM_STAGING_MIN      16 MiB   pageable copies from it are staged in
-                               DEFAULT_CHUNK (16 MiB) pieces
-  2 x DEFAULT_CHUNK   32 MiB   the second chunk
-  RING x DEFAULT_CHUNK 64 MiB  the ring of 4 chunks wraps around
+  GM_STAGING_MIN     256 KiB   pageable copies from it are staged, in
+                               chunks of an eighth of the copy (at
+                               least 256 KiB, at most 16 MiB), each
+                               filled by a thread per 128 KiB; the ring
+                               of 4 chunks wraps around in every one
+  2 MiB, 16 MiB, 64 MiB        chunks of 256 KiB (the least), 2 MiB
+                               (16 threads), 8 MiB
   COPY_CHUNK         256 MiB   host copies move in pieces of it, the GIL
-                               released around each
+                               released around each; staged chunks are
+                               at their largest, 16 MiB
 """
 
 import numpy as np
@@ -31,7 +34,7 @@ KIB, MIB = 1 << 10, 1 << 20
 ITEMSIZES = {1: "uint8", 2: "float16", 4: "float32", 8: "int64",
              16: "complex128"}
 SMALL = (64 * KIB, MIB)
-STAGED = (16 * MIB, 32 * MIB, 64 * MIB)
+STAGED = (256 * KIB, 2 * MIB, 16 * MIB, 64 * MIB)
 HUGE = (256 * MIB,)
 
 _bytes = {}
