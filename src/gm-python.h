@@ -398,13 +398,42 @@ int gmpy_backend_copy (void *dst, int dst_device, const void *src,
 /* gmpy_backend_copy, checking before each chunk that DST_BUF and
    SRC_BUF (NULL for host memory) may still be used (gmpy_devbuf_usable):
    the Python code run since they were read, or between chunks, may have
-   freed one.  Their arrays are held meanwhile (gmpy_array_hold), so that
-   free () from another thread leaves the memory to the copy.  Ranges
+   freed one.  Their arrays are held meanwhile, and a copy without a
+   stream waits first for the work queued on its devices
+   (gmpy_copy_enter).  Ranges
    that overlap are copied as memmove would, through host memory and
    complete on return, on every backend.  0 or -1.  */
 int gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
                        void *dst, int dst_device, const void *src,
                        int src_device, size_t nbytes, gm_stream *stream);
+/* What gmpy_copy_enter holds for the copies of one call.  */
+typedef struct gmpy_copy_hold
+{
+  PyObject *arrays[2];          /* the DeviceArrays (borrowed), or NULL */
+  PyObject *held[2];            /* what gmpy_array_hold gave for them */
+} gmpy_copy_hold;
+/* The one rule for every copy between DeviceArray memory and anything
+   else (py-copy-engine.c): before the first byte moves, checks that
+   DST_ARRAY and SRC_ARRAY (DeviceArrays, or NULL for host or foreign
+   memory) may be used, holds them (gmpy_array_hold) so that free ()
+   from another thread leaves their memory to the copies, and, without
+   STREAM, waits for the work queued on DST_DEVICE and SRC_DEVICE (-1:
+   host memory) as gmpy_wait waits (answering Ctrl-C, letting other
+   threads run), then checks them again: that wait may have let another
+   thread free one.  The caller then runs its backend copies (after that
+   wait they take their usual time, even with the GIL held), checks
+   again with gmpy_copy_usable after any Python code or released GIL,
+   and ends with gmpy_copy_leave.  0; or -1 with an exception set
+   (ValueError for a freed array, KeyboardInterrupt) and nothing held.  */
+int gmpy_copy_enter (gmpy_copy_hold *hold, PyObject *dst_array,
+                     int dst_device, PyObject *src_array, int src_device,
+                     gm_stream *stream);
+/* 0 while HOLD's arrays may still be used, else -1 with ValueError.  */
+int gmpy_copy_usable (const gmpy_copy_hold *hold);
+/* Ends what gmpy_copy_enter (HOLD) began: lets go of the arrays, whose
+   memory goes now if free () was called meanwhile.  Keeps any pending
+   exception; never fails.  */
+void gmpy_copy_leave (gmpy_copy_hold *hold);
 /* Raises ValueError: WHAT asked for COUNT elements but SIDE ("source",
    "destination") has only SIZE.  Returns -1.  */
 int gmpy_count_error (const char *what, Py_ssize_t count, const char *side,

@@ -23,12 +23,61 @@
 #define COPY_KEEP_GIL_MAX ((size_t) 1 << 20)
 
 int
+gmpy_copy_usable (const gmpy_copy_hold *hold)
+{
+  for (int i = 0; i < 2; i++)
+    if (hold->arrays[i] != NULL
+        && gmpy_array_usable ((arraypy_object *) hold->arrays[i]) < 0)
+      return -1;
+  return 0;
+}
+
+int
+gmpy_copy_enter (gmpy_copy_hold *hold, PyObject *dst_array, int dst_device,
+                 PyObject *src_array, int src_device, gm_stream *stream)
+{
+  hold->arrays[0] = dst_array;
+  hold->arrays[1] = src_array;
+  hold->held[0] = hold->held[1] = NULL;
+  if (gmpy_copy_usable (hold) < 0)
+    return -1;
+  /* From here free () from another thread, while the GIL is released
+     (the wait below, a copy between chunks), only marks an array freed:
+     its memory stays until gmpy_copy_leave.  */
+  hold->held[0] = gmpy_array_hold (dst_array);
+  hold->held[1] = gmpy_array_hold (src_array);
+  /* A backend copy without a stream waits for the work queued before it
+     on its devices, and py-index's copies and small ones keep the GIL:
+     behind a long kernel they would block the program with no way to
+     see Ctrl-C.  So that work is waited for here, as gmpy_wait waits;
+     the copies then take their usual microseconds.  */
+  if (stream == NULL
+      && ((dst_device >= 0 && gmpy_wait (dst_device, NULL) < 0)
+          || (src_device >= 0 && src_device != dst_device
+              && gmpy_wait (src_device, NULL) < 0)
+          || gmpy_copy_usable (hold) < 0))
+    {
+      gmpy_copy_leave (hold);
+      return -1;
+    }
+  return 0;
+}
+
+void
+gmpy_copy_leave (gmpy_copy_hold *hold)
+{
+  gmpy_array_unhold (hold->held[0]);
+  gmpy_array_unhold (hold->held[1]);
+  hold->held[0] = hold->held[1] = NULL;
+}
+
+int
 gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
                    void *dst, int dst_device, const void *src,
                    int src_device, size_t nbytes, gm_stream *stream)
 {
   size_t done = 0;
-  PyObject *dst_held, *src_held;
+  gmpy_copy_hold hold;
   int result = -1;
 
   /* Copies on a stream are asynchronous: enqueue them whole.  */
@@ -86,29 +135,10 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
         return 0;
       chunk = stream != NULL ? nbytes : COPY_CHUNK;
     }
-  if ((dst_buf != NULL && gmpy_devbuf_usable (dst_buf) < 0)
-      || (src_buf != NULL && gmpy_devbuf_usable (src_buf) < 0))
+  if (gmpy_copy_enter (&hold, dst_buf != NULL ? dst_buf->array : NULL,
+                       dst_device, src_buf != NULL ? src_buf->array : NULL,
+                       src_device, stream) < 0)
     return -1;
-  /* From here the arrays are held: free () from another thread while
-     the GIL is released leaves their memory to this copy
-     (gmpy_array_hold).  */
-  dst_held = dst_buf != NULL ? gmpy_array_hold (dst_buf->array) : NULL;
-  src_held = src_buf != NULL ? gmpy_array_hold (src_buf->array) : NULL;
-
-  /* A copy without a stream waits, inside the backend's copy, for the
-     work queued before it on its devices, and a small one keeps the GIL:
-     behind a long kernel it would block the program with no way to see
-     Ctrl-C.  So that work is waited for first, as gmpy_wait waits
-     (answering Ctrl-C, letting other threads run); the copy itself then
-     takes its usual microseconds.  */
-  if (stream == NULL && nbytes > 0)
-    {
-      if (dst_device >= 0 && gmpy_wait (dst_device, NULL) < 0)
-        goto done;
-      if (src_device >= 0 && src_device != dst_device
-          && gmpy_wait (src_device, NULL) < 0)
-        goto done;
-    }
   do
     {
       size_t n = nbytes - done < chunk ? nbytes - done : chunk;
@@ -116,8 +146,7 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
 
       /* Python code run meanwhile (a signal handler) may have freed an
          array: the copy stops there, with ValueError.  */
-      if ((dst_buf != NULL && gmpy_devbuf_usable (dst_buf) < 0)
-          || (src_buf != NULL && gmpy_devbuf_usable (src_buf) < 0))
+      if (gmpy_copy_usable (&hold) < 0)
         goto done;
       if (n < COPY_KEEP_GIL_MAX)
         status = gm_backend_current->copy ((char *) dst + done, dst_device,
@@ -143,8 +172,7 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
   while (done < nbytes);
   result = 0;
 done:
-  gmpy_array_unhold (dst_held);
-  gmpy_array_unhold (src_held);
+  gmpy_copy_leave (&hold);
   return result;
 }
 

@@ -99,9 +99,11 @@ flip_axes (const pos_layout *layout, int ndim, PyObject *obj)
   return result;
 }
 
-/* One backend copy with the GIL held, so that no other thread can free
-   the memory while it runs (gmpy_backend_copy lets go of the GIL between
-   chunks).  0, or -1 with the backend's error set.  */
+/* One backend copy, with the GIL held.  Every caller runs inside
+   gmpy_copy_enter / gmpy_copy_leave: the arrays are held and, without a
+   stream, the work queued before is done, so the copy takes its usual
+   time and free () from another thread leaves the memory to it.  0, or
+   -1 with the backend's error set.  */
 static int
 held_copy (void *dst, int dst_device, const void *src, int src_device,
            size_t nbytes, gm_stream *stream)
@@ -111,8 +113,8 @@ held_copy (void *dst, int dst_device, const void *src, int src_device,
   return status == GM_OK ? 0 : gmpy_raise_int (status);
 }
 
-/* Runs a strided copy PLAN (with the GIL held, as held_copy); 0, or -1
-   with the backend's error set.  */
+/* Runs a strided copy PLAN (with the GIL held, inside gmpy_copy_enter,
+   as held_copy); 0, or -1 with the backend's error set.  */
 static int
 run_plan (const gm_copy_plan *plan, char *dst, int dst_device,
           const char *src, int src_device, gm_stream *stream)
@@ -183,7 +185,8 @@ done:
 }
 
 /* A uint8 numpy array of NBYTES holding LAYOUT's span of ARRAY's memory,
-   copied and complete: a new reference or NULL.  */
+   copied and complete: a new reference or NULL.  Called inside
+   gmpy_copy_enter (ARRAY held).  */
 static PyObject *
 download_span (const arraypy_object *array, const pos_layout *layout,
                gm_stream *stream)
@@ -201,8 +204,8 @@ download_span (const arraypy_object *array, const pos_layout *layout,
       Py_DECREF (span);
       return NULL;
     }
-  rc = held_copy (buf.buf, -1, layout->data, array->device,
-                          layout->span, stream);
+  rc = held_copy (buf.buf, -1, layout->data, array->device, layout->span,
+                  stream);
   PyBuffer_Release (&buf);
   if (rc < 0 || (stream != NULL && gmpy_wait (array->device, stream) < 0))
     Py_CLEAR (span);
@@ -215,6 +218,7 @@ gmpy_array_strided_to_host (arraypy_object *array, gm_stream *stream)
   size_t itemsize = gm_dtypes[array->dtype].itemsize;
   int64_t host_strides[GM_MAX_NDIM];
   PyObject *result = NULL, *tmp = NULL;
+  gmpy_copy_hold hold;
   pos_layout layout;
   gm_copy_plan plan;
   gm_status status;
@@ -227,6 +231,9 @@ gmpy_array_strided_to_host (arraypy_object *array, gm_stream *stream)
                             layout.strides, &plan);
   if (status != GM_OK)
     return gmpy_raise (status);
+  if (gmpy_copy_enter (&hold, NULL, -1, (PyObject *) array, array->device,
+                       stream) < 0)
+    return NULL;
   if (plan.calls <= DIRECT_CALLS_MAX)
     {
       Py_buffer buf;
@@ -268,6 +275,7 @@ gmpy_array_strided_to_host (arraypy_object *array, gm_stream *stream)
   else
     result = Py_NewRef (tmp);
 done:
+  gmpy_copy_leave (&hold);
   Py_XDECREF (tmp);
   return result;
 }
@@ -355,6 +363,7 @@ gmpy_array_strided_from_host (arraypy_object *array, PyObject *src,
   size_t itemsize = gm_dtypes[array->dtype].itemsize;
   int64_t host_strides[GM_MAX_NDIM];
   PyObject *host;
+  gmpy_copy_hold hold;
   pos_layout layout;
   gm_copy_plan plan;
   gm_status status;
@@ -372,9 +381,17 @@ gmpy_array_strided_from_host (arraypy_object *array, PyObject *src,
   host = host_source (array, &layout, src, broadcast, unsafe, what);
   if (host == NULL)
     return -1;
-  /* Converting SRC ran Python code, which may have freed the array.  */
-  if (gmpy_array_usable (array) < 0 || host_buffer (host, &buf, false) < 0)
+  /* Converting SRC ran Python code, which may have freed the array:
+     gmpy_copy_enter checks it again.  */
+  if (host_buffer (host, &buf, false) < 0)
     {
+      Py_DECREF (host);
+      return -1;
+    }
+  if (gmpy_copy_enter (&hold, (PyObject *) array, array->device, NULL, -1,
+                       stream) < 0)
+    {
+      PyBuffer_Release (&buf);
       Py_DECREF (host);
       return -1;
     }
@@ -392,13 +409,16 @@ gmpy_array_strided_from_host (arraypy_object *array, PyObject *src,
       PyObject *span = download_span (array, &layout, stream), *view = NULL;
       if (span != NULL)
         view = span_view (array, &layout, span);
-      if (view != NULL && PyObject_SetItem (view, Py_Ellipsis, host) == 0)
+      /* A wait for STREAM let other threads run: the array is held, but
+         refused once freed.  */
+      if (view != NULL && PyObject_SetItem (view, Py_Ellipsis, host) == 0
+          && gmpy_copy_usable (&hold) == 0)
         {
           Py_buffer span_buf;
           if (host_buffer (span, &span_buf, false) == 0)
             {
-              rc = held_copy (layout.data, array->device,
-                                      span_buf.buf, -1, layout.span, stream);
+              rc = held_copy (layout.data, array->device, span_buf.buf, -1,
+                              layout.span, stream);
               PyBuffer_Release (&span_buf);
             }
         }
@@ -409,13 +429,15 @@ gmpy_array_strided_from_host (arraypy_object *array, PyObject *src,
   /* HOST goes with this call: the copy must be done with it.  */
   if (rc == 0 && stream != NULL && gmpy_wait (array->device, stream) < 0)
     rc = -1;
+  gmpy_copy_leave (&hold);
   Py_DECREF (host);
   return rc;
 }
 
 /* Writes NBYTES-sized PATTERN into all N elements at DATA on DEVICE:
    memset when its bytes are all equal, else the first element, then
-   copies that double the filled part.  0 or -1.  */
+   copies that double the filled part.  Called inside gmpy_copy_enter.
+   0 or -1.  */
 static int
 fill_contiguous (char *data, int device, Py_ssize_t n, size_t itemsize,
                  const unsigned char *pattern, gm_stream *stream)
@@ -439,8 +461,8 @@ fill_contiguous (char *data, int device, Py_ssize_t n, size_t itemsize,
   while (done < n)
     {
       Py_ssize_t more = done < n - done ? done : n - done;
-      if (held_copy (data + (size_t) done * itemsize, device, data,
-                             device, (size_t) more * itemsize, stream) < 0)
+      if (held_copy (data + (size_t) done * itemsize, device, data, device,
+                     (size_t) more * itemsize, stream) < 0)
         return -1;
       done += more;
     }
@@ -499,8 +521,17 @@ fill_array (arraypy_object *array, PyObject *value)
       return -1;
     }
   if (array->contiguous)
-    rc = fill_contiguous (array->data, array->device, array->size, itemsize,
-                          pattern, stream);
+    {
+      gmpy_copy_hold hold;
+      rc = gmpy_copy_enter (&hold, (PyObject *) array, array->device, NULL,
+                            -1, stream);
+      if (rc == 0)
+        {
+          rc = fill_contiguous (array->data, array->device, array->size,
+                                itemsize, pattern, stream);
+          gmpy_copy_leave (&hold);
+        }
+    }
   else
     rc = gmpy_array_strided_from_host (array, scalar, true, false, stream,
                                        "value");
@@ -585,12 +616,17 @@ assign_device (arraypy_object *dst, arraypy_object *src, gm_stream *stream)
         return gmpy_raise_int (status);
       if (plan.calls <= DIRECT_CALLS_MAX)
         {
-          if (run_plan (&plan, dst_data, dst->device, src_data, src->device,
-                        stream) < 0)
+          gmpy_copy_hold hold;
+
+          if (gmpy_copy_enter (&hold, (PyObject *) dst, dst->device,
+                               (PyObject *) src, src->device, stream) < 0)
             return -1;
-          if (stream == NULL && gmpy_wait (dst->device, NULL) < 0)
-            return -1;
-          return 0;
+          rc = run_plan (&plan, dst_data, dst->device, src_data, src->device,
+                         stream);
+          if (rc == 0 && stream == NULL && gmpy_wait (dst->device, NULL) < 0)
+            rc = -1;
+          gmpy_copy_leave (&hold);
+          return rc;
         }
     }
   /* Through host memory: SRC is read whole before DST is written, so
@@ -624,10 +660,18 @@ gmpy_array_copy (PyObject *self, PyObject *unused)
     return NULL;
   if (array->contiguous)
     {
-      if (held_copy (copy->data, array->device, array->data,
-                             array->device, gmpy_array_nbytes (array),
-                             stream) < 0
-          || (stream == NULL && gmpy_wait (array->device, NULL) < 0))
+      gmpy_copy_hold hold;
+      int rc = gmpy_copy_enter (&hold, (PyObject *) copy, array->device,
+                                (PyObject *) array, array->device, stream);
+      if (rc == 0)
+        {
+          rc = held_copy (copy->data, array->device, array->data,
+                          array->device, gmpy_array_nbytes (array), stream);
+          if (rc == 0 && stream == NULL && gmpy_wait (array->device, NULL) < 0)
+            rc = -1;
+          gmpy_copy_leave (&hold);
+        }
+      if (rc < 0)
         Py_CLEAR (copy);
       else
         gmpy_array_note_stream ((PyObject *) copy, Py_None);

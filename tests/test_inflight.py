@@ -6,13 +6,15 @@ nor let the memory be reused before the call ends.  The call finishes
 goes back when the call ends.  The same race for collectives is in
 test_comm_inflight.py (mpirun).
 
-On the CUDA backend the copy is held up by a spin kernel on a user
-stream, so the free lands while the copy is certainly in flight; the
-spin kernel is only in the test build: run under gpumem, this file starts
-itself again under $GPUMEM_TEST.
+The copy cases free the array the moment the copy first lets go of the
+GIL (free_mid_call): inside a chunk of a copy of several chunks, or, on
+the CUDA backend, inside the wait of a strided copy for a spin kernel
+queued before it.  The spin kernel is only in the test build: run under
+gpumem, this file starts itself again under $GPUMEM_TEST.
 """
 
 import gc
+import sys
 import threading
 import time
 
@@ -27,6 +29,9 @@ gmtest.need_spin_kernel(__file__)
 
 CUDA = gpumem.backend == "cuda"
 MiB = 1 << 20
+# Copies without a stream move in chunks of this size, without the GIL
+# (COPY_CHUNK in src/py-copy-engine.c); a copy of more runs in several.
+COPY_CHUNK = 256 * MiB
 
 
 def allocated():
@@ -49,34 +54,192 @@ def in_thread(fn, *args):
     return thread, outcome
 
 
+def free_mid_call(call, victim, then):
+    """Runs CALL() in this thread while another thread, the moment CALL
+    first lets go of the GIL, frees VICTIM and runs THEN() (which
+    allocates what would reuse freed memory).  Returns (outcome, seen):
+    OUTCOME is what CALL returned or raised; SEEN has "in_call" (whether
+    CALL had not yet returned when the free ran: else the free came too
+    late to test anything), "released" (bytes the free gave back at
+    once) and "then" (what THEN returned).
+
+    Nothing else takes the GIL from this thread (a switch interval of
+    30 s), and the other thread is woken just before CALL: so it runs at
+    CALL's first release of the GIL, if it is scheduled by then."""
+    go = threading.Event()
+    in_call = [False]
+    seen = {}
+
+    def freer():
+        go.wait()
+        seen["in_call"] = in_call[0]
+        before = gpumem.memory_stats()["allocated_bytes"]
+        victim.free()
+        seen["released"] = before - gpumem.memory_stats()["allocated_bytes"]
+        seen["then"] = then()
+    interval = sys.getswitchinterval()
+    thread = threading.Thread(target=freer)
+    sys.setswitchinterval(30)
+    try:
+        thread.start()              # returns with FREER waiting for GO
+        in_call[0] = True
+        go.set()
+        try:
+            outcome = call()
+        except Exception as exc:    # judged by the case
+            outcome = exc
+        in_call[0] = False
+        thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    return outcome, seen
+
+
+def chunked_trials(trial, tries=5):
+    """Runs TRIAL() (which returns free_mid_call's SEEN) until a free
+    lands inside the copy, at most TRIES times; skips the case if none
+    did (a machine too loaded to run the other thread in time)."""
+    for _ in range(tries):
+        if trial()["in_call"]:
+            return
+    gmtest.skip(f"in {tries} tries the freeing thread never ran while the "
+                "copy was in flight")
+
+
+def assert_outcome(outcome, seen):
+    assert outcome is None or isinstance(outcome, ValueError), outcome
+    assert seen["released"] == 0, \
+        f"free() during the copy gave back {seen['released']} bytes at once"
+
+
 @case
-def free_during_a_copy_leaves_the_memory_to_it():
-    n = 64 * MiB // 4
-    host = np.arange(n, dtype=np.float32)
-    for trial in range(3):
+def free_during_a_copy_to_the_device_leaves_the_memory_to_it():
+    # Two chunks: the free lands in the first, and the copy either stops
+    # before the second with ValueError or ends; it never writes into
+    # memory that the free handed on.
+    n = (COPY_CHUNK + 16 * MiB) // 4
+    host = np.arange(1, n + 1, dtype=np.int32)
+
+    def trial():
+        base = allocated()
+        a = gpumem.zeros(n, "int32")
+        gpumem.synchronize()
+        outcome, seen = free_mid_call(lambda: a.copy_from_host(host), a,
+                                      lambda: gpumem.zeros(n, "int32"))
+        if seen["in_call"]:
+            assert_outcome(outcome, seen)
+            raises(ValueError, a.copy_to_host)
+            got = seen["then"].copy_to_host()
+            assert not got.any(), f"the copy wrote {np.count_nonzero(got)} " \
+                                  "elements of a new array"
+        del a
+        seen.pop("then")
+        assert allocated() == base, (allocated(), base)
+        return seen
+    chunked_trials(trial)
+
+
+@case
+def free_during_a_copy_to_the_host_leaves_the_memory_to_it():
+    # The bytes read are the array's, whatever the free handed on: all
+    # of them, or whole chunks and then ValueError.
+    n = (COPY_CHUNK + 16 * MiB) // 4
+    chunk = COPY_CHUNK // 4
+    expect = np.arange(1, n + 1, dtype=np.int32)
+
+    def trial():
+        base = allocated()
+        a = gpumem.to_device(expect)
+        out = np.full(n, -1, np.int32)
+        gpumem.synchronize()
+        outcome, seen = free_mid_call(lambda: a.copy_to_host(out), a,
+                                      lambda: gpumem.zeros(n, "int32"))
+        if seen["in_call"]:
+            assert_outcome(outcome, seen)
+            wrong = np.flatnonzero(out != expect)
+            if outcome is None:
+                assert wrong.size == 0, f"{wrong.size} wrong elements"
+            else:
+                # Stopped at a chunk's end: what came before is right,
+                # nothing after was written.
+                stop = wrong[0]
+                assert stop > 0 and stop % chunk == 0, stop
+                assert (out[stop:] == -1).all(), "wrong elements after " \
+                                                 f"the first {stop}"
+        del a
+        seen.pop("then")
+        assert allocated() == base, (allocated(), base)
+        return seen
+    chunked_trials(trial)
+
+
+@case
+def free_of_a_view_during_a_copy_keeps_the_owner():
+    # The view's free drops its owner; the copy holds the owner itself.
+    n = (COPY_CHUNK + 16 * MiB) // 4
+    host = np.full(n, 3.0, np.float32)
+
+    def trial():
+        base = allocated()
+        owner = gpumem.zeros(n + 1024)
+        view = owner[1024:]
+        del owner
+        gpumem.synchronize()
+        outcome, seen = free_mid_call(lambda: view.copy_from_host(host), view,
+                                      lambda: gpumem.zeros(n + 1024))
+        if seen["in_call"]:
+            assert_outcome(outcome, seen)
+            assert not seen["then"].copy_to_host().any(), \
+                "the copy wrote a new array"
+        del view
+        seen.pop("then")
+        assert allocated() == base, (allocated(), base)
+        return seen
+    chunked_trials(trial)
+
+
+# Strided copies, fill and copy() of views: without a stream each waits
+# first for the device's queued work (gmpy_copy_enter), letting other
+# threads run, then copies with the GIL held.
+STRIDED_CALLS = {
+    "a[::2].copy_to_host()": lambda a, host: a[::2].copy_to_host(),
+    "a[::2] = host": lambda a, host: a[::2].__setitem__(Ellipsis, host),
+    "a.fill(1.5)": lambda a, host: a.fill(1.5),
+    "a[::2].fill(1.5)": lambda a, host: a[::2].fill(1.5),
+    "a.copy()": lambda a, host: a.copy(),
+    "a[::2].copy()": lambda a, host: a[::2].copy(),
+    "gpumem.copy(a[::2], a[1::2])":
+        lambda a, host: gpumem.copy(a[::2], a[1::2]),
+}
+
+
+@case
+def free_during_a_strided_copy_behind_a_kernel_is_refused():
+    if not CUDA:
+        gmtest.skip("host work is complete when its call returns: a strided "
+                    "copy has nothing to wait for and keeps the GIL, so no "
+                    "other thread runs during it")
+    n = 4 * MiB // 4
+    host = np.full(n // 2, 2.0, np.float32)
+    for name, call in STRIDED_CALLS.items():
         base = allocated()
         a = gpumem.zeros(n)
         flag = gpumem.zeros(1, "int32")
         s = gpumem.Stream()
-        # CUDA: the staged copy below waits behind 300 ms of the stream
-        # (it runs on the legacy default stream), without the GIL.
-        gpumem.kernels.spin(300 if CUDA else 0, flag, stream=s)
-        thread, outcome = in_thread(a.copy_from_host, host)
-        time.sleep(0.1)
-        a.free()
-        # Same size, same stream: the pool hands out a's memory at once
-        # if the free released it; the copy still running would then
-        # write into b.
-        b = gpumem.zeros(n)
-        thread.join()
-        assert len(outcome) == 1 and (outcome[0] is None or isinstance(
-            outcome[0], ValueError)), outcome
-        raises(ValueError, a.copy_to_host)
-        got = b.copy_to_host()
-        assert not got.any(), f"the copy wrote {np.count_nonzero(got)} " \
+        # The copy waits 300 ms for the stream (the legacy default stream
+        # follows it); the free lands in that wait.
+        gpumem.kernels.spin(300, flag, stream=s)
+        outcome, seen = free_mid_call(lambda: call(a, host), a,
+                                      lambda: gpumem.zeros(n))
+        gpumem.synchronize()
+        assert seen["in_call"], f"{name}: the free came after the call"
+        assert isinstance(outcome, ValueError), (name, outcome)
+        assert seen["released"] == 0, (name, seen["released"])
+        got = seen.pop("then").copy_to_host()
+        assert not got.any(), f"{name} wrote {np.count_nonzero(got)} " \
                               "elements of a new array"
-        del a, b, flag, s
-        assert allocated() == base, (allocated(), base)
+        del a, flag, s, got
+        assert allocated() == base, (name, allocated(), base)
 
 
 @case
@@ -93,30 +256,6 @@ def free_during_a_kernel_leaves_the_memory_to_it():
     raises(ValueError, out.copy_to_host)
     assert b.copy_to_host()[0] == 0, "the kernel wrote a new array"
     del b
-    assert allocated() == base, (allocated(), base)
-
-
-@case
-def free_of_a_view_during_a_copy_keeps_the_owner():
-    # The view's free drops its owner; the copy holds the owner itself.
-    n = 32 * MiB // 4
-    base = allocated()
-    owner = gpumem.zeros(2 * n)
-    view = owner[n:]
-    del owner
-    flag = gpumem.zeros(1, "int32")
-    s = gpumem.Stream()
-    gpumem.kernels.spin(300 if CUDA else 0, flag, stream=s)
-    host = np.full(n, 3.0, np.float32)
-    thread, outcome = in_thread(view.copy_from_host, host)
-    time.sleep(0.1)
-    view.free()
-    b = gpumem.zeros(2 * n)
-    thread.join()
-    assert len(outcome) == 1 and (outcome[0] is None or isinstance(
-        outcome[0], ValueError)), outcome
-    assert not b.copy_to_host().any(), "the copy wrote a new array"
-    del b, flag, s, view
     assert allocated() == base, (allocated(), base)
 
 

@@ -258,7 +258,7 @@ def ctrl_c_while_waiting_on_a_kernel():
 # A small synchronous copy queued behind a long kernel in a stream: the
 # legacy default stream, on which copies without stream= run, follows the
 # stream, so the copy waits 20 s for the kernel; small copies keep the
-# GIL, so the wait must answer Ctrl-C itself (py-copy.c).
+# GIL, so the wait must answer Ctrl-C itself (gmpy_copy_enter).
 SMALL_COPY_BEHIND_A_KERNEL = """
 import gpumem, numpy as np
 s = gpumem.Stream()
@@ -279,6 +279,15 @@ def ctrl_c_while_a_small_copy_waits_behind_a_kernel():
     for copy in ("small.copy_to_host()",
                  "small.copy_from_host(np.ones(4, np.float32))",
                  "gpumem.copy_from_gpu(flag, np.empty(1, np.int32), 1)",
+                 # strided copies, fill and copy() (py-index.c) keep the
+                 # GIL while they copy, after the same wait
+                 "small[::2].copy_to_host()",
+                 "small[::2] = np.ones(2, np.float32)",
+                 "small.fill(1.5)",
+                 "small[::2].fill(1.5)",
+                 "small.copy()",
+                 "small[::2].copy()",
+                 "gpumem.copy(small[::2], small[1::2])",
                  # not a copy, but the same wait for the default stream
                  "gpumem.synchronize()"):
         got = interrupt_test_program(
