@@ -142,10 +142,12 @@ cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
         goto done;
       if (PySequence_Fast_GET_SIZE (seq) != *ndim)
         {
-          Py_DECREF (seq);
+          /* SEQ's count: ITEM itself may be any sequence, not a list
+             or a tuple (fuzz_api found it on the CUDA backend).  */
           PyErr_Format (PyExc_ValueError, "%s: __cuda_array_interface__ has "
                         "%zd strides for %d dimensions", what,
-                        PySequence_Fast_GET_SIZE (item), *ndim);
+                        PySequence_Fast_GET_SIZE (seq), *ndim);
+          Py_DECREF (seq);
           goto done;
         }
       for (int i = 0; i < *ndim; i++)

