@@ -25,7 +25,11 @@ typedef enum gm_status
   GM_ERR_HOST_NOMEM,   /* host memory exhausted (MemoryError) */
   GM_ERR_CUDA,         /* a CUDA call failed (gpumem.CudaError) */
   GM_ERR_UNAVAILABLE,  /* the backend cannot run here */
-  GM_ERR_NOT_READY     /* work is still pending (not an error) */
+  GM_ERR_NOT_READY,    /* work is still pending (not an error) */
+  GM_ERR_FAILED        /* the work itself was refused, for the reason the
+                          message gives: neither a bad argument nor this
+                          machine's fault (source that does not compile, a
+                          plugin library whose table is wrong): gpumem.Error */
 } gm_status;
 
 #define GM_ERROR_MESSAGE_MAX 512

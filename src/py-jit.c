@@ -163,8 +163,17 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
       goto done;
     }
 
-  /* The signature first: a bad one is the caller's error, found before
-     any compiling.  */
+  /* The arguments first: a bad signature or architecture is the
+     caller's error (ValueError), found before NVRTC is looked for.  */
+  if (arch_text != NULL)
+    {
+      status = gm_jit_check_arch (arch_text);
+      if (status != GM_OK)
+        {
+          gmpy_raise (status);
+          goto done;
+        }
+    }
   {
     gm_kernel probe = {.name = name};
     char *storage;
@@ -239,7 +248,7 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         PyErr_Format (state->error, "%s; NVRTC's log:\n%s",
                       gm_last_error ()->message, result.log);
       else
-        gmpy_raise (status == GM_ERR_VALUE ? GM_ERR_UNAVAILABLE : status);
+        gmpy_raise (status);
       free (result.log);
       goto done;
     }
@@ -314,7 +323,8 @@ PyMethodDef gmpy_jit_methods[] = {
    "else ~/.cache/gpumem; the same call again returns the same function.\n"
    "Without grid= and block=, a launch has one thread per element of the\n"
    "longest array (blocks of 256).  Compile errors raise gpumem.Error\n"
-   "with NVRTC's log.  Launching needs the cuda backend."},
+   "with NVRTC's log; a bad signature or ARCH ValueError.  Launching\n"
+   "needs the cuda backend."},
   {"jit_stats", jitpy_stats, METH_NOARGS,
    "jit_stats()\n--\n\n"
    "A dict of gpumem.jit's counts in this process: calls, reused,\n"

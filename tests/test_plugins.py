@@ -187,6 +187,10 @@ def refused_plugins():
            os.path.join(gmtest.SRCDIR, "tests", "test_plugins.py"),
            match="cannot load the kernel plugin")
     raises(TypeError, gpumem.load_kernels, 42)
+    # Bad arguments are ValueError, not gpumem.Error.
+    for path in ("", "no\0nul.so"):
+        exc = raises(ValueError, gpumem.load_kernels, path)
+        assert not isinstance(exc, gpumem.Error), exc
 
 
 @case
