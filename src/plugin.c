@@ -283,21 +283,6 @@ gm_plugin_preload_list (const char *paths)
   return GM_OK;
 }
 
-/* The preloaded plugins oldest first: the list is newest first.  */
-static const gm_plugin *
-nth_preloaded (int n)
-{
-  int count = 0;
-
-  for (const gm_plugin *p = plugins; p != NULL; p = p->next)
-    if (p->preloaded)
-      count++;
-  for (const gm_plugin *p = plugins; p != NULL; p = p->next)
-    if (p->preloaded && --count == n)
-      return p;
-  return NULL;
-}
-
 int
 gm_kernels_count (void)
 {
@@ -309,19 +294,25 @@ gm_kernels_count (void)
   return count;
 }
 
+/* One walk of the plugin list, O(plugins).  The preloaded kernels come
+   oldest plugin first, and the list is newest first: walking it, the
+   kernels of each preloaded plugin end where the newer ones' begin.  */
 const gm_kernel *
 gm_kernels_get (int index)
 {
+  int end = gm_kernels_count ();
+
+  if (index < 0 || index >= end)
+    return NULL;
   if (index < gm_kernel_count)
-    return index >= 0 ? &gm_kernel_table[index] : NULL;
-  index -= gm_kernel_count;
-  for (int n = 0;; n++)
-    {
-      const gm_plugin *p = nth_preloaded (n);
-      if (p == NULL)
-        return NULL;
-      if (index < p->count)
-        return &p->kernels[index];
-      index -= p->count;
-    }
+    return &gm_kernel_table[index];
+  for (const gm_plugin *p = plugins; p != NULL; p = p->next)
+    if (p->preloaded)
+      {
+        int start = end - p->count;
+        if (index >= start)
+          return &p->kernels[index - start];
+        end = start;
+      }
+  return NULL;
 }

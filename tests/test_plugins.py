@@ -292,6 +292,30 @@ def list_kernels_shows_plugins():
 
 
 @case
+def preloaded_kernels_keep_load_order():
+    """gpumem.kernels and -k list the built-in kernels, then each
+    preloaded plugin's in the order given, whatever that order."""
+    if not os.path.exists(CUDA_PLUGIN):
+        gmtest.skip(f"a second plugin is needed ({CUDA_PLUGIN} is missing)")
+    code = ("import gpumem\n"
+            "print(' '.join(n for n, _ in gpumem.kernels.list()))\n")
+    builtin = run("-c", code)
+    assert builtin.returncode == 0, builtin.stderr
+    builtin = builtin.stdout.split()
+    good = [n for n, _ in gpumem.load_kernels(GOOD).list()]
+    other = run("--kernels=" + CUDA_PLUGIN, "-c", code)
+    assert other.returncode == 0, other.stderr
+    other = other.stdout.split()[len(builtin):]
+    assert other and not set(other) & set(good), other
+    for first, second in ((GOOD, CUDA_PLUGIN), (CUDA_PLUGIN, GOOD)):
+        proc = run("--kernels=" + first, "--kernels=" + second, "-c", code)
+        assert proc.returncode == 0, proc.stderr
+        names = {GOOD: good, CUDA_PLUGIN: other}
+        assert proc.stdout.split() == builtin + names[first] + names[second], \
+            (first, proc.stdout)
+
+
+@case
 def preload_errors():
     for args, env, words in (
             (["--kernels=" + plugin("abi2")], None, "ABI version 2"),
