@@ -644,6 +644,24 @@ def test_boolean_settings_take_every_spelling():
 
 
 @gmtest.case
+def test_host_peer_access_setting():
+    """GPUMEM_HOST_PEER_ACCESS is read by gm_env_bool, as every boolean
+    setting is: each spelling, and a bad one exits 3 naming it."""
+    code = "import gpumem; print(gpumem.Device(0).can_access_peer(1))"
+    for value, want in (("", "True"), ("1", "True"), ("on", "True"),
+                        ("YES", "True"), ("0", "False"), ("no", "False"),
+                        ("False", "False"), ("off", "False")):
+        proc = gpumem("-q", "-c", code,
+                      env=child_env("host", GPUMEM_HOST_PEER_ACCESS=value))
+        assert proc.returncode == 0 and proc.stdout == want + "\n", \
+            (value, show(proc))
+    proc = gpumem("-q", "-c", code,
+                  env=child_env("host", GPUMEM_HOST_PEER_ACCESS="nah"))
+    assert proc.returncode == 3, show(proc)
+    assert "GPUMEM_HOST_PEER_ACCESS='nah'" in proc.stderr, show(proc)
+
+
+@gmtest.case
 def test_small_copies_setting():
     if not cuda_available():
         gmtest.skip("no CUDA device: only the cuda backend reads it")

@@ -285,7 +285,8 @@ def can_access_peer():
     raises(ValueError, gpumem.Device(0).can_access_peer, NDEV)
     raises(TypeError, gpumem.Device(0).can_access_peer, "1")
     if not CUDA:
-        want = os.environ.get("GPUMEM_HOST_PEER_ACCESS") != "0"
+        want = os.environ.get("GPUMEM_HOST_PEER_ACCESS", "").lower() \
+            not in ("0", "no", "false", "off")
         for d in range(NDEV):
             for p in range(NDEV):
                 assert gpumem.Device(d).can_access_peer(p) is (want or d == p)
