@@ -33,6 +33,8 @@
 # BENCH_BUDGET (seconds the whole run may take, default 540: a section
 # starts only with time left, its timeout is cut to what is left, and
 # 30 s stay for the report and the tarball),
+# BENCH_COMMIT (the commit the report names, for a tree without .git;
+# default git's HEAD of this tree, see commit.sh),
 # BENCH_BACKEND (gpumem's --backend; default cuda; "host" is a dry run
 # for machines without a GPU: raw.cu is only compiled, gpumem runs on
 # the host backend, CuPy where importable, and the report is written
@@ -45,6 +47,7 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
+. "$here/commit.sh"
 out=${1:-${BENCH_OUT:-$here/results}}
 gpumem=${GPUMEM:-$top/src/gpumem}
 build=${BENCH_BUILD:-$here/build}
@@ -108,7 +111,7 @@ step () {
   echo "CUDA version (driver, nvidia-smi): $(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n 1)"
   echo "nvcc: $("$nvcc" --version 2>/dev/null | grep -i release | head -n 1)"
   echo "host: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(awk '/^MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) RAM (MemTotal)"
-  echo "gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')$(test -n "$(git -C "$top" status --porcelain --untracked-files=no 2>/dev/null)" && echo ' (with uncommitted changes)')"
+  echo "gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(bench_commit "$top")"
   echo "Python for CuPy and the report: $python ($("$python" --version 2>&1))"
   echo "started: $(date -u '+%F %T UTC')"
   echo "GPUs: $gpus; sections: $sections; BENCH_ARGS: ${args:-(none)}"
