@@ -19,7 +19,11 @@
 # own, so a crash or a timeout loses one section, not the run): basic
 # (launch alloc copy16 copy256), sweep, algo (d2d algo_bw algo_sweep),
 # loop (loop_sweep workload seed_rate), staging (gpumem only: the
-# staging engine's chunk sizes against plain cudaMemcpy), and multigpu
+# staging engine's chunk sizes against plain cudaMemcpy), kernels
+# (gpumem only, bench/launch_overhead.py: a plugin's and a JIT kernel's
+# launch time against the built-in saxpy's, and NVRTC's compile time;
+# the plugin tests/plugins/cuda-plugin.cu is built into BENCH_BUILD
+# with raw.cu; skipped on the host backend), and multigpu
 # where nvidia-smi lists 2 or more GPUs, and there too nccl (the
 # collectives, bench/nccl.sh).  BENCH_SECTIONS="basic loop" chooses.
 #
@@ -84,7 +88,7 @@ if test "$gpus" -eq 0 && test "$backend" != host; then
 fi
 sections=${BENCH_SECTIONS:-}
 if test -z "$sections"; then
-  sections="basic sweep algo loop staging"
+  sections="basic sweep algo loop staging kernels"
   if test "$gpus" -ge 2 || test "$backend" = host; then
     sections="$sections multigpu"
   fi
@@ -128,6 +132,18 @@ if ! $nvcc -std=c++17 -O3 $arch -I"$top/kernels" -I"$top/src" -I"$top/include" -
   echo "bench: building raw.cu FAILED" >&2
   status=1
 fi
+case " $sections " in
+  *" kernels "*)
+    step "building the CUDA plugin (tests/plugins/cuda-plugin.cu)"
+    # shellcheck disable=SC2086
+    if ! $nvcc -std=c++17 -O3 $arch -shared -Xcompiler -fPIC \
+         -I"$top/include" -o "$build/cuda-plugin.so" \
+         "$top/tests/plugins/cuda-plugin.cu" > "$rec/build-plugin.log" 2>&1; then
+      cat "$rec/build-plugin.log" >&2
+      echo "bench: building the CUDA plugin FAILED" >&2
+      status=1
+    fi ;;
+esac
 
 # figures SECTION: the figures of one section.
 figures () {
@@ -138,6 +154,7 @@ figures () {
     loop) echo "loop_sweep workload seed_rate" ;;
     multigpu) echo "multigpu" ;;
     staging) echo "staging" ;;
+    kernels) echo "kernel_launch jit_compile" ;;
     *) echo "bench: unknown section '$1'" >&2; return 1 ;;
   esac
 }
@@ -185,6 +202,15 @@ cupy_ok=yes
 for section in $sections; do
   test "$section" = nccl && continue
   list=$(figures "$section") || { status=1; continue; }
+  if test "$section" = kernels; then
+    # gpumem alone: plugin and JIT kernels against its built-in one.  Of
+    # BENCH_ARGS it takes --quick only (the others size other figures).
+    quick=
+    case " $args " in *" --quick "*) quick=--quick ;; esac
+    run gpumem kernels "$gpumem" -q --backend="$backend" \
+      "$here/launch_overhead.py" --plugin "$build/cuda-plugin.so" $quick
+    continue
+  fi
   if test -x "$build/raw" && test "$backend" != host \
      && test "$section" != staging; then
     # shellcheck disable=SC2086

@@ -1,6 +1,10 @@
 """The benchmark's plumbing that runs without a GPU: the commit stamp
-(bench/commit.sh, BENCH_COMMIT)."""
+(bench/commit.sh, BENCH_COMMIT), the report's issue 17 target and table
+made from bench/launch_overhead.py's records, and that script refusing
+the host backend."""
 
+import importlib.util
+import json
 import os
 import subprocess
 import tempfile
@@ -9,6 +13,14 @@ import gmtest
 from gmtest import case
 
 BENCH = os.path.join(gmtest.SRCDIR, "bench")
+
+
+def load_report():
+    spec = importlib.util.spec_from_file_location(
+        "report", os.path.join(BENCH, "report.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def bench_commit(top, **env):
@@ -42,6 +54,58 @@ def commit_stamp():
                               check=True, timeout=60).stdout.strip()
         assert bench_commit(folder, **env) == head
         assert bench_commit(folder, BENCH_COMMIT="given") == "given"
+
+
+def write_records(folder, records):
+    with open(os.path.join(folder, "gpumem.jsonl"), "w") as f:
+        for rec in records:
+            f.write(json.dumps(rec) + "\n")
+
+
+def rec(figure, case_name, seconds, impl="gpumem"):
+    return {"impl": impl, "figure": figure, "case": case_name,
+            "timer": "wall", "median_s": seconds, "q1_s": seconds,
+            "q3_s": seconds, "min_s": seconds, "n": 10, "bytes": 0,
+            "traffic": 0, "note": "test"}
+
+
+@case
+def kernel_launch_target_and_table():
+    report = load_report()
+    with tempfile.TemporaryDirectory() as folder:
+        write_records(folder, [
+            rec("kernel_launch", "builtin_async", 6.0e-6),
+            rec("kernel_launch", "plugin_async", 6.1e-6),
+            rec("kernel_launch", "jit_async", 5.9e-6),
+            rec("kernel_launch", "builtin_sync", 11.5e-6),
+            rec("kernel_launch", "plugin_sync", 12.4e-6),   # 1.078x
+            rec("kernel_launch", "jit_sync", 11.4e-6),
+            rec("jit_compile", "nvrtc_first", 0.0716),
+            rec("jit_compile", "cache_hit", 0.00007)])
+        path, summary = report.write_report(folder, "2026-01-01", "test")
+        with open(path) as f:
+            text = f.read()
+    (row,) = [line for line in text.splitlines()
+              if line.startswith("| 17 |")]
+    assert "MISSED" in row and "plugin sync" in row and "1.08x" in row, row
+    assert "## Plugin and JIT kernels (gpumem)" in text
+    assert "| plugin | 6.10 | 1.017x | 12.4 | 1.078x |" in text, text
+    assert "71.6 ms" in text and "0.07 ms" in text
+    assert ("[17] plugin and JIT kernels' launch, async and with a wait: "
+            "<= 1.05x the built-in kernel's time", "MISSED") in summary
+
+
+@case
+def launch_overhead_needs_cuda():
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "records.jsonl")
+        proc = subprocess.run(
+            [gmtest.GPUMEM, "-q", "--backend=host",
+             os.path.join(BENCH, "launch_overhead.py"), "--quick", "--out",
+             out], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 77, proc
+        assert "needs the cuda backend" in proc.stderr, proc.stderr
+        assert not os.path.exists(out)
 
 
 gmtest.main()
