@@ -1,7 +1,8 @@
 """The benchmark's plumbing that runs without a GPU: the commit stamp
-(bench/commit.sh, BENCH_COMMIT), the report's issue 17 target and table
-made from bench/launch_overhead.py's records, and that script refusing
-the host backend."""
+(bench/commit.sh, BENCH_COMMIT), the report's targets made from records
+(bench/report.py: issue 19's 4 x 10 threshold read from run D's committed
+records, issue 17's plugin and JIT launches), and bench/launch_overhead.py
+refusing the host backend."""
 
 import importlib.util
 import json
@@ -67,6 +68,19 @@ def rec(figure, case_name, seconds, impl="gpumem"):
             "timer": "wall", "median_s": seconds, "q1_s": seconds,
             "q3_s": seconds, "min_s": seconds, "n": 10, "bytes": 0,
             "traffic": 0, "note": "test"}
+
+
+@case
+def seed_4x10_threshold_comes_from_run_d():
+    report = load_report()
+    limit, gpumem_s, raw_s = report.seed_4x10_baseline()
+    assert abs(gpumem_s * 1e6 - 98.0) < 0.05 and abs(raw_s * 1e6 - 86.0) < 0.1
+    assert abs(limit - gpumem_s / raw_s) < 1e-12 and round(limit, 2) == 1.14
+    assert report.seed_4x10_baseline("/no/such/run") is None
+    targets = {t[1]: t for t in report.new_targets({})}
+    (text,) = [t for t in targets if "4 x 10 loop no slower" in t]
+    assert "1.14x" in text and "b951936" in text, text
+    assert targets[text][4] == limit
 
 
 @case
