@@ -1,8 +1,9 @@
 """The benchmark's plumbing that runs without a GPU: the commit stamp
 (bench/commit.sh, BENCH_COMMIT), the report's targets made from records
 (bench/report.py: issue 19's 4 x 10 threshold read from run D's committed
-records, issue 17's plugin and JIT launches), and bench/launch_overhead.py
-refusing the host backend."""
+records, issue 17's plugin and JIT launches), bench/launch_overhead.py
+refusing the host backend, and tests/soak.py reporting SKIP for a check
+it cannot make."""
 
 import importlib.util
 import json
@@ -120,6 +121,23 @@ def launch_overhead_needs_cuda():
         assert proc.returncode == 77, proc
         assert "needs the cuda backend" in proc.stderr, proc.stderr
         assert not os.path.exists(out)
+
+
+@case
+def soak_reports_skip_for_the_resident_set():
+    proc = subprocess.run(
+        [gmtest.GPUMEM, "-q", "--backend=host",
+         os.path.join(gmtest.SRCDIR, "tests", "soak.py"), "--iterations",
+         "50", "--report-every", "50", "--statm", "/no/such/statm"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc
+    lines = proc.stdout.splitlines()
+    assert "ok   memory_in_use" in lines and "ok   pool_reserve" in lines, \
+        proc.stdout
+    assert ("SKIP resident_set: /no/such/statm cannot be read here: the "
+            "resident set is not checked") in lines, proc.stdout
+    assert "not checked: resident_set" in proc.stdout
+    assert not any(line.startswith("ok   resident_set") for line in lines)
 
 
 gmtest.main()
