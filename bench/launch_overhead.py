@@ -7,7 +7,8 @@ cache.  The target: the plugin and the cached JIT kernel within 1.05x of
 the built-in kernel's launch time.
 
     gpumem bench/launch_overhead.py [--plugin PATH] [--launches N]
-                                    [--reps R] [--json FILE]
+                                    [--reps R] [--quick] [--json FILE]
+                                    [--out FILE]
 
 Launch time: N launches of a 1024-element kernel queued on one stream,
 then one synchronize, the wall time divided by N (the host's cost of a
@@ -15,6 +16,15 @@ launch: checks, enqueue); and N synchronous calls (no stream=: each
 returns when its kernel is done).  The variants take turns R times and
 the medians are reported, so drift hits all alike.  Exits 77 without
 the cuda backend (JIT and plugin kernels without a C reference need it).
+
+bench/run.sh runs it as its section "kernels" with --out: records in
+bench/benchlib.py's format (impl "gpumem"), figure "kernel_launch" with
+cases BUILTIN_MODE, PLUGIN_MODE and JIT_MODE (MODE async or sync; times
+per launch over the R turns), and figure "jit_compile" with cases
+"nvrtc_first" (the first gpumem.jit call, NVRTC compiling) and
+"cache_hit" (the same code from the disk cache); bench/report.py makes
+its table and the 1.05x target from them.  --json FILE writes the
+medians and ratios as one JSON object.
 """
 
 import argparse
@@ -60,8 +70,14 @@ def main(argv):
         os.path.dirname(here), "tests", "plugins", "cuda-plugin.so"))
     parser.add_argument("--launches", type=int, default=2000)
     parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--quick", action="store_true",
+                        help="200 launches x 3 turns (a smoke test)")
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--out", metavar="FILE",
+                        help="records in bench/benchlib.py's format")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.launches, args.reps = 200, 3
     if gpumem.backend != "cuda":
         print("launch_overhead: needs the cuda backend", file=sys.stderr)
         return 77
@@ -92,6 +108,9 @@ def main(argv):
     call = (n, 0.5, x, y)
     variants = {"builtin": gpumem.kernels.saxpy, "plugin": plugin.c_axpy,
                 "jit": jit_fn}
+    variants_note = {"builtin": "kernels.saxpy",
+                     "plugin": "cuda-plugin.so's c_axpy",
+                     "jit": "gpumem.jit saxpy"}
     # The three compute the same: check once, then warm up.
     for name, fn in variants.items():
         y = gpumem.zeros(n)
@@ -137,7 +156,34 @@ def main(argv):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+    if args.out:
+        with open(args.out, "w") as f:
+            for (name, mode), samples in times.items():
+                f.write(json.dumps(record(
+                    "kernel_launch", f"{name}_{mode}", samples,
+                    args.launches if mode == "async" else args.launches // 4,
+                    f"{variants_note[name]}, {mode}")) + "\n")
+            for case, key in (("nvrtc_first", "jit_first_call_s"),
+                              ("cache_hit", "jit_cached_call_s")):
+                f.write(json.dumps(record(
+                    "jit_compile", case, [results[key]], 1,
+                    "gpumem.jit call, one sample")) + "\n")
     return 0
+
+
+def record(figure, case, samples, per_sample, note):
+    """A record of bench/benchlib.py's format: seconds per operation over
+    SAMPLES (each the mean of PER_SAMPLE operations)."""
+    ordered = sorted(samples)
+    if len(ordered) > 1:
+        q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+    else:
+        q1 = q3 = ordered[0]
+    return {"impl": "gpumem", "figure": figure, "case": case,
+            "timer": "wall", "median_s": statistics.median(ordered),
+            "q1_s": q1, "q3_s": q3, "min_s": ordered[0],
+            "n": len(ordered) * per_sample, "bytes": 0, "traffic": 0,
+            "note": note}
 
 
 sys.exit(main(sys.argv[1:]))

@@ -23,7 +23,8 @@
 # BENCH_ARGS (--quick: sizes x16 apart), BENCH_TIMEOUT (seconds a step
 # may take; default 300), BENCH_NCCL_GPUS (how many GPUs; default all),
 # BENCH_NCCL_STITCH=0 (leave the workload out), BENCH_PYTHON (runs the
-# report; matplotlib for its plot).  NVLink multicast stays off
+# report; matplotlib for its plot), BENCH_COMMIT (the commit the report
+# names, for a tree without .git; see commit.sh).  NVLink multicast stays off
 # (NCCL_NVLS_ENABLE=0 unless set otherwise).
 #
 # Exit status: 0; 77 with fewer than 2 GPUs (nothing measured); 1 when a
@@ -33,6 +34,7 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
+. "$here/commit.sh"
 out=${1:-${BENCH_OUT:-$here/results}}
 gpumem=${GPUMEM:-$top/src/gpumem}
 build=${BENCH_BUILD:-$here/build}
@@ -84,7 +86,7 @@ step () {
   nvidia-smi --query-gpu=index,name,driver_version,memory.total \
     --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
   echo "GPUs used: $gpus; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
-  echo "gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(bench_commit "$top")"
   echo "mpirun: ${mpirun:-none} $("${mpirun:-false}" --version 2>/dev/null | head -n 1)"
   echo "started: $(date -u '+%F %T UTC')"
   echo "topology (nvidia-smi topo -m):"

@@ -19,7 +19,11 @@
 # own, so a crash or a timeout loses one section, not the run): basic
 # (launch alloc copy16 copy256), sweep, algo (d2d algo_bw algo_sweep),
 # loop (loop_sweep workload seed_rate), staging (gpumem only: the
-# staging engine's chunk sizes against plain cudaMemcpy), and multigpu
+# staging engine's chunk sizes against plain cudaMemcpy), kernels
+# (gpumem only, bench/launch_overhead.py: a plugin's and a JIT kernel's
+# launch time against the built-in saxpy's, and NVRTC's compile time;
+# the plugin tests/plugins/cuda-plugin.cu is built into BENCH_BUILD
+# with raw.cu; skipped on the host backend), and multigpu
 # where nvidia-smi lists 2 or more GPUs, and there too nccl (the
 # collectives, bench/nccl.sh).  BENCH_SECTIONS="basic loop" chooses.
 #
@@ -33,6 +37,8 @@
 # BENCH_BUDGET (seconds the whole run may take, default 540: a section
 # starts only with time left, its timeout is cut to what is left, and
 # 30 s stay for the report and the tarball),
+# BENCH_COMMIT (the commit the report names, for a tree without .git;
+# default git's HEAD of this tree, see commit.sh),
 # BENCH_BACKEND (gpumem's --backend; default cuda; "host" is a dry run
 # for machines without a GPU: raw.cu is only compiled, gpumem runs on
 # the host backend, CuPy where importable, and the report is written
@@ -45,6 +51,7 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
+. "$here/commit.sh"
 out=${1:-${BENCH_OUT:-$here/results}}
 gpumem=${GPUMEM:-$top/src/gpumem}
 build=${BENCH_BUILD:-$here/build}
@@ -81,7 +88,7 @@ if test "$gpus" -eq 0 && test "$backend" != host; then
 fi
 sections=${BENCH_SECTIONS:-}
 if test -z "$sections"; then
-  sections="basic sweep algo loop staging"
+  sections="basic sweep algo loop staging kernels"
   if test "$gpus" -ge 2 || test "$backend" = host; then
     sections="$sections multigpu"
   fi
@@ -108,7 +115,7 @@ step () {
   echo "CUDA version (driver, nvidia-smi): $(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n 1)"
   echo "nvcc: $("$nvcc" --version 2>/dev/null | grep -i release | head -n 1)"
   echo "host: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(awk '/^MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) RAM (MemTotal)"
-  echo "gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')$(test -n "$(git -C "$top" status --porcelain --untracked-files=no 2>/dev/null)" && echo ' (with uncommitted changes)')"
+  echo "gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(bench_commit "$top")"
   echo "Python for CuPy and the report: $python ($("$python" --version 2>&1))"
   echo "started: $(date -u '+%F %T UTC')"
   echo "GPUs: $gpus; sections: $sections; BENCH_ARGS: ${args:-(none)}"
@@ -125,6 +132,18 @@ if ! $nvcc -std=c++17 -O3 $arch -I"$top/kernels" -I"$top/src" -I"$top/include" -
   echo "bench: building raw.cu FAILED" >&2
   status=1
 fi
+case " $sections " in
+  *" kernels "*)
+    step "building the CUDA plugin (tests/plugins/cuda-plugin.cu)"
+    # shellcheck disable=SC2086
+    if ! $nvcc -std=c++17 -O3 $arch -shared -Xcompiler -fPIC \
+         -I"$top/include" -o "$build/cuda-plugin.so" \
+         "$top/tests/plugins/cuda-plugin.cu" > "$rec/build-plugin.log" 2>&1; then
+      cat "$rec/build-plugin.log" >&2
+      echo "bench: building the CUDA plugin FAILED" >&2
+      status=1
+    fi ;;
+esac
 
 # figures SECTION: the figures of one section.
 figures () {
@@ -135,6 +154,7 @@ figures () {
     loop) echo "loop_sweep workload seed_rate" ;;
     multigpu) echo "multigpu" ;;
     staging) echo "staging" ;;
+    kernels) echo "kernel_launch jit_compile" ;;
     *) echo "bench: unknown section '$1'" >&2; return 1 ;;
   esac
 }
@@ -182,6 +202,15 @@ cupy_ok=yes
 for section in $sections; do
   test "$section" = nccl && continue
   list=$(figures "$section") || { status=1; continue; }
+  if test "$section" = kernels; then
+    # gpumem alone: plugin and JIT kernels against its built-in one.  Of
+    # BENCH_ARGS it takes --quick only (the others size other figures).
+    quick=
+    case " $args " in *" --quick "*) quick=--quick ;; esac
+    run gpumem kernels "$gpumem" -q --backend="$backend" \
+      "$here/launch_overhead.py" --plugin "$build/cuda-plugin.so" $quick
+    continue
+  fi
   if test -x "$build/raw" && test "$backend" != host \
      && test "$section" != staging; then
     # shellcheck disable=SC2086

@@ -50,13 +50,24 @@ static size_t host_reserved[HOST_MAX_DEVICES];
    stream waits for the work queued before it.  */
 static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* GPUMEM_HOST_PEER_ACCESS, a boolean (gm_env_bool), true by default:
+   false makes the simulated devices unable to access each other's
+   memory, as GPUs without a link between them are (copies between them
+   still work, as CUDA's do through host memory); by default they all
+   can, since their memory is all host memory.  Read at start.  */
+static bool host_peer_access = true;
+
 static gm_status
 host_init (void)
 {
   const char *value = getenv ("GPUMEM_HOST_DEVICES");
   char *end;
   long count;
+  gm_status status;
 
+  status = gm_env_bool ("GPUMEM_HOST_PEER_ACCESS", true, &host_peer_access);
+  if (status != GM_OK)
+    return status;
   if (value == NULL || *value == '\0')
     return GM_OK;
   errno = 0;
@@ -158,22 +169,10 @@ host_release_cached (int device, size_t *reserved_after)
   return GM_OK;
 }
 
-/* GPUMEM_HOST_PEER_ACCESS=0 makes the simulated devices unable to
-   access each other's memory, as GPUs without a link between them are
-   (copies between them still work, as CUDA's do through host memory);
-   by default they all can, since their memory is all host memory.  Read
-   once.  */
 static gm_status
 host_can_access_peer (int device, int peer, bool *can)
 {
-  static int allowed = -1;
-
-  if (allowed < 0)
-    {
-      const char *value = getenv ("GPUMEM_HOST_PEER_ACCESS");
-      allowed = !(value != NULL && strcmp (value, "0") == 0);
-    }
-  *can = device == peer || allowed;
+  *can = device == peer || host_peer_access;
   return GM_OK;
 }
 

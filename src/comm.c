@@ -238,7 +238,7 @@ gm_comm_init (void)
 {
   MPI_Comm node;
   int provided = MPI_THREAD_SINGLE;
-  const char *chunk_env, *aware_env = getenv ("GPUMEM_MPI_CUDA_AWARE");
+  const char *aware_env = getenv ("GPUMEM_MPI_CUDA_AWARE");
   bool start;
 
   if (gm_comm_engine_init () != GM_OK)
@@ -250,17 +250,9 @@ gm_comm_init (void)
   aware_forced = aware_env != NULL && *aware_env != '\0';
   if (gm_env_bool ("GPUMEM_MPI_CUDA_AWARE", false, &aware_setting) != GM_OK)
     return GM_ERR_UNAVAILABLE;
-  chunk_env = getenv ("GPUMEM_MPI_CHUNK");
-  if (chunk_env != NULL && *chunk_env != '\0')
-    {
-      char *end;
-      unsigned long long value = strtoull (chunk_env, &end, 10);
-      if (*end != '\0' || value < 16 || value > COMM_CHUNK)
-        return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
-                             "GPUMEM_MPI_CHUNK='%s' is not a byte count from "
-                             "16 to %zu", chunk_env, COMM_CHUNK);
-      chunk_bytes = (size_t) value;
-    }
+  if (gm_env_size ("GPUMEM_MPI_CHUNK", COMM_CHUNK, 16, COMM_CHUNK,
+                   &chunk_bytes) != GM_OK)
+    return GM_ERR_UNAVAILABLE;
   if (MPI_Init_thread (NULL, NULL, MPI_THREAD_SERIALIZED, &provided)
       != MPI_SUCCESS)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,

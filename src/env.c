@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -35,4 +36,44 @@ gm_env_bool (const char *name, bool fallback, bool *value)
   return gm_error_set (GM_ERR_VALUE, 0, NULL,
                        "%s='%s' is neither true (1, yes, true, on) nor false "
                        "(0, no, false, off)", name, text);
+}
+
+gm_status
+gm_env_size (const char *name, size_t fallback, size_t min, size_t max,
+             size_t *value)
+{
+  static const struct
+  {
+    const char *suffix;
+    unsigned shift;
+  } units[] = {{"", 0}, {"k", 10}, {"kib", 10}, {"m", 20}, {"mib", 20},
+               {"g", 30}, {"gib", 30}};
+  const char *text = getenv (name), *p;
+  uint64_t n = 0;
+  bool overflow = false;
+
+  *value = fallback;
+  if (text == NULL || *text == '\0')
+    return GM_OK;
+  for (p = text; *p >= '0' && *p <= '9'; p++)
+    overflow |= __builtin_mul_overflow (n, 10, &n)
+                || __builtin_add_overflow (n, (uint64_t) (*p - '0'), &n);
+  if (p == text)
+    goto bad;
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+    if (strcasecmp (p, units[i].suffix) == 0)
+      {
+        overflow |= n > (UINT64_MAX >> units[i].shift);
+        n <<= units[i].shift;
+        if (overflow || n < min || n > max)
+          return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s='%s' is out of "
+                               "range: give %zu to %zu", name, text, min,
+                               max);
+        *value = (size_t) n;
+        return GM_OK;
+      }
+bad:
+  return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s='%s' is not a size: give "
+                       "digits, alone or followed by K, M or G (KiB, MiB, "
+                       "GiB), from %zu to %zu", name, text, min, max);
 }

@@ -174,6 +174,8 @@ int gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream);
 /* The Stream of the innermost open `with stream:` block of DEVICE in
    this thread, or None: a new reference, NULL with an exception.  */
 PyObject *gmpy_stream_current (int device);
+/* Whether a `with stream:` block of any device is open in this thread.  */
+bool gmpy_stream_context_open (void);
 /* gpumem.current_stream(device=None).  */
 PyObject *gmpy_current_stream_fn (PyObject *module, PyObject *args,
                                   PyObject *kwargs);

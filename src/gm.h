@@ -25,7 +25,11 @@ typedef enum gm_status
   GM_ERR_HOST_NOMEM,   /* host memory exhausted (MemoryError) */
   GM_ERR_CUDA,         /* a CUDA call failed (gpumem.CudaError) */
   GM_ERR_UNAVAILABLE,  /* the backend cannot run here */
-  GM_ERR_NOT_READY     /* work is still pending (not an error) */
+  GM_ERR_NOT_READY,    /* work is still pending (not an error) */
+  GM_ERR_FAILED        /* the work itself was refused, for the reason the
+                          message gives: neither a bad argument nor this
+                          machine's fault (source that does not compile, a
+                          plugin library whose table is wrong): gpumem.Error */
 } gm_status;
 
 #define GM_ERROR_MESSAGE_MAX 512
@@ -56,6 +60,18 @@ const gm_error *gm_last_error (void);
    gives FALLBACK.  Any other value: GM_ERR_VALUE naming the variable,
    its value and the spellings accepted (*VALUE is FALLBACK then).  */
 gm_status gm_env_bool (const char *name, bool fallback, bool *value);
+
+/* Reads the environment variable NAME as a size setting into *VALUE
+   (env.c, the one parser of every such setting): a whole number of
+   decimal digits, alone (bytes, or a count) or followed by one suffix
+   K, M or G, or KiB, MiB or GiB (times 1024, 1024^2, 1024^3), in any
+   case: "65536", "64K", "64KiB", "16m".  Nothing else: no sign, space,
+   point, hex, or kB/MB (ambiguous between 1000 and 1024).  Unset or
+   empty gives FALLBACK.  A value outside MIN..MAX, or any other
+   spelling: GM_ERR_VALUE naming the variable, its value, the spellings
+   accepted and the range (*VALUE is FALLBACK then).  */
+gm_status gm_env_size (const char *name, size_t fallback, size_t min,
+                       size_t max, size_t *value);
 
 /* Element types.  */
 typedef enum gm_dtype

@@ -159,8 +159,8 @@ gm_jit_arch_for (int major, int minor, char *buf, size_t size)
         best = archs[i];
     }
   if (best == 0)
-    return gm_error_set (GM_ERR_VALUE, 0, NULL, "NVRTC %d.%d cannot compile "
-                         "for compute capability %d.%d", nvrtc.major,
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "NVRTC %d.%d cannot "
+                         "compile for compute capability %d.%d", nvrtc.major,
                          nvrtc.minor, major, minor);
   snprintf (buf, size, "compute_%d", best);
   return GM_OK;
@@ -431,7 +431,7 @@ compile (const gm_jit_request *request, gm_jit_code *code, char **log)
                             NULL, NULL);
   if (rc != NVRTC_SUCCESS)
     {
-      status = gm_error_set (GM_ERR_VALUE, 0, NULL, "jit: kernel '%s': "
+      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "jit: kernel '%s': "
                              "nvrtcCreateProgram: %s", request->name,
                              nvrtc.GetErrorString (rc));
       goto done;
@@ -450,7 +450,7 @@ compile (const gm_jit_request *request, gm_jit_code *code, char **log)
           free (*log);
           *log = NULL;
         }
-      status = gm_error_set (GM_ERR_VALUE, 0, NULL, "jit: kernel '%s' does "
+      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "jit: kernel '%s' does "
                              "not compile for %s (%s)", request->name,
                              request->arch, nvrtc.GetErrorString (rc));
       goto done;
@@ -458,7 +458,7 @@ compile (const gm_jit_request *request, gm_jit_code *code, char **log)
   rc = nvrtc.GetLoweredName (program, request->name, &lowered);
   if (rc != NVRTC_SUCCESS || lowered == NULL)
     {
-      status = gm_error_set (GM_ERR_VALUE, 0, NULL, "jit: the source has no "
+      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "jit: the source has no "
                              "__global__ function '%s'", request->name);
       goto done;
     }
@@ -467,7 +467,7 @@ compile (const gm_jit_request *request, gm_jit_code *code, char **log)
              : nvrtc.GetPTXSize (program, &size);
   if (rc != NVRTC_SUCCESS || size == 0)
     {
-      status = gm_error_set (GM_ERR_VALUE, 0, NULL, "jit: kernel '%s': NVRTC "
+      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "jit: kernel '%s': NVRTC "
                              "made no %s: %s", request->name,
                              cubin ? "CUBIN" : "PTX",
                              nvrtc.GetErrorString (rc));
@@ -484,7 +484,7 @@ compile (const gm_jit_request *request, gm_jit_code *code, char **log)
              : nvrtc.GetPTX (program, code->image);
   if (rc != NVRTC_SUCCESS)
     {
-      status = gm_error_set (GM_ERR_VALUE, 0, NULL, "jit: kernel '%s': %s",
+      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "jit: kernel '%s': %s",
                              request->name, nvrtc.GetErrorString (rc));
       goto done;
     }
@@ -496,9 +496,8 @@ done:
   return status;
 }
 
-/* Checks ARCH: "sm_" or "compute_" and two or three digits.  */
-static gm_status
-check_arch (const char *arch)
+gm_status
+gm_jit_check_arch (const char *arch)
 {
   const char *digits = strncmp (arch, "sm_", 3) == 0 ? arch + 3
                        : strncmp (arch, "compute_", 8) == 0 ? arch + 8
@@ -524,7 +523,7 @@ gm_jit_compile (const gm_jit_request *request, gm_jit_result *result)
   int major, minor, found = 0;
 
   memset (result, 0, sizeof *result);
-  status = check_arch (request->arch);
+  status = gm_jit_check_arch (request->arch);
   if (status != GM_OK)
     return status;
   status = gm_jit_nvrtc (&major, &minor);

@@ -53,13 +53,20 @@ gm_status gm_jit_nvrtc (int *major, int *minor);
 
 /* The architecture to compile for a device of compute capability
    MAJOR.MINOR: "sm_XY" when NVRTC makes code for it, else PTX of the
-   newest "compute_XY" it supports below.  Into BUF of SIZE bytes.  */
+   newest "compute_XY" it supports below.  Into BUF of SIZE bytes;
+   GM_ERR_UNAVAILABLE when NVRTC supports none at or below it.  */
 gm_status gm_jit_arch_for (int major, int minor, char *buf, size_t size);
 
+/* GM_OK when ARCH names an architecture: "sm_" or "compute_" and two
+   or three digits, an "a" after them allowed; else GM_ERR_VALUE saying
+   what is accepted.  Needs no NVRTC.  */
+gm_status gm_jit_check_arch (const char *arch);
+
 /* Compiles REQUEST, or reads it from the cache (jit.c says where and
-   how), into RESULT.  GM_ERR_VALUE for a bad architecture or a compile
-   error (RESULT->log holds NVRTC's log), GM_ERR_UNAVAILABLE without
-   NVRTC, GM_ERR_HOST_NOMEM.  A cache that cannot be read or written is
+   how), into RESULT.  GM_ERR_VALUE for a bad architecture
+   (gm_jit_check_arch), GM_ERR_FAILED when NVRTC does not compile it
+   (RESULT->log holds NVRTC's log when it wrote one), GM_ERR_UNAVAILABLE
+   without NVRTC, GM_ERR_HOST_NOMEM.  A cache that cannot be read or written is
    no error: RESULT->cache_problem says why.  Thread-safe once
    gm_jit_nvrtc has succeeded; may run without the GIL.  */
 gm_status gm_jit_compile (const gm_jit_request *request,

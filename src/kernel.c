@@ -157,10 +157,44 @@ factor (parser *p, int64_t *value)
   return GM_OK;
 }
 
+/* *VALUE OP RHS into *VALUE, refusing overflow and, when evaluating
+   (P->args set; a check alone does not divide), division by zero.  */
 static gm_status
-term (parser *p, int64_t *value)
+apply (parser *p, char op, int64_t rhs, int64_t *value)
 {
-  gm_status status = factor (p, value);
+  bool overflow = false;
+
+  switch (op)
+    {
+    case '+':
+      overflow = __builtin_add_overflow (*value, rhs, value);
+      break;
+    case '-':
+      overflow = __builtin_sub_overflow (*value, rhs, value);
+      break;
+    case '*':
+      overflow = __builtin_mul_overflow (*value, rhs, value);
+      break;
+    default:
+      if (p->args == NULL)
+        break;
+      if (rhs == 0)
+        return fail (p, "division by zero");
+      overflow = *value == INT64_MIN && rhs == -1;
+      if (!overflow)
+        *value = op == '/' ? *value / rhs : *value % rhs;
+      break;
+    }
+  return overflow ? fail (p, "overflow") : GM_OK;
+}
+
+/* OPERAND (OP OPERAND)*, OP one of OPS, left to right: the one walker of
+   both levels of the grammar (term and expr).  */
+static gm_status
+chain (parser *p, const char *ops,
+       gm_status (*operand) (parser *, int64_t *), int64_t *value)
+{
+  gm_status status = operand (p, value);
 
   while (status == GM_OK)
     {
@@ -168,51 +202,26 @@ term (parser *p, int64_t *value)
       char op;
       skip_space (p);
       op = *p->pos;
-      if (op != '*' && op != '/' && op != '%')
+      if (op == '\0' || strchr (ops, op) == NULL)
         break;
       p->pos++;
-      status = factor (p, &rhs);
-      if (status != GM_OK)
-        break;
-      if (op == '*')
-        {
-          if (__builtin_mul_overflow (*value, rhs, value))
-            return fail (p, "overflow");
-        }
-      else if (p->args != NULL)
-        {
-          if (rhs == 0)
-            return fail (p, "division by zero");
-          if (*value == INT64_MIN && rhs == -1)
-            return fail (p, "overflow");
-          *value = op == '/' ? *value / rhs : *value % rhs;
-        }
+      status = operand (p, &rhs);
+      if (status == GM_OK)
+        status = apply (p, op, rhs, value);
     }
   return status;
 }
 
 static gm_status
+term (parser *p, int64_t *value)
+{
+  return chain (p, "*/%", factor, value);
+}
+
+static gm_status
 expr (parser *p, int64_t *value)
 {
-  gm_status status = term (p, value);
-
-  while (status == GM_OK)
-    {
-      int64_t rhs;
-      char op;
-      skip_space (p);
-      op = *p->pos;
-      if (op != '+' && op != '-')
-        break;
-      p->pos++;
-      status = term (p, &rhs);
-      if (status != GM_OK)
-        break;
-      if (op == '+' ? __builtin_add_overflow (*value, rhs, value)
-                    : __builtin_sub_overflow (*value, rhs, value))
-        return fail (p, "overflow");
-    }
-  return status;
+  return chain (p, "+-", term, value);
 }
 
 gm_status

@@ -50,7 +50,7 @@ check_name (const char *origin, int index, const char *name)
   size_t len;
 
   if (name == NULL || *name == '\0')
-    return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: kernel %d of the table "
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: kernel %d of the table "
                          "has no name", origin, index);
   len = strlen (name);
   if (len > 64 || name[0] == '_' || isdigit ((unsigned char) name[0]))
@@ -59,11 +59,11 @@ check_name (const char *origin, int index, const char *name)
     if (!isalnum ((unsigned char) name[i]) && name[i] != '_')
       goto bad;
   if (strcmp (name, "list") == 0)
-    return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: kernel 'list': the name "
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: kernel 'list': the name "
                          "is taken by gpumem.kernels.list ()", origin);
   return GM_OK;
 bad:
-  return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: kernel '%.80s': a kernel "
+  return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: kernel '%.80s': a kernel "
                        "name is 1 to 64 letters, digits and '_', not "
                        "starting with a digit or '_'", origin, name);
 }
@@ -78,17 +78,17 @@ read_table (const gm_plugin_info *table, const char *origin,
 
   *out = NULL;
   if (table == NULL)
-    return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: gm_plugin_table () "
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: gm_plugin_table () "
                          "returned no table", origin);
   if (table->abi != GM_PLUGIN_ABI)
-    return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: the kernel table has "
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: the kernel table has "
                          "ABI version %u, but this gpumem reads version %d: "
                          "rebuild the plugin against this gpumem's "
                          "gpumem/kernel.h", origin, (unsigned) table->abi,
                          GM_PLUGIN_ABI);
   if (table->count > MAX_TABLE_KERNELS
       || (table->count > 0 && table->kernels == NULL))
-    return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: the kernel table is "
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: the kernel table is "
                          "corrupt (%u kernels)", origin,
                          (unsigned) table->count);
 
@@ -117,7 +117,7 @@ read_table (const gm_plugin_info *table, const char *origin,
 
       if (entry == NULL)
         {
-          status = gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: kernel %u of "
+          status = gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: kernel %u of "
                                  "the table is NULL", origin, (unsigned) k);
           goto done;
         }
@@ -130,13 +130,16 @@ read_table (const gm_plugin_info *table, const char *origin,
         {
           char reason[GM_ERROR_MESSAGE_MAX];
           snprintf (reason, sizeof reason, "%s", gm_last_error ()->message);
+          /* The library's fault, not the caller's: refused.  */
+          if (status == GM_ERR_VALUE || status == GM_ERR_TYPE)
+            status = GM_ERR_FAILED;
           status = gm_error_set (status, 0, NULL, "%s: %s", origin, reason);
           goto done;
         }
       if (entry->launch == NULL && entry->reference == NULL)
         {
           free (storage);
-          status = gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: kernel '%s' has "
+          status = gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: kernel '%s' has "
                                  "neither a CUDA launcher nor a C reference",
                                  origin, entry->name);
           goto done;
@@ -151,7 +154,7 @@ read_table (const gm_plugin_info *table, const char *origin,
       if (other != NULL)
         {
           free (storage);
-          status = gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: kernel '%s' "
+          status = gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: kernel '%s' "
                                  "clashes with the kernel of that name in "
                                  "%s", origin, entry->name, other_origin);
           goto done;
@@ -192,7 +195,7 @@ gm_plugin_load (const char *path, gm_plugin **out)
 
   *out = NULL;
   if (realpath (path, real) == NULL)
-    return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: cannot load a kernel "
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: cannot load a kernel "
                          "plugin: no such file", path);
   for (gm_plugin *p = plugins; p != NULL; p = p->next)
     if (strcmp (p->path, real) == 0)
@@ -208,7 +211,7 @@ gm_plugin_load (const char *path, gm_plugin **out)
   if (handle == NULL)
     {
       const char *why = dlerror ();
-      return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: cannot load the "
+      return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: cannot load the "
                            "kernel plugin: %s", path,
                            why ? why : "unknown error");
     }
@@ -216,7 +219,7 @@ gm_plugin_load (const char *path, gm_plugin **out)
   if (table_fn == NULL)
     {
       dlclose (handle);
-      return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: not a gpumem kernel "
+      return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: not a gpumem kernel "
                            "plugin: it exports no %s () (see "
                            "gpumem-kernels(7))", path, GM_PLUGIN_TABLE_SYMBOL);
     }
@@ -280,21 +283,6 @@ gm_plugin_preload_list (const char *paths)
   return GM_OK;
 }
 
-/* The preloaded plugins oldest first: the list is newest first.  */
-static const gm_plugin *
-nth_preloaded (int n)
-{
-  int count = 0;
-
-  for (const gm_plugin *p = plugins; p != NULL; p = p->next)
-    if (p->preloaded)
-      count++;
-  for (const gm_plugin *p = plugins; p != NULL; p = p->next)
-    if (p->preloaded && --count == n)
-      return p;
-  return NULL;
-}
-
 int
 gm_kernels_count (void)
 {
@@ -306,19 +294,25 @@ gm_kernels_count (void)
   return count;
 }
 
+/* One walk of the plugin list, O(plugins).  The preloaded kernels come
+   oldest plugin first, and the list is newest first: walking it, the
+   kernels of each preloaded plugin end where the newer ones' begin.  */
 const gm_kernel *
 gm_kernels_get (int index)
 {
+  int end = gm_kernels_count ();
+
+  if (index < 0 || index >= end)
+    return NULL;
   if (index < gm_kernel_count)
-    return index >= 0 ? &gm_kernel_table[index] : NULL;
-  index -= gm_kernel_count;
-  for (int n = 0;; n++)
-    {
-      const gm_plugin *p = nth_preloaded (n);
-      if (p == NULL)
-        return NULL;
-      if (index < p->count)
-        return &p->kernels[index];
-      index -= p->count;
-    }
+    return &gm_kernel_table[index];
+  for (const gm_plugin *p = plugins; p != NULL; p = p->next)
+    if (p->preloaded)
+      {
+        int start = end - p->count;
+        if (index >= start)
+          return &p->kernels[index - start];
+        end = start;
+      }
+  return NULL;
 }

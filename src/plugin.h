@@ -23,11 +23,12 @@ typedef struct gm_plugin
 } gm_plugin;
 
 /* Loads the plugin library PATH (dlopen) and reads its table, once per
-   file: loading a file again gives the same plugin.  GM_ERR_VALUE naming
+   file: loading a file again gives the same plugin.  GM_ERR_FAILED naming
    PATH (and the kernel at fault) when the file does not load, exports no
    gm_plugin_table, its table has another ABI version, a kernel's name or
    signature is wrong, it has neither launcher nor reference, or its name
-   clashes with another kernel's; nothing stays loaded then.  */
+   clashes with another kernel's; nothing stays loaded then.
+   GM_ERR_HOST_NOMEM when memory runs out.  */
 gm_status gm_plugin_load (const char *path, gm_plugin **plugin);
 
 /* Registers the kernels of TABLE under the name ORIGIN, with the checks

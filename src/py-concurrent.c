@@ -550,6 +550,10 @@ concurrentpy_traverse (PyObject *self, visitproc visit, void *arg)
   return 0;
 }
 
+/* Refused inside a `with stream:` block of this thread, as that is
+   refused inside a block (py-stream.c): its stream would take the
+   block's calls for its device, unordered with the block's queues and
+   not waited for by the block's end.  */
 static PyObject *
 concurrentpy_enter (PyObject *self, PyObject *unused)
 {
@@ -559,6 +563,16 @@ concurrentpy_enter (PyObject *self, PyObject *unused)
     {
       PyErr_SetString (PyExc_RuntimeError, "this gpumem.concurrent() block "
                        "is already open; make a new one for another with");
+      return NULL;
+    }
+  if (gmpy_stream_context_open ())
+    {
+      PyErr_SetString (PyExc_RuntimeError, "gpumem.concurrent() cannot open "
+                       "inside a `with stream:` block of this thread (that "
+                       "stream would take the block's calls for its device, "
+                       "unordered with the block and not waited for by its "
+                       "end): close the `with stream:` block first, or pass "
+                       "stream= to the calls that should go there");
       return NULL;
     }
   if (current_block != NULL)
@@ -644,7 +658,8 @@ concurrentpy_repr (PyObject *self)
 
 static PyMethodDef concurrentpy_methods[] = {
   {"__enter__", concurrentpy_enter, METH_NOARGS,
-   "__enter__()\n--\n\nOpen the block in this thread."},
+   "__enter__()\n--\n\nOpen the block in this thread; RuntimeError inside\n"
+   "a `with stream:` block of this thread."},
   {"__exit__", concurrentpy_exit, METH_VARARGS,
    "__exit__(*exc_info)\n--\n\n"
    "Wait for all the block's work on every device (also when the body\n"

@@ -93,39 +93,66 @@ str_arg (PyObject *obj, const char *what, const char **text)
   return *text == NULL ? -1 : 0;
 }
 
-/* The kernel for a compiled RESULT with SIGNATURE: a new gm_kernel that
-   lives as long as the process (its function may be kept anywhere).  */
+/* A new gm_kernel NAME with the parameters of SIGNATURE, parsed once
+   here: the caller's error (ValueError) before anything compiles.  It
+   lives as long as the process once jit_kernel_finish gives it code (its
+   function may be kept anywhere); until then jit_kernel_free frees it
+   and *STORAGE, the block its parameters' names point into.  NULL with
+   an exception set.  */
 static gm_kernel *
-new_kernel (const char *name, const char *signature, gm_jit_code *code)
+jit_kernel_new (const char *name, const char *signature, char **storage)
 {
   gm_kernel *kernel = calloc (1, sizeof *kernel);
-  char *doc = malloc (128 + strlen (code->arch));
-  char *storage;
   gm_status status;
 
-  if (kernel == NULL || doc == NULL
-      || (kernel->name = strdup (name)) == NULL)
+  *storage = NULL;
+  if (kernel == NULL || (kernel->name = strdup (name)) == NULL)
     {
       free (kernel);
-      free (doc);
       PyErr_NoMemory ();
       return NULL;
     }
-  status = gm_kernel_signature_parse (kernel, signature, &storage);
+  status = gm_kernel_signature_parse (kernel, signature, storage);
   if (status != GM_OK)
     {
       free ((char *) kernel->name);
       free (kernel);
-      free (doc);
       gmpy_raise (status);
       return NULL;
     }
-  snprintf (doc, 128 + strlen (code->arch), "A kernel compiled with NVRTC "
-            "(gpumem.jit) for %s.", code->arch);
+  return kernel;
+}
+
+/* Frees KERNEL and STORAGE from jit_kernel_new (no code given yet).  */
+static void
+jit_kernel_free (gm_kernel *kernel, char *storage)
+{
+  if (kernel == NULL)
+    return;
+  free (storage);
+  free ((char *) kernel->name);
+  free (kernel);
+}
+
+/* Gives KERNEL the compiled CODE and its doc.  -1 with an exception
+   set (KERNEL and CODE unchanged).  */
+static int
+jit_kernel_finish (gm_kernel *kernel, gm_jit_code *code)
+{
+  size_t size = 128 + strlen (code->arch);
+  char *doc = malloc (size);
+
+  if (doc == NULL)
+    {
+      PyErr_NoMemory ();
+      return -1;
+    }
+  snprintf (doc, size, "A kernel compiled with NVRTC (gpumem.jit) for %s.",
+            code->arch);
   kernel->doc = doc;
   kernel->origin = "jit";
   kernel->jit = code;
-  return kernel;
+  return 0;
 }
 
 static PyObject *
@@ -138,10 +165,10 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   PyObject *arg[5], *options_keep = NULL, *memo_key = NULL, *fn = NULL;
   const char *source, *name, *signature, *arch_text = NULL;
   const char **options = NULL;
-  char arch[32];
+  char arch[32], *storage = NULL;
   gm_jit_request request;
   gm_jit_result result;
-  gm_kernel *kernel;
+  gm_kernel *kernel = NULL;
   gm_status status;
   int noptions = 0, major, minor;
 
@@ -163,19 +190,20 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
       goto done;
     }
 
-  /* The signature first: a bad one is the caller's error, found before
-     any compiling.  */
-  {
-    gm_kernel probe = {.name = name};
-    char *storage;
-    status = gm_kernel_signature_parse (&probe, signature, &storage);
-    if (status != GM_OK)
-      {
-        gmpy_raise (status);
-        goto done;
-      }
-    free (storage);
-  }
+  /* The arguments first: a bad signature or architecture is the
+     caller's error (ValueError), found before NVRTC is looked for.  */
+  if (arch_text != NULL)
+    {
+      status = gm_jit_check_arch (arch_text);
+      if (status != GM_OK)
+        {
+          gmpy_raise (status);
+          goto done;
+        }
+    }
+  kernel = jit_kernel_new (name, signature, &storage);
+  if (kernel == NULL)
+    goto done;
 
   status = gm_jit_nvrtc (&major, &minor);
   if (status != GM_OK)
@@ -239,7 +267,7 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         PyErr_Format (state->error, "%s; NVRTC's log:\n%s",
                       gm_last_error ()->message, result.log);
       else
-        gmpy_raise (status == GM_ERR_VALUE ? GM_ERR_UNAVAILABLE : status);
+        gmpy_raise (status);
       free (result.log);
       goto done;
     }
@@ -266,17 +294,21 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         }
     }
 
-  kernel = new_kernel (name, signature, result.code);
-  if (kernel == NULL)
+  if (jit_kernel_finish (kernel, result.code) < 0)
     {
       gm_jit_code_free (result.code);
       goto done;
     }
+  /* The kernel has its code: it is the process's now, as is its
+     function, held below or by the caller.  */
   fn = gmpy_kernel_function (kernel);
+  kernel = NULL;
+  storage = NULL;
   if (fn != NULL && PyDict_SetItem (state->jit_kernels, memo_key, fn) < 0)
     Py_CLEAR (fn);
 
 done:
+  jit_kernel_free (kernel, storage);
   free (options);
   Py_XDECREF (options_keep);
   Py_XDECREF (memo_key);
@@ -314,7 +346,8 @@ PyMethodDef gmpy_jit_methods[] = {
    "else ~/.cache/gpumem; the same call again returns the same function.\n"
    "Without grid= and block=, a launch has one thread per element of the\n"
    "longest array (blocks of 256).  Compile errors raise gpumem.Error\n"
-   "with NVRTC's log.  Launching needs the cuda backend."},
+   "with NVRTC's log; a bad signature or ARCH ValueError.  Launching\n"
+   "needs the cuda backend."},
   {"jit_stats", jitpy_stats, METH_NOARGS,
    "jit_stats()\n--\n\n"
    "A dict of gpumem.jit's counts in this process: calls, reused,\n"

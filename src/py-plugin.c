@@ -22,14 +22,18 @@ load_kernels (PyObject *module, PyObject *arg)
 
   if (!PyUnicode_FSConverter (arg, &path_bytes))
     return NULL;
+  if (PyBytes_GET_SIZE (path_bytes) == 0)
+    {
+      Py_DECREF (path_bytes);
+      PyErr_SetString (PyExc_ValueError, "load_kernels: path is empty");
+      return NULL;
+    }
   status = gm_plugin_load (PyBytes_AS_STRING (path_bytes), &plugin);
   Py_DECREF (path_bytes);
+  /* A library refused (GM_ERR_FAILED) is gpumem.Error, its message
+     naming the file and the kernel.  */
   if (status != GM_OK)
-    {
-      /* Every way a plugin is refused is gpumem.Error: the message
-         names the file and the kernel.  */
-      return gmpy_raise (GM_ERR_UNAVAILABLE);
-    }
+    return gmpy_raise (status);
   if (state->plugins == NULL && (state->plugins = PyDict_New ()) == NULL)
     return NULL;
   ns = PyDict_GetItemString (state->plugins, plugin->path);

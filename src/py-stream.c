@@ -98,6 +98,25 @@ gmpy_stream_current (int device)
   return current;
 }
 
+bool
+gmpy_stream_context_open (void)
+{
+  PyObject *thread_dict, *contexts, *stack;
+  Py_ssize_t pos = 0;
+
+  if (open_blocks == 0)
+    return false;
+  thread_dict = PyThreadState_GetDict ();
+  contexts = thread_dict ? PyDict_GetItemString (thread_dict, CONTEXTS_KEY)
+                         : NULL;
+  if (contexts == NULL)
+    return false;
+  while (PyDict_Next (contexts, &pos, NULL, &stack))
+    if (PyList_Check (stack) && PyList_GET_SIZE (stack) > 0)
+      return true;
+  return false;
+}
+
 PyObject *
 gmpy_current_stream_fn (PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -258,12 +277,26 @@ streampy_from_handle (PyObject *cls, PyObject *args, PyObject *kwargs)
   return (PyObject *) self;
 }
 
+/* Refused inside a gpumem.concurrent() block of this thread, as that
+   block is refused inside this one (py-concurrent.c): the stream would
+   take the block's calls for its device, unordered with the block's
+   queues of the other devices and not waited for by its end.  */
 static PyObject *
 streampy_enter (PyObject *self, PyObject *unused)
 {
-  PyObject *stack = context_stack (((streampy_object *) self)->device, true);
+  PyObject *stack;
   int rc;
 
+  if (gmpy_concurrent_active ())
+    {
+      PyErr_SetString (PyExc_RuntimeError, "a `with stream:` block cannot "
+                       "open inside a gpumem.concurrent() block of this "
+                       "thread (its calls would be neither ordered with the "
+                       "block's nor waited for by its end): pass stream= "
+                       "to the calls that should go there instead");
+      return NULL;
+    }
+  stack = context_stack (((streampy_object *) self)->device, true);
   if (stack == NULL)
     return NULL;
   rc = PyList_Append (stack, self);
@@ -415,7 +448,8 @@ static PyMethodDef streampy_methods[] = {
    "__enter__()\n--\n\n"
    "Start a with block: calls without stream= on data of this stream's\n"
    "device, in this thread, are queued on it (and are not complete when\n"
-   "they return) until the block ends."},
+   "they return) until the block ends.  RuntimeError inside a\n"
+   "gpumem.concurrent() block of this thread."},
   {"__exit__", streampy_exit, METH_VARARGS,
    "__exit__(*exc_info)\n--\n\n"
    "End the with block; the stream that was current before is again.\n"

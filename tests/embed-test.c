@@ -387,6 +387,72 @@ test_length_expressions (void)
   return 0;
 }
 
+/* --- settings from the environment ---------------------------------------- */
+
+static int
+test_env_size (void)
+{
+  static const struct
+  {
+    const char *text;
+    long long want;          /* -1: refused */
+  } known[] = {
+    {"65536", 65536}, {"0", 0}, {"007", 7}, {"64K", 65536},
+    {"64k", 65536}, {"64KiB", 65536}, {"64kib", 65536},
+    {"16M", 16 << 20}, {"16MiB", 16 << 20}, {"1G", 1 << 30},
+    {"1gib", 1 << 30}, {"4294967296", 4294967296LL},
+    {"-1", -1}, {"+5", -1}, {" 5", -1}, {"5 ", -1}, {"5 K", -1},
+    {"1.5M", -1}, {"0x10", -1}, {"K", -1}, {"16MB", -1}, {"16kB", -1},
+    {"16B", -1}, {"16Mi", -1}, {"16T", -1}, {"lots", -1},
+    {"99999999999999999999", -1}, {"17179869184G", -1},
+    {"4294967297", -1},          /* above the maximum given below */
+  };
+  size_t value;
+
+  unsetenv ("GM_TEST_SIZE");
+  CHECK (gm_env_size ("GM_TEST_SIZE", 42, 0, 1, &value) == GM_OK);
+  CHECK (value == 42);
+  setenv ("GM_TEST_SIZE", "", 1);
+  CHECK (gm_env_size ("GM_TEST_SIZE", 42, 0, 1, &value) == GM_OK);
+  CHECK (value == 42);
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    {
+      gm_status status;
+
+      setenv ("GM_TEST_SIZE", known[i].text, 1);
+      status = gm_env_size ("GM_TEST_SIZE", 42, 0, (size_t) 1 << 32,
+                            &value);
+      if (known[i].want < 0)
+        {
+          if (status != GM_ERR_VALUE || value != 42
+              || strstr (gm_last_error ()->message, "GM_TEST_SIZE='") == NULL
+              || strstr (gm_last_error ()->message, known[i].text) == NULL)
+            {
+              fprintf (stderr, "'%s' was not refused as it should be: %s\n",
+                       known[i].text, gm_last_error ()->message);
+              return 1;
+            }
+        }
+      else if (status != GM_OK || value != (size_t) known[i].want)
+        {
+          fprintf (stderr, "'%s' read as %zu, not %lld\n", known[i].text,
+                   value, known[i].want);
+          return 1;
+        }
+    }
+  /* The range, both ends, with suffixes.  */
+  setenv ("GM_TEST_SIZE", "64K", 1);
+  CHECK (gm_env_size ("GM_TEST_SIZE", 1, 65536, 65536, &value) == GM_OK);
+  CHECK (value == 65536);
+  CHECK (gm_env_size ("GM_TEST_SIZE", 1, 65537, 1 << 20, &value)
+         == GM_ERR_VALUE);
+  CHECK (strstr (gm_last_error ()->message, "65537 to 1048576") != NULL);
+  CHECK (gm_env_size ("GM_TEST_SIZE", 1, 0, 65535, &value) == GM_ERR_VALUE);
+  CHECK (value == 1);
+  unsetenv ("GM_TEST_SIZE");
+  return 0;
+}
+
 /* --- dtypes --------------------------------------------------------------- */
 
 static int
@@ -535,6 +601,7 @@ static const embed_case cases[] = {
   {"registry", test_registry},
   {"length_expressions", test_length_expressions},
   {"dtype_typestr", test_dtype_typestr},
+  {"env_size", test_env_size},
   {"memory_books", test_memory_books},
 };
 

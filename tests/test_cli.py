@@ -636,11 +636,34 @@ def test_boolean_settings_take_every_spelling():
         proc = gpumem("-q", "-c", "pass", env=child_env("host", **extra))
         assert proc.returncode == 3, (name, value, show(proc))
         assert f"{name}='{value}'" in proc.stderr, show(proc)
-    proc = gpumem("-q", "-c", "pass",
-                  env=child_env("host", GPUMEM_MPI="1",
-                                GPUMEM_MPI_CHUNK="7"))
-    assert proc.returncode == 3 and "GPUMEM_MPI_CHUNK" in proc.stderr, \
-        show(proc)
+    # GPUMEM_MPI_CHUNK is a size (gm_env_size): suffixes taken, an
+    # ambiguous or malformed one, or a value out of range, refused.
+    for value, status in (("7", 3), ("64KB", 3), ("1.5K", 3), ("65M", 3),
+                          ("64K", 0), ("64KiB", 0), ("64m", 0), ("16", 0)):
+        proc = gpumem("-q", "-c", "pass",
+                      env=child_env("host", GPUMEM_MPI="1",
+                                    GPUMEM_MPI_CHUNK=value))
+        assert proc.returncode == status, (value, show(proc))
+        if status:
+            assert f"GPUMEM_MPI_CHUNK='{value}'" in proc.stderr, show(proc)
+
+
+@gmtest.case
+def test_host_peer_access_setting():
+    """GPUMEM_HOST_PEER_ACCESS is read by gm_env_bool, as every boolean
+    setting is: each spelling, and a bad one exits 3 naming it."""
+    code = "import gpumem; print(gpumem.Device(0).can_access_peer(1))"
+    for value, want in (("", "True"), ("1", "True"), ("on", "True"),
+                        ("YES", "True"), ("0", "False"), ("no", "False"),
+                        ("False", "False"), ("off", "False")):
+        proc = gpumem("-q", "-c", code,
+                      env=child_env("host", GPUMEM_HOST_PEER_ACCESS=value))
+        assert proc.returncode == 0 and proc.stdout == want + "\n", \
+            (value, show(proc))
+    proc = gpumem("-q", "-c", code,
+                  env=child_env("host", GPUMEM_HOST_PEER_ACCESS="nah"))
+    assert proc.returncode == 3, show(proc)
+    assert "GPUMEM_HOST_PEER_ACCESS='nah'" in proc.stderr, show(proc)
 
 
 @gmtest.case

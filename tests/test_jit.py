@@ -206,10 +206,6 @@ def compile_errors_carry_the_log():
     raises(gpumem.Error, gpumem.jit, SCALE, "no_such_kernel", SCALE_SIG,
            arch="compute_90")
     raises(gpumem.Error, gpumem.jit, SCALE, "scale", SCALE_SIG,
-           arch="sm_1", match="not an architecture")
-    raises(gpumem.Error, gpumem.jit, SCALE, "scale", SCALE_SIG,
-           arch="vax", match="not an architecture")
-    raises(gpumem.Error, gpumem.jit, SCALE, "scale", SCALE_SIG,
            ["--no-such-option"], arch="compute_90")
 
 
@@ -231,6 +227,35 @@ def bad_arguments():
     raises(TypeError, gpumem.jit, b"source", "scale", SCALE_SIG)
     raises(TypeError, gpumem.jit, SCALE, "scale", SCALE_SIG, arch=90)
     raises(TypeError, gpumem.jit, SCALE, "scale")
+    # A bad architecture is the caller's error too, not gpumem.Error
+    # (which ValueError is not).
+    for arch in ("sm_1", "vax", "compute_9000", "sm_90b", ""):
+        exc = raises(ValueError, gpumem.jit, SCALE, "scale", SCALE_SIG,
+                     arch=arch, match="not an architecture")
+        assert not isinstance(exc, gpumem.Error), exc
+
+
+@case
+def bad_arguments_before_nvrtc():
+    """Without NVRTC, bad arguments are still ValueError; a good call is
+    gpumem.Error saying NVRTC is missing."""
+    proc = subprocess.run(
+        [gmtest.GPUMEM, "-q", "--backend=host", "-c",
+         "import gpumem, sys\n"
+         "src, sig = sys.argv[1], sys.argv[2]\n"
+         "for arch, s in (('vax', sig), ('compute_90', 'int64 *n'),\n"
+         "                ('compute_90', sig)):\n"
+         "    try:\n"
+         "        gpumem.jit(src, 'scale', s, arch=arch)\n"
+         "    except Exception as e:\n"
+         "        print(type(e).__name__, isinstance(e, gpumem.Error),\n"
+         "              'not available' in str(e))\n", SCALE, SCALE_SIG],
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, GPUMEM_NVRTC="/no/such/libnvrtc.so"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "ValueError False False", "ValueError False False",
+        "Error True True"], proc.stdout
 
 
 @case

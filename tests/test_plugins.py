@@ -187,6 +187,10 @@ def refused_plugins():
            os.path.join(gmtest.SRCDIR, "tests", "test_plugins.py"),
            match="cannot load the kernel plugin")
     raises(TypeError, gpumem.load_kernels, 42)
+    # Bad arguments are ValueError, not gpumem.Error.
+    for path in ("", "no\0nul.so"):
+        exc = raises(ValueError, gpumem.load_kernels, path)
+        assert not isinstance(exc, gpumem.Error), exc
 
 
 @case
@@ -285,6 +289,30 @@ def list_kernels_shows_plugins():
         in proc.stdout, proc.stdout
     assert "(from " + os.path.realpath(GOOD) + ")" in proc.stdout
     assert "saxpy(" in proc.stdout, proc.stdout
+
+
+@case
+def preloaded_kernels_keep_load_order():
+    """gpumem.kernels and -k list the built-in kernels, then each
+    preloaded plugin's in the order given, whatever that order."""
+    if not os.path.exists(CUDA_PLUGIN):
+        gmtest.skip(f"a second plugin is needed ({CUDA_PLUGIN} is missing)")
+    code = ("import gpumem\n"
+            "print(' '.join(n for n, _ in gpumem.kernels.list()))\n")
+    builtin = run("-c", code)
+    assert builtin.returncode == 0, builtin.stderr
+    builtin = builtin.stdout.split()
+    good = [n for n, _ in gpumem.load_kernels(GOOD).list()]
+    other = run("--kernels=" + CUDA_PLUGIN, "-c", code)
+    assert other.returncode == 0, other.stderr
+    other = other.stdout.split()[len(builtin):]
+    assert other and not set(other) & set(good), other
+    for first, second in ((GOOD, CUDA_PLUGIN), (CUDA_PLUGIN, GOOD)):
+        proc = run("--kernels=" + first, "--kernels=" + second, "-c", code)
+        assert proc.returncode == 0, proc.stderr
+        names = {GOOD: good, CUDA_PLUGIN: other}
+        assert proc.stdout.split() == builtin + names[first] + names[second], \
+            (first, proc.stdout)
 
 
 @case

@@ -1,0 +1,143 @@
+"""The benchmark's plumbing that runs without a GPU: the commit stamp
+(bench/commit.sh, BENCH_COMMIT), the report's targets made from records
+(bench/report.py: issue 19's 4 x 10 threshold read from run D's committed
+records, issue 17's plugin and JIT launches), bench/launch_overhead.py
+refusing the host backend, and tests/soak.py reporting SKIP for a check
+it cannot make."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import tempfile
+
+import gmtest
+from gmtest import case
+
+BENCH = os.path.join(gmtest.SRCDIR, "bench")
+
+
+def load_report():
+    spec = importlib.util.spec_from_file_location(
+        "report", os.path.join(BENCH, "report.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_commit(top, **env):
+    return subprocess.run(
+        ["sh", "-c", '. "$1/commit.sh"; bench_commit "$2"', "sh", BENCH, top],
+        env=dict(os.environ, **env), capture_output=True, text=True,
+        timeout=60, check=True).stdout.strip()
+
+
+@case
+def commit_stamp():
+    with tempfile.TemporaryDirectory() as folder:
+        # No .git: says so, and BENCH_COMMIT overrides.
+        env = {"BENCH_COMMIT": ""}
+        assert bench_commit(folder, **env) == \
+            "? (no git checkout: set BENCH_COMMIT)"
+        assert bench_commit(folder, BENCH_COMMIT="abc1234 (tarball)") == \
+            "abc1234 (tarball)"
+        # A folder inside another repository is not that repository's
+        # commit.
+        subprocess.run(["git", "init", "-q", folder], check=True,
+                       timeout=60)
+        inner = os.path.join(folder, "copy")
+        os.mkdir(inner)
+        assert bench_commit(inner, **env).startswith("?")
+        subprocess.run(["git", "-C", folder, "-c", "user.name=t", "-c",
+                        "user.email=t@t", "commit", "-q", "--allow-empty",
+                        "-m", "x"], check=True, timeout=60)
+        head = subprocess.run(["git", "-C", folder, "rev-parse", "--short",
+                               "HEAD"], capture_output=True, text=True,
+                              check=True, timeout=60).stdout.strip()
+        assert bench_commit(folder, **env) == head
+        assert bench_commit(folder, BENCH_COMMIT="given") == "given"
+
+
+def write_records(folder, records):
+    with open(os.path.join(folder, "gpumem.jsonl"), "w") as f:
+        for rec in records:
+            f.write(json.dumps(rec) + "\n")
+
+
+def rec(figure, case_name, seconds, impl="gpumem"):
+    return {"impl": impl, "figure": figure, "case": case_name,
+            "timer": "wall", "median_s": seconds, "q1_s": seconds,
+            "q3_s": seconds, "min_s": seconds, "n": 10, "bytes": 0,
+            "traffic": 0, "note": "test"}
+
+
+@case
+def seed_4x10_threshold_comes_from_run_d():
+    report = load_report()
+    limit, gpumem_s, raw_s = report.seed_4x10_baseline()
+    assert abs(gpumem_s * 1e6 - 98.0) < 0.05 and abs(raw_s * 1e6 - 86.0) < 0.1
+    assert abs(limit - gpumem_s / raw_s) < 1e-12 and round(limit, 2) == 1.14
+    assert report.seed_4x10_baseline("/no/such/run") is None
+    targets = {t[1]: t for t in report.new_targets({})}
+    (text,) = [t for t in targets if "4 x 10 loop no slower" in t]
+    assert "1.14x" in text and "b951936" in text, text
+    assert targets[text][4] == limit
+
+
+@case
+def kernel_launch_target_and_table():
+    report = load_report()
+    with tempfile.TemporaryDirectory() as folder:
+        write_records(folder, [
+            rec("kernel_launch", "builtin_async", 6.0e-6),
+            rec("kernel_launch", "plugin_async", 6.1e-6),
+            rec("kernel_launch", "jit_async", 5.9e-6),
+            rec("kernel_launch", "builtin_sync", 11.5e-6),
+            rec("kernel_launch", "plugin_sync", 12.4e-6),   # 1.078x
+            rec("kernel_launch", "jit_sync", 11.4e-6),
+            rec("jit_compile", "nvrtc_first", 0.0716),
+            rec("jit_compile", "cache_hit", 0.00007)])
+        path, summary = report.write_report(folder, "2026-01-01", "test")
+        with open(path) as f:
+            text = f.read()
+    (row,) = [line for line in text.splitlines()
+              if line.startswith("| 17 |")]
+    assert "MISSED" in row and "plugin sync" in row and "1.08x" in row, row
+    assert "## Plugin and JIT kernels (gpumem)" in text
+    assert "| plugin | 6.10 | 1.017x | 12.4 | 1.078x |" in text, text
+    assert "71.6 ms" in text and "0.07 ms" in text
+    assert ("[17] plugin and JIT kernels' launch, async and with a wait: "
+            "<= 1.05x the built-in kernel's time", "MISSED") in summary
+
+
+@case
+def launch_overhead_needs_cuda():
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "records.jsonl")
+        proc = subprocess.run(
+            [gmtest.GPUMEM, "-q", "--backend=host",
+             os.path.join(BENCH, "launch_overhead.py"), "--quick", "--out",
+             out], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 77, proc
+        assert "needs the cuda backend" in proc.stderr, proc.stderr
+        assert not os.path.exists(out)
+
+
+@case
+def soak_reports_skip_for_the_resident_set():
+    proc = subprocess.run(
+        [gmtest.GPUMEM, "-q", "--backend=host",
+         os.path.join(gmtest.SRCDIR, "tests", "soak.py"), "--iterations",
+         "50", "--report-every", "50", "--statm", "/no/such/statm"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc
+    lines = proc.stdout.splitlines()
+    assert "ok   memory_in_use" in lines and "ok   pool_reserve" in lines, \
+        proc.stdout
+    assert ("SKIP resident_set: /no/such/statm cannot be read here: the "
+            "resident set is not checked") in lines, proc.stdout
+    assert "not checked: resident_set" in proc.stdout
+    assert not any(line.startswith("ok   resident_set") for line in lines)
+
+
+gmtest.main()
