@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <algorithm>
+#include <thread>
 #include <vector>
 
 static double now_us() {
@@ -84,6 +85,21 @@ int main() {
     snprintf(name, sizeof name, "d2h pinned cudaMemcpy"); bench(name, [&] { cudaMemcpy(pin, dev, n, cudaMemcpyDefault); });
     snprintf(name, sizeof name, "d2h pinned cudaMemcpy + DevSync"); bench(name, [&] { cudaMemcpy(pin, dev, n, cudaMemcpyDefault); cudaDeviceSynchronize(); });
     snprintf(name, sizeof name, "d2h pinned MemcpyAsync(legacy) + spin"); bench(name, [&] { cudaMemcpyAsync(pin, dev, n, cudaMemcpyDefault, cudaStreamLegacy); spin_legacy(); });
+  }
+  // Host memcpy from pageable into page-locked memory, T threads each
+  // copying its share (the staging engine's fill), joined each time.
+  for (size_t n : {(size_t)1 << 20, (size_t)16 << 20}) {
+    for (int t : {1, 2, 4, 8, 16}) {
+      char name[128];
+      snprintf(name, sizeof name, "memcpy pageable->pinned %zu KiB, %d threads (GB/s = KiB/us/1e3*1.024)", n >> 10, t);
+      bench(name, [&] {
+        std::vector<std::thread> th;
+        size_t share = n / t;
+        for (int k = 1; k < t; k++) th.emplace_back([=] { memcpy(pin + k * share, page + k * share, share); });
+        memcpy(pin, page, share);
+        for (auto &x : th) x.join();
+      }, 200);
+    }
   }
   return 0;
 }

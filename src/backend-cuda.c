@@ -244,7 +244,8 @@ cuda_init (void)
                          "cudaErrorNoDevice", "no CUDA-capable device");
   /* A bad setting is GM_ERR_VALUE, which gm_backend_init does not hide
      behind the host backend.  */
-  if (gm_env_bool ("GPUMEM_SMALL_COPIES", true, &small_copies) != GM_OK)
+  if (gm_env_bool ("GPUMEM_SMALL_COPIES", true, &small_copies) != GM_OK
+      || gm_staging_init () != GM_OK)
     return GM_ERR_VALUE;
   if (device_count > CUDA_MAX_DEVICES)
     device_count = CUDA_MAX_DEVICES;

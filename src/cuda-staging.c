@@ -22,7 +22,8 @@
    machine (bench/NOTES.md) and adapt to the cores present and to each
    copy's size;
    GPUMEM_COPY_THREADS (0: never stage), GPUMEM_COPY_CHUNK and
-   GPUMEM_COPY_MIN (bytes) override them, read once (read_settings).  */
+   GPUMEM_COPY_MIN override them, read at the backend's start
+   (gm_staging_init).  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -39,6 +40,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda-staging.h"
+#include "gm.h"
 
 #define RING 4
 /* Measured on the H200 machine's 16 cores (bench/NOTES.md): 16 threads
@@ -146,27 +148,12 @@ worker (void *arg)
   return NULL;
 }
 
-static size_t
-env_size (const char *name, size_t fallback, size_t min, size_t max)
-{
-  const char *value = getenv (name);
-  char *end;
-  unsigned long long n;
-
-  if (value == NULL || *value == '\0')
-    return fallback;
-  n = strtoull (value, &end, 10);
-  if (*end != '\0' || n < min || n > max)
-    return fallback;
-  return (size_t) n;
-}
-
-/* The settings, read once, each in this one place with its bounds:
-   GPUMEM_COPY_THREADS (0 to 256; 0 turns staging off; unset or out of
-   bounds: DEFAULT_THREADS, or fewer where the machine has fewer cores),
+/* The settings, read by gm_staging_init, each in this one place with
+   its bounds: GPUMEM_COPY_THREADS (0 to 256; 0 turns staging off;
+   unset: DEFAULT_THREADS, or fewer where the machine has fewer cores),
    GPUMEM_COPY_CHUNK (64 KiB to 1 GiB: every chunk this size; unset:
    chunks sized for each copy, at most DEFAULT_CHUNK) and GPUMEM_COPY_MIN
-   (bytes, the smallest copy staged, for measuring the threshold).  */
+   (the smallest copy staged, for measuring the threshold).  */
 static struct
 {
   size_t threads;
@@ -174,24 +161,26 @@ static struct
   bool chunk_fixed;
   size_t min_bytes;
 } settings;
-static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
 
-static void
-read_settings (void)
+gm_status
+gm_staging_init (void)
 {
   long cores = sysconf (_SC_NPROCESSORS_ONLN);
   size_t fallback = DEFAULT_THREADS;
 
   if (cores > 0 && (size_t) cores < fallback)
     fallback = (size_t) cores;
-  settings.threads = env_size ("GPUMEM_COPY_THREADS", fallback, 0, 256);
-  settings.chunk = env_size ("GPUMEM_COPY_CHUNK", 0, 64 << 10,
-                             (size_t) 1 << 30);
+  if (gm_env_size ("GPUMEM_COPY_THREADS", fallback, 0, 256,
+                   &settings.threads) != GM_OK
+      || gm_env_size ("GPUMEM_COPY_CHUNK", 0, 64 << 10, (size_t) 1 << 30,
+                      &settings.chunk) != GM_OK
+      || gm_env_size ("GPUMEM_COPY_MIN", GM_STAGING_MIN, 0, SIZE_MAX,
+                      &settings.min_bytes) != GM_OK)
+    return GM_ERR_VALUE;
   settings.chunk_fixed = settings.chunk != 0;
   if (!settings.chunk_fixed)
     settings.chunk = DEFAULT_CHUNK;
-  settings.min_bytes = env_size ("GPUMEM_COPY_MIN", GM_STAGING_MIN, 0,
-                                 SIZE_MAX);
+  return GM_OK;
 }
 
 /* Starts the pool once, with settings.threads threads (at least 1: the
@@ -203,7 +192,6 @@ start_pool (void)
 
   if (pool.nthreads > 0)
     return;
-  pthread_once (&settings_once, read_settings);
   want = settings.threads > 0 ? settings.threads : 1;
   chunk_size = settings.chunk;
   pool.slots = calloc (want, sizeof *pool.slots);
@@ -321,7 +309,6 @@ gm_staging_pageable (const void *host)
 bool
 gm_staging_wanted (size_t nbytes)
 {
-  pthread_once (&settings_once, read_settings);
   return nbytes >= settings.min_bytes && settings.threads > 0;
 }
 

@@ -10,6 +10,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gm.h"
+
 /* Copies between pageable memory and a device from this size on are
    staged (GPUMEM_COPY_MIN overrides it): chosen from the staging
    section of the benchmark (bench/NOTES.md, "The pageable ramp").  */
@@ -50,6 +52,12 @@ cudaError_t gm_staging_copy (void *dst, const void *src, size_t nbytes,
 cudaError_t gm_staging_small_copy (void *dst, const void *src, size_t nbytes,
                                    int device, int device_count,
                                    bool to_device);
+
+/* Reads GPUMEM_COPY_THREADS, GPUMEM_COPY_CHUNK and GPUMEM_COPY_MIN
+   (gm_env_size): GM_OK, or GM_ERR_VALUE with the error set for a value
+   that is not a size in range.  Called by the backend's init, before
+   any copy.  */
+gm_status gm_staging_init (void);
 
 /* Stops the copying threads and, if CUDA_USABLE, frees the rings.  */
 void gm_staging_shutdown (bool cuda_usable);

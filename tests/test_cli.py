@@ -684,6 +684,29 @@ def test_small_copies_setting():
 
 
 @gmtest.case
+def test_copy_engine_sizes():
+    # GPUMEM_COPY_* are sizes (gm_env_size), read where the CUDA backend
+    # starts: a good value works, garbage exits 3 naming it.
+    if not cuda_available():
+        gmtest.skip("no CUDA device: only the cuda backend reads them")
+    code = ("import gpumem, numpy as np; h = np.arange(1 << 20, "
+            "dtype=np.float32); a = gpumem.to_device(h); "
+            "print(bool((a.copy_to_host() == h).all()))")
+    for name, value in (("GPUMEM_COPY_CHUNK", "256K"),
+                        ("GPUMEM_COPY_MIN", "0"),
+                        ("GPUMEM_COPY_THREADS", "2")):
+        proc = gpumem("-q", "-c", code, env=child_env("cuda", **{name: value}))
+        assert proc.returncode == 0 and proc.stdout == "True\n", show(proc)
+    for name, value in (("GPUMEM_COPY_CHUNK", "16 MB"),
+                        ("GPUMEM_COPY_MIN", "-1"),
+                        ("GPUMEM_COPY_THREADS", "999")):
+        proc = gpumem("-q", "-c", "pass",
+                      env=child_env("cuda", **{name: value}))
+        assert proc.returncode == 3, show(proc)
+        assert name in proc.stderr, show(proc)
+
+
+@gmtest.case
 def test_man_page_documents_every_setting():
     path = os.path.join(gmtest.SRCDIR, "man", "gpumem.1")
     with open(path) as f:
