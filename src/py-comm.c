@@ -96,14 +96,6 @@ array_arg (PyObject *obj, bool writes, const char *fname, gm_comm_call *call,
   return 0;
 }
 
-/* Reads a stream= argument (NULL or None: none) into CALL->stream: a
-   gpumem.Stream of the array's device.  0 or -1.  */
-static int
-stream_arg (PyObject *obj, gm_comm_call *call)
-{
-  return gmpy_stream_arg (obj, call->device, &call->stream);
-}
-
 /* Reads a root= argument (NULL: 0) into *ROOT: a rank of the job.
    0 or -1.  */
 static int
@@ -173,7 +165,7 @@ commpy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
       || root_arg (arg[1], "bcast", &call.root) < 0
       || array_arg (arg[0], gm_comm_rank () != call.root, "bcast", &call,
                     dims) < 0
-      || stream_arg (arg[2], &call) < 0)
+      || gmpy_stream_arg (arg[2], call.device, &call.stream) < 0)
     call.refused = true;
   if (run (&call, arg[0]) < 0)
     return NULL;
@@ -196,7 +188,7 @@ commpy_allreduce (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         < 0
       || gmpy_comm_op_arg (arg[1], "gpumem.comm.allreduce", &call.op) < 0
       || array_arg (arg[0], true, "allreduce", &call, dims) < 0
-      || stream_arg (arg[2], &call) < 0)
+      || gmpy_stream_arg (arg[2], call.device, &call.stream) < 0)
     call.refused = true;
   else if ((status = gm_comm_op_check (call.dtype, call.op)) != GM_OK)
     {
@@ -255,7 +247,7 @@ commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   if (gmpy_parse_args (args, nargs, kwnames, "gather", names, 1, 2, arg) < 0
       || root_arg (arg[1], "gather", &call.root) < 0
       || array_arg (arg[0], false, "gather", &call, dims) < 0
-      || stream_arg (arg[2], &call) < 0)
+      || gmpy_stream_arg (arg[2], call.device, &call.stream) < 0)
     call.refused = true;
   else if (gm_comm_rank () == call.root)
     {
