@@ -191,36 +191,28 @@ devicespy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   static const char *const names[] = {"arrays", "root", NULL};
   const char *fname = "gpumem.bcast_devices";
   gm_comm_devices_call call = {.kind = GM_COMM_BCAST};
-  PyObject *arg[2], *seq;
+  PyObject *arg[2], *seq, *index = NULL;
   Py_ssize_t root = 0, count;
   void **data;
   int *devices, failed;
 
   if (gmpy_parse_args (args, nargs, kwnames, "bcast_devices", names, 1, -1,
-                       arg) < 0)
+                       arg) < 0
+      || (arg[1] != NULL
+          && gmpy_root_arg (arg[1], fname, &index, &root) < 0))
     return NULL;
-  if (arg[1] != NULL)
-    {
-      if (!PyIndex_Check (arg[1]) || PyBool_Check (arg[1]))
-        {
-          PyErr_Format (PyExc_TypeError, "%s: root must be an int, not "
-                        "%.100s", fname, Py_TYPE (arg[1])->tp_name);
-          return NULL;
-        }
-      root = PyNumber_AsSsize_t (arg[1], NULL);
-      if (root == -1 && PyErr_Occurred ())
-        return NULL;
-    }
   count = PyList_Check (arg[0]) ? PyList_GET_SIZE (arg[0])
           : PyTuple_Check (arg[0]) ? PyTuple_GET_SIZE (arg[0]) : 0;
   if ((PyList_Check (arg[0]) || PyTuple_Check (arg[0]))
       && (root < 0 || root >= count) && count > 0)
     {
       PyErr_Format (PyExc_ValueError,
-                    "%s: root %zd is not an index of arrays (0 to %zd)",
-                    fname, root, count - 1);
+                    "%s: root %S is not an index of arrays (0 to %zd)",
+                    fname, index, count - 1);
+      Py_XDECREF (index);
       return NULL;
     }
+  Py_XDECREF (index);
   seq = arrays_arg (arg[0], fname, (int) root, &call, &data, &devices);
   if (seq == NULL)
     return NULL;

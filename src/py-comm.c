@@ -107,31 +107,12 @@ root_arg (PyObject *obj, const char *fname, int *root)
 
   if (obj == NULL)
     return 0;
-  if (!PyIndex_Check (obj) || PyBool_Check (obj))
-    {
-      PyErr_Format (PyExc_TypeError,
-                    "gpumem.comm.%s: root must be an int, not %.100s", fname,
-                    Py_TYPE (obj)->tp_name);
-      return -1;
-    }
-  index = PyNumber_Index (obj);
-  if (index == NULL)
+  if (gmpy_root_arg (obj, fname, &index, &value) < 0)
     return -1;
-  value = PyLong_AsSsize_t (index);
-  if (value == -1 && PyErr_Occurred ())
-    {
-      if (!PyErr_ExceptionMatches (PyExc_OverflowError))
-        {
-          Py_DECREF (index);
-          return -1;
-        }
-      /* Far out of range: the message names the number itself.  */
-      PyErr_Clear ();
-    }
   if (value < 0 || value >= size)
     {
       PyErr_Format (PyExc_ValueError,
-                    "gpumem.comm.%s: root %S is not a rank: the job has %d "
+                    "%s: root %S is not a rank: the job has %d "
                     "process%s (ranks 0 to %d)", fname, index, size,
                     size == 1 ? "" : "es", size - 1);
       Py_DECREF (index);
@@ -162,7 +143,7 @@ commpy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   gm_comm_call call = {.kind = GM_COMM_BCAST};
 
   if (gmpy_parse_args (args, nargs, kwnames, "bcast", names, 1, 2, arg) < 0
-      || root_arg (arg[1], "bcast", &call.root) < 0
+      || root_arg (arg[1], "gpumem.comm.bcast", &call.root) < 0
       || array_arg (arg[0], gm_comm_rank () != call.root, "bcast", &call,
                     dims) < 0
       || gmpy_stream_arg (arg[2], call.device, &call.stream) < 0)
@@ -245,7 +226,7 @@ commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   arraypy_object *result = NULL;
 
   if (gmpy_parse_args (args, nargs, kwnames, "gather", names, 1, 2, arg) < 0
-      || root_arg (arg[1], "gather", &call.root) < 0
+      || root_arg (arg[1], "gpumem.comm.gather", &call.root) < 0
       || array_arg (arg[0], false, "gather", &call, dims) < 0
       || gmpy_stream_arg (arg[2], call.device, &call.stream) < 0)
     call.refused = true;

@@ -226,6 +226,35 @@ index_arg (PyObject *obj, const char *what, Py_ssize_t *value)
 }
 
 int
+gmpy_root_arg (PyObject *obj, const char *fname, PyObject **index,
+               Py_ssize_t *value)
+{
+  *index = NULL;
+  if (!PyIndex_Check (obj) || PyBool_Check (obj))
+    {
+      PyErr_Format (PyExc_TypeError, "%s: root must be an int, not %.100s",
+                    fname, Py_TYPE (obj)->tp_name);
+      return -1;
+    }
+  *index = PyNumber_Index (obj);
+  if (*index == NULL)
+    return -1;
+  *value = PyLong_AsSsize_t (*index);
+  if (*value == -1 && PyErr_Occurred ())
+    {
+      if (!PyErr_ExceptionMatches (PyExc_OverflowError))
+        {
+          Py_CLEAR (*index);
+          return -1;
+        }
+      /* Far out of range: -1, which no range takes; the caller's
+         message names *INDEX itself.  */
+      PyErr_Clear ();
+    }
+  return 0;
+}
+
+int
 gmpy_size_arg (PyObject *obj, const char *what, Py_ssize_t *value)
 {
   if (index_arg (obj, what, value) < 0)

@@ -261,6 +261,7 @@ def bad_arguments_raise_everywhere():
     raises(ValueError, comm.bcast, a, root=SIZE, match="not a rank")
     raises(ValueError, comm.gather, a, root=-1, match="not a rank")
     raises(TypeError, comm.bcast, a, root="0")
+    raises(ValueError, comm.gather, a, root=2**70, match=str(2**70))
     raises(TypeError, comm.bcast)
     raises(TypeError, comm.gather, a, 0, 1)
     freed = gpumem.zeros(4)

@@ -187,6 +187,11 @@ def bad_arguments_raise_and_move_nothing():
            match="not an index")
     raises(TypeError, gpumem.bcast_devices, arrays, root="0")
     raises(TypeError, gpumem.bcast_devices, arrays, root=True)
+    # Far out of range: the number given, never a clipped one.
+    raises(ValueError, gpumem.bcast_devices, arrays, root=2**70,
+           match=str(2**70))
+    raises(ValueError, gpumem.bcast_devices, arrays, root=-2**70,
+           match=str(-2**70))
     # Nothing moved.
     for i, a in enumerate(arrays):
         assert np.array_equal(a.copy_to_host(), np.full(4, i, np.float32))
