@@ -568,8 +568,8 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
          large ones through the staging ring, the sizes between to
          cudaMemcpy, which from pageable memory returns before the
          bytes land in the device (see Ordering): a synchronize follows
-         it.  The thresholds are measured (bench/NOTES.md, "The pageable
-         ramp").  */
+         it.  The thresholds are measured (bench/NOTES.md, "The engine
+         remade for mid sizes").  */
       bool to_device = dst_device >= 0;
 
       if (nbytes <= GM_SMALL_MAX && small_copies)
