@@ -14,7 +14,8 @@
 
 /* Copies between pageable memory and a device from this size on are
    staged (GPUMEM_COPY_MIN overrides it): chosen from the staging
-   section of the benchmark (bench/NOTES.md, "The engine remade for mid sizes").  */
+   section of the benchmark (bench/NOTES.md, "The engine remade for mid
+   sizes").  */
 #define GM_STAGING_MIN ((size_t) 256 << 10)
 
 /* Whether a synchronous copy of NBYTES between pageable host memory and
