@@ -205,6 +205,28 @@ def poison(n, dtype):
     return np.full(n, 77, dtype=dt)
 
 
+def collective_data(shape, dtype, index, salt=0):
+    """The array of SHAPE and DTYPE that rank or device INDEX brings to a
+    collective: small values, so that sums over every rank or device
+    stay exact in every integer dtype; the same on every process for
+    the same seed, SALT and INDEX."""
+    rng_i = np.random.default_rng([SEED, salt, index])
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape))
+    if dt.kind == "b":
+        a = rng_i.integers(0, 2, n).astype(bool)
+    elif dt.kind == "i":
+        a = rng_i.integers(-20, 21, n).astype(dt)
+    elif dt.kind == "u":
+        a = rng_i.integers(0, 41, n).astype(dt)
+    elif dt.kind == "f":
+        a = rng_i.standard_normal(n).astype(dt)
+    else:
+        a = (rng_i.standard_normal(n)
+             + 1j * rng_i.standard_normal(n)).astype(dt)
+    return a.reshape(shape)
+
+
 def reduce_all(stack, dtype, op):
     """NumPy's answer for a collective reduce(OP) over STACK's first axis
     (on bool arrays sum and max are an or, min an and)."""

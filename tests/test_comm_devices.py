@@ -36,23 +36,7 @@ ORDERED = [d for d in REDUCIBLE if np.dtype(d).kind != "c"]
 SHAPES = [(0,), (1,), (7,), (3, 5), (1000,)]
 
 
-def data(shape, dtype, index, salt=0):
-    """Array INDEX's values: small, so that sums stay exact in every
-    integer dtype."""
-    rng = np.random.default_rng([gmtest.SEED, salt, index])
-    dt = np.dtype(dtype)
-    n = int(np.prod(shape))
-    if dt.kind == "b":
-        a = rng.integers(0, 2, n).astype(bool)
-    elif dt.kind == "i":
-        a = rng.integers(-20, 21, n).astype(dt)
-    elif dt.kind == "u":
-        a = rng.integers(0, 41, n).astype(dt)
-    elif dt.kind == "f":
-        a = rng.standard_normal(n).astype(dt)
-    else:
-        a = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dt)
-    return a.reshape(shape)
+data = gmtest.collective_data
 
 
 def on_devices(shape, dtype, salt=0, n=NDEV):
