@@ -152,7 +152,7 @@ if test -n "$mpirun"; then
     : > "$out/nccl-stitching.jsonl"
     for images in 40 1073741824; do
       iterations=2000
-      test "$images" -gt 40 && iterations=20
+      test "$images" -gt 40 && iterations=100
       for engine in nccl mpi; do
         name=stitching-$engine-$images
         GPUMEM_COMM=$engine run "$name" "$mpirun" $as_root -n "$gpus" \

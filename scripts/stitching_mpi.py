@@ -100,29 +100,32 @@ def main(argv):
     comm.barrier()
     times = []
     last_report = time.perf_counter()
-    for k in range(args.iterations):
-        start = time.perf_counter()
-        # This rank's devices at the same time; the block ends when all
-        # of them are done.
-        with gpumem.concurrent():
+    # One block for the whole loop, as in scripts/stitching.py: the calls
+    # are queued per device; on NCCL the allreduce is queued too, behind
+    # the kernels (on MPI it waits for them and is done on return), and
+    # devices_at_once.wait() returns when every device is done and
+    # partial_update is filled: one wait an iteration.
+    with gpumem.concurrent() as devices_at_once:
+        for k in range(args.iterations):
+            start = time.perf_counter()
             gpumem.copy(stitched, zero_rows)
             for i in mine:
                 kernel(gpu_image_memory[i], gpu_update_memory[devices[i]],
                        gpu_partial_update_memory[i], len(parted_images[i]))
                 gpumem.copy(stitched[i], gpu_partial_update_memory[i])
-        comm.allreduce(stitched, op="sum")
-        gpumem.copy_from_gpu(stitched, partial_update, 4 * PARTITIONS)
-        stitching(update, partial_update)
-        for mem in gpu_update_memory.values():
-            gpumem.copy_to_gpu(update, mem, 4)
-        now = time.perf_counter()
-        times.append(now - start)
-        if rank == 0 and now - last_report > 1.0:
-            print(f"iteration {k + 1}/{args.iterations}: "
-                  f"{times[-1] * 1e6:.1f} us", flush=True)
-            last_report = now
+            comm.allreduce(stitched, op="sum")
+            gpumem.copy_from_gpu(stitched, partial_update, 4 * PARTITIONS)
+            devices_at_once.wait()
+            stitching(update, partial_update)
+            for mem in gpu_update_memory.values():
+                gpumem.copy_to_gpu(update, mem, 4)
+            now = time.perf_counter()
+            times.append(now - start)
+            if rank == 0 and now - last_report > 1.0:
+                print(f"iteration {k + 1}/{args.iterations}: "
+                      f"{times[-1] * 1e6:.1f} us", flush=True)
+                last_report = now
 
-    # Where every partition ran, gathered on rank 0 for the report.
     placement = np.full(PARTITIONS, -1, np.int64)
     for i in mine:
         placement[i] = devices[i]

@@ -148,7 +148,7 @@ run_alone (const gm_comm_call *call)
   if (call->kind != GM_COMM_GATHER || nbytes == 0)
     return GM_OK;
   return gm_backend_current->copy (call->result, call->device, call->data,
-                                   call->device, nbytes, NULL);
+                                   call->device, nbytes, call->stream);
 }
 
 #ifndef GM_HAVE_MPI

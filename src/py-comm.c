@@ -96,6 +96,24 @@ array_arg (PyObject *obj, bool writes, const char *fname, gm_comm_call *call,
   return 0;
 }
 
+/* Reads OBJ, the stream= argument, into CALL->stream for CALL->device.
+   Inside a gpumem.concurrent() block a collective without one takes the
+   block's stream of its device: NCCL queues it there, after the block's
+   work on the device and before the block's later calls, and the block's
+   wait() or end waits for it; MPI, which reads the memory from the host,
+   waits for all the device's work first (the block's included) and is
+   complete on return.  0 or -1.  */
+static int
+stream_arg (PyObject *obj, gm_comm_call *call)
+{
+  if (gmpy_stream_arg (obj, call->device, &call->stream) < 0)
+    return -1;
+  if (call->stream == NULL && (obj == NULL || obj == Py_None)
+      && gmpy_concurrent_active ())
+    return gmpy_concurrent_stream (call->device, &call->stream);
+  return 0;
+}
+
 /* Reads a root= argument (NULL: 0) into *ROOT: a rank of the job.
    0 or -1.  */
 static int
@@ -146,7 +164,7 @@ commpy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
       || root_arg (arg[1], "gpumem.comm.bcast", &call.root) < 0
       || array_arg (arg[0], gm_comm_rank () != call.root, "bcast", &call,
                     dims) < 0
-      || gmpy_stream_arg (arg[2], call.device, &call.stream) < 0)
+      || stream_arg (arg[2], &call) < 0)
     call.refused = true;
   if (run (&call, arg[0]) < 0)
     return NULL;
@@ -169,7 +187,7 @@ commpy_allreduce (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         < 0
       || gmpy_comm_op_arg (arg[1], "gpumem.comm.allreduce", &call.op) < 0
       || array_arg (arg[0], true, "allreduce", &call, dims) < 0
-      || gmpy_stream_arg (arg[2], call.device, &call.stream) < 0)
+      || stream_arg (arg[2], &call) < 0)
     call.refused = true;
   else if ((status = gm_comm_op_check (call.dtype, call.op)) != GM_OK)
     {
@@ -228,7 +246,7 @@ commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   if (gmpy_parse_args (args, nargs, kwnames, "gather", names, 1, 2, arg) < 0
       || root_arg (arg[1], "gpumem.comm.gather", &call.root) < 0
       || array_arg (arg[0], false, "gather", &call, dims) < 0
-      || gmpy_stream_arg (arg[2], call.device, &call.stream) < 0)
+      || stream_arg (arg[2], &call) < 0)
     call.refused = true;
   else if (gm_comm_rank () == call.root)
     {

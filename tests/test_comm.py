@@ -125,6 +125,38 @@ def collectives_on_a_stream():
 
 
 @collective_case
+def collectives_in_a_concurrent_block():
+    """In a gpumem.concurrent() block a collective sees the block's work
+    queued before it on its device, the block's later calls see its
+    result, and it is done when the block's wait() returns (on NCCL it is
+    queued on the block's stream, on MPI complete on return)."""
+    n = 1 << 20
+    x = gpumem.to_device(np.full(n, RANK + 1, np.float32))
+    seven = gpumem.to_device(np.arange(7, dtype=np.int64) + 10 * RANK)
+    a = gpumem.zeros(n)
+    summed = np.zeros(n, np.float32)
+    gathered = None
+    with gpumem.concurrent() as block:
+        for _ in range(20):            # the device is behind the script
+            gpumem.kernels.saxpy(n, 1.0, x, a)
+        assert comm.allreduce(a) is None
+        gpumem.copy_from_gpu(a, summed, n)
+        comm.bcast(seven, root=SIZE - 1)
+        gathered = comm.gather(seven, root=0)
+        gpumem.kernels.saxpy(n, -1.0, x, a)     # after the allreduce
+        block.wait()
+        assert np.all(summed == 20 * SIZE * (SIZE + 1) // 2)
+        expect = np.arange(7) + 10 * (SIZE - 1)
+        if RANK == 0:
+            assert np.array_equal(gathered.copy_to_host(),
+                                  np.stack([expect] * SIZE))
+        else:
+            assert gathered is None
+        assert np.array_equal(seven.copy_to_host(), expect)
+    assert np.all(a.copy_to_host() == 20 * SIZE * (SIZE + 1) // 2 - RANK - 1)
+
+
+@collective_case
 def bad_streams_raise_everywhere():
     a = gpumem.to_device(np.full(4, RANK, np.float32))
     raises(TypeError, comm.allreduce, a, stream=5, match="stream")
