@@ -103,6 +103,15 @@ int gmpy_size_arg (PyObject *obj, const char *what, Py_ssize_t *value);
    caller's range message, which must name the number given: one too
    large for a Py_ssize_t reads as -1, never clipped.  TypeError for
    anything else (*INDEX NULL).  0 or -1.  */
+/* Reads OBJ, a stream number another library hands over (a
+   cudaStream_t's value, DLPack's and the CUDA Array Interface's 1 and
+   2), into *VALUE; the caller checks its own special values.  A
+   stream's handle is an address in this process, and user addresses lie
+   below 2**63 on every 64-bit system: a larger number names no stream
+   (CUDA would crash on it) and raises ValueError naming WHAT; TypeError
+   for a bool or anything but an int.  0 or -1.  */
+int gmpy_stream_number (PyObject *obj, const char *what, long long *value);
+
 int gmpy_root_arg (PyObject *obj, const char *fname, PyObject **index,
                    Py_ssize_t *value);
 

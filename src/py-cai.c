@@ -216,24 +216,22 @@ cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
       /* The producer's work on that stream must finish before ours
          reads the data.  */
       gm_status status;
-      void *handle;
+      long long value;
+      char name[160];
 
-      if (!PyLong_Check (item))
+      snprintf (name, sizeof name, "%s: __cuda_array_interface__ stream",
+                what);
+      if (gmpy_stream_number (item, name, &value) < 0)
+        goto done;
+      if (value <= 0)
         {
-          PyErr_Format (PyExc_TypeError, "%s: __cuda_array_interface__ "
-                        "stream is not an int or None", what);
-          goto done;
-        }
-      handle = PyLong_AsVoidPtr (item);
-      if (handle == NULL)
-        {
-          if (!PyErr_Occurred ())
-            PyErr_Format (PyExc_ValueError, "%s: __cuda_array_interface__ "
-                          "stream 0 is not allowed (it is ambiguous)", what);
+          PyErr_Format (PyExc_ValueError, "%s %lld is not allowed (0 is "
+                        "ambiguous, and no stream is negative)", name, value);
           goto done;
         }
       Py_BEGIN_ALLOW_THREADS
-      status = gm_backend_current->foreign_stream_sync (handle);
+      status = gm_backend_current->foreign_stream_sync (
+                 (void *) (uintptr_t) value);
       Py_END_ALLOW_THREADS
       if (status != GM_OK)
         {

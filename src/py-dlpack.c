@@ -282,20 +282,6 @@ dl_device_arg (PyObject *obj, gm_dl_device *device)
   return 0;
 }
 
-/* 0 when the stream= argument OBJ (not None) is an int, else -1 with
-   TypeError.  */
-static int
-stream_int_check (PyObject *obj)
-{
-  if (!PyLong_Check (obj) || PyBool_Check (obj))
-    {
-      PyErr_Format (PyExc_TypeError, "stream must be None or an int, not "
-                    "%.100s", Py_TYPE (obj)->tp_name);
-      return -1;
-    }
-  return 0;
-}
-
 /* Reads the stream= argument OBJ for data on a CUDA device: *HANDLE is
    the consumer's stream to order after gpumem's work (None means the
    legacy default stream), or NULL for -1 (no synchronization).  0, or -1
@@ -308,17 +294,8 @@ cuda_stream_arg (PyObject *obj, void **handle)
   *handle = (void *) (uintptr_t) STREAM_LEGACY;
   if (obj == Py_None)
     return 0;
-  if (stream_int_check (obj) < 0)
+  if (gmpy_stream_number (obj, "stream", &value) < 0)
     return -1;
-  value = PyLong_AsLongLong (obj);
-  if (value == -1 && PyErr_Occurred ())
-    {
-      /* Stream handles are addresses: the largest do not fit a long
-         long.  */
-      PyErr_Clear ();
-      *handle = PyLong_AsVoidPtr (obj);
-      return *handle == NULL && PyErr_Occurred () ? -1 : 0;
-    }
   if (value == STREAM_NO_SYNC)
     {
       *handle = NULL;
@@ -346,19 +323,16 @@ cuda_stream_arg (PyObject *obj, void **handle)
 static int
 host_stream_arg (PyObject *obj)
 {
-  long value;
+  long long value;
 
   if (obj == Py_None)
     return 0;
-  if (stream_int_check (obj) < 0)
-    return -1;
-  value = PyLong_AsLong (obj);
-  if (value == -1 && PyErr_Occurred ())
+  if (gmpy_stream_number (obj, "stream", &value) < 0)
     return -1;
   if (value != STREAM_NO_SYNC)
     {
       PyErr_Format (PyExc_ValueError, "stream must be None for data in "
-                    "host memory (DLPack device type kDLCPU), not %ld",
+                    "host memory (DLPack device type kDLCPU), not %lld",
                     value);
       return -1;
     }

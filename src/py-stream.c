@@ -245,29 +245,31 @@ streampy_from_handle (PyObject *cls, PyObject *args, PyObject *kwargs)
   PyTypeObject *type = (PyTypeObject *) cls;
   streampy_object *self;
   gm_status status;
-  void *handle;
+  long long value;
   int device;
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|O:from_handle",
                                     keywords, &handle_obj, &device_obj))
     return NULL;
-  if (!PyLong_Check (handle_obj))
+  if (gmpy_stream_number (handle_obj, "from_handle: the handle", &value) < 0)
+    return NULL;
+  if (value < 0)
     {
-      PyErr_Format (PyExc_TypeError, "from_handle needs the stream as an "
-                    "int (a cudaStream_t's value), not %.100s",
-                    Py_TYPE (handle_obj)->tp_name);
+      PyErr_Format (PyExc_ValueError, "from_handle: the handle %lld is not "
+                    "a CUDA stream (a cudaStream_t's value is not negative)",
+                    value);
       return NULL;
     }
-  handle = PyLong_AsVoidPtr (handle_obj);
-  if ((handle == NULL && PyErr_Occurred ())
-      || gmpy_device_arg (device_obj, &device) < 0)
+  if (gmpy_device_arg (device_obj, &device) < 0)
     return NULL;
   self = (streampy_object *) type->tp_alloc (type, 0);
   if (self == NULL)
     return NULL;
   self->device = device;
   self->external = true;
-  status = gm_backend_current->stream_wrap (device, handle, &self->stream);
+  status = gm_backend_current->stream_wrap (device,
+                                             (void *) (uintptr_t) value,
+                                             &self->stream);
   if (status != GM_OK)
     {
       self->stream = NULL;

@@ -255,6 +255,29 @@ gmpy_root_arg (PyObject *obj, const char *fname, PyObject **index,
 }
 
 int
+gmpy_stream_number (PyObject *obj, const char *what, long long *value)
+{
+  int overflow;
+
+  if (!PyLong_Check (obj) || PyBool_Check (obj))
+    {
+      PyErr_Format (PyExc_TypeError, "%s must be None or an int, not %.100s",
+                    what, Py_TYPE (obj)->tp_name);
+      return -1;
+    }
+  *value = PyLong_AsLongLongAndOverflow (obj, &overflow);
+  if (*value == -1 && PyErr_Occurred ())
+    return -1;
+  if (overflow != 0)
+    {
+      PyErr_Format (PyExc_ValueError, "%s %S is not a CUDA stream: a "
+                    "stream's handle is an address, below 2**63", what, obj);
+      return -1;
+    }
+  return 0;
+}
+
+int
 gmpy_size_arg (PyObject *obj, const char *what, Py_ssize_t *value)
 {
   if (index_arg (obj, what, value) < 0)

@@ -423,6 +423,10 @@ def dlpack_arguments_are_checked():
     raises(TypeError, a.__dlpack__, stream="x")
     raises(TypeError, a.__dlpack__, stream=1.0)
     raises(ValueError, a.__dlpack__, stream=0)
+    # Numbers that cannot be a stream's address (CUDA crashed on them).
+    for junk in (2**63, 2**64 - 1, 2**200, -2**70):
+        raises(ValueError, a.__dlpack__, stream=junk, match="CUDA stream")
+    raises(TypeError, a.__dlpack__, stream=True)
     if HOST:
         raises(ValueError, a.__dlpack__, stream=1, match="None")
     else:
@@ -753,6 +757,11 @@ def cai_consumer_checks():
     for fields, exc, match in (
             (dict(data=(0, False)), ValueError, "null pointer"),
             (dict(stream=0), ValueError, "stream 0"),
+            (dict(stream=-3), ValueError, "stream -3"),
+            (dict(stream=2**63), ValueError, "below 2**63"),
+            (dict(stream=2**64 - 1), ValueError, "not a CUDA stream"),
+            (dict(stream=True), TypeError, "bool"),
+            (dict(stream="1"), TypeError, "str"),
             (dict(mask=object()), ValueError, "mask"),
             (dict(shape=(4, 6), strides=(4, 2)), ValueError, "multiple"),
             (dict(shape=(4, 6), strides=(0, 4)), ValueError, "stride 0"),

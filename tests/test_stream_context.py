@@ -157,6 +157,10 @@ def from_handle_wraps_without_owning():
     legacy.synchronize()
     assert np.array_equal(c.copy_to_host(), host)
     raises(TypeError, gpumem.Stream.from_handle, "0x1")
+    raises(TypeError, gpumem.Stream.from_handle, True)
+    for junk in (-5, 2**63, 2**64 - 1, -2**70):
+        raises(ValueError, gpumem.Stream.from_handle, junk,
+               match="not a CUDA stream")
     raises(ValueError, gpumem.Stream.from_handle, 1,
            device=gpumem.device_count())
     if gpumem.backend == "host":
