@@ -73,19 +73,20 @@ def device_out_of_memory_is_clean():
 
 @case
 def alloc_free_loop_stays_flat():
-    dev = gpumem.Device(0)
     for _ in range(20):
         gpumem.empty(1 << 20).free()
     base_stats = gpumem.memory_stats()
-    free_before = dev.mem_info()[0]
     for i in range(2000):
         a = gpumem.empty((1 << 20) + (i % 7) * 256, "uint8")
         a.free()
     assert gpumem.memory_stats()["allocated_bytes"] == base_stats["allocated_bytes"]
     assert gpumem.memory_stats()["allocations"] == base_stats["allocations"]
     if gpumem.backend == "cuda":
-        # the pool caches; the device's free memory must not drift
-        assert abs(dev.mem_info()[0] - free_before) <= 64 << 20
+        # The pool caches; what it holds must not drift.  The pool's own
+        # figure, not the device's free memory, which other processes
+        # move (it failed so beside test_interop runs on the H200).
+        assert gpumem.memory_stats()["reserved_bytes"] <= \
+            base_stats["reserved_bytes"] + (64 << 20)
         gpumem.empty_cache()
         assert gpumem.memory_stats()["reserved_bytes"] <= \
             base_stats["reserved_bytes"]
