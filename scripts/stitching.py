@@ -60,6 +60,34 @@ def parse_args(argv, prog="gpumem scripts/stitching.py",
     return args
 
 
+class IterationClock:
+    """Times the loop's iterations (time.perf_counter) and, where SPEAK,
+    prints one about once a second so that a long run shows progress."""
+
+    def __init__(self, iterations, speak=True):
+        self.iterations = iterations
+        self.speak = speak
+        self.times = []
+        self.started = self.last_report = time.perf_counter()
+
+    def start(self):
+        self.started = time.perf_counter()
+
+    def stop(self):
+        now = time.perf_counter()
+        self.times.append(now - self.started)
+        if self.speak and now - self.last_report > 1.0:
+            print(f"iteration {len(self.times)}/{self.iterations}: "
+                  f"{self.times[-1] * 1e6:.1f} us", flush=True)
+            self.last_report = now
+
+    def summary(self, args, who=""):
+        """The report's line on the run's speed (WHO: whose clock)."""
+        return (f"{args.images} images, {args.iterations} iterations, kernel "
+                f"{args.kernel}: {np.median(self.times) * 1e6:.1f} us per "
+                f"iteration (median{who}), {sum(self.times):.3f} s in all")
+
+
 def split(images, parts):
     """The request's split: PARTS nearly equal consecutive pieces."""
     return np.array_split(images, parts)
@@ -124,8 +152,7 @@ def main(argv):
         gpumem.copy_to_gpu(parted_images[i], gpu_image_memory[i],
                            len(parted_images[i]))
 
-    times = []
-    last_report = time.perf_counter()
+    clock = IterationClock(args.iterations)
     # The request's loop.  Inside gpumem.concurrent() the calls are
     # queued per device instead of waited for one by one, so the devices
     # work at the same time; devices_at_once.wait() returns when every
@@ -133,8 +160,8 @@ def main(argv):
     # are queued too and run before the next iteration's kernels.
     devices_at_once = nullcontext() if args.serial else gpumem.concurrent()
     with devices_at_once:
-        for k in range(args.iterations):
-            start = time.perf_counter()
+        for _ in range(args.iterations):
+            clock.start()
             for i in range(PARTITIONS):
                 kernel(gpu_image_memory[i], gpu_update_memory[devices[i]],
                        gpu_partial_update_memory[i], len(parted_images[i]))
@@ -145,20 +172,13 @@ def main(argv):
             stitching(update, partial_update)
             for mem in gpu_update_memory.values():
                 gpumem.copy_to_gpu(update, mem, 4)
-            now = time.perf_counter()
-            times.append(now - start)
-            if now - last_report > 1.0:
-                print(f"iteration {k + 1}/{args.iterations}: "
-                      f"{times[-1] * 1e6:.1f} us", flush=True)
-                last_report = now
+            clock.stop()
 
     names = sorted({f"{d}: {gpumem.Device(d).name}" for d in devices})
     print(f"backend {gpumem.backend}; partitions on devices {devices} "
           f"({'; '.join(names)}); "
           f"{'serial' if args.serial else 'concurrent'}")
-    print(f"{args.images} images, {args.iterations} iterations, kernel "
-          f"{args.kernel}: {np.median(times) * 1e6:.1f} us per iteration "
-          f"(median), {sum(times):.3f} s in all")
+    print(clock.summary(args))
     print("update:", update)
 
     if args.no_check:

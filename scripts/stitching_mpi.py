@@ -26,7 +26,6 @@ MPI built in (gpumem.comm absent) it says so and exits 1.
 
 import argparse
 import sys
-import time
 
 import numpy as np
 
@@ -34,7 +33,7 @@ import gpumem
 
 # scripts/ leads sys.path: the single-process script supplies the split,
 # the stitching and the NumPy reference, so both compute alike.
-from stitching import PARTITIONS, check, split, stitching
+from stitching import PARTITIONS, IterationClock, check, split, stitching
 import stitching as single_process
 
 
@@ -98,16 +97,15 @@ def main(argv):
                            len(parted_images[i]))
 
     comm.barrier()
-    times = []
-    last_report = time.perf_counter()
+    clock = IterationClock(args.iterations, speak=rank == 0)
     # One block for the whole loop, as in scripts/stitching.py: the calls
     # are queued per device; on NCCL the allreduce is queued too, behind
     # the kernels (on MPI it waits for them and is done on return), and
     # devices_at_once.wait() returns when every device is done and
     # partial_update is filled: one wait an iteration.
     with gpumem.concurrent() as devices_at_once:
-        for k in range(args.iterations):
-            start = time.perf_counter()
+        for _ in range(args.iterations):
+            clock.start()
             gpumem.copy(stitched, zero_rows)
             for i in mine:
                 kernel(gpu_image_memory[i], gpu_update_memory[devices[i]],
@@ -119,12 +117,7 @@ def main(argv):
             stitching(update, partial_update)
             for mem in gpu_update_memory.values():
                 gpumem.copy_to_gpu(update, mem, 4)
-            now = time.perf_counter()
-            times.append(now - start)
-            if rank == 0 and now - last_report > 1.0:
-                print(f"iteration {k + 1}/{args.iterations}: "
-                      f"{times[-1] * 1e6:.1f} us", flush=True)
-                last_report = now
+            clock.stop()
 
     placement = np.full(PARTITIONS, -1, np.int64)
     for i in mine:
@@ -138,9 +131,7 @@ def main(argv):
     print(f"backend {gpumem.backend}; {size} rank{'s' if size > 1 else ''}"
           f" (collectives on {comm.backend}); partitions on rank:device {on}"
           f" (rank 0's device {home}: {gpumem.Device(home).name})")
-    print(f"{args.images} images, {args.iterations} iterations, kernel "
-          f"{args.kernel}: {np.median(times) * 1e6:.1f} us per iteration "
-          f"(median, rank 0), {sum(times):.3f} s in all")
+    print(clock.summary(args, who=", rank 0"))
     print("update:", update)
 
     if args.no_check:
