@@ -685,7 +685,11 @@ gmpy_array_copy (PyObject *self, PyObject *unused)
 
 /* Reads the index KEY of ARRAY into the view's byte OFFSET from ARRAY's
    data, *NDIM, SHAPE and STRIDES.  0, or -1 with IndexError (out of
-   range, too many indices) or TypeError (an index that is not basic).  */
+   range, too many indices) or TypeError (an index that is not basic).
+   The offset of a view of an empty array stays 0: beside an axis of
+   length 0 another may be as long as a Py_ssize_t allows, and an index
+   into it times its stride would overflow; no element is ever read
+   there.  */
 static int
 read_key (arraypy_object *array, PyObject *key, Py_ssize_t *offset, int *ndim,
           Py_ssize_t shape[GM_MAX_NDIM], Py_ssize_t strides[GM_MAX_NDIM])
@@ -781,7 +785,7 @@ read_key (arraypy_object *array, PyObject *key, Py_ssize_t *offset, int *ndim,
           /* An empty slice starts at 0 with step 1, as NumPy's does.  */
           if (length == 0)
             step = 1;
-          else
+          else if (array->size > 0)
             *offset += start * array->strides[axis];
           shape[out] = length;
           /* Only an axis of length 0 or 1 can have a step this large;
@@ -807,7 +811,8 @@ read_key (arraypy_object *array, PyObject *key, Py_ssize_t *offset, int *ndim,
                             axis, array->shape[axis]);
               goto done;
             }
-          *offset += index * array->strides[axis];
+          if (array->size > 0)
+            *offset += index * array->strides[axis];
           axis++;
         }
     }

@@ -424,8 +424,11 @@ gmpy_shape_read (PyObject *shape, size_t itemsize, int *ndim,
     }
   Py_DECREF (seq);
   *ndim = (int) n;
+  /* As NumPy: the dimensions other than 0 times the item size must fit a
+     Py_ssize_t, also when one is 0, so that every stride and offset of
+     the array and its views does.  */
   for (Py_ssize_t i = 0; i < n; i++)
-    if (unknown == NULL || i != *unknown)
+    if ((unknown == NULL || i != *unknown) && dims[i] != 0)
       if (__builtin_mul_overflow (total, dims[i], &total))
         goto too_large;
   if (__builtin_mul_overflow (total, (Py_ssize_t) itemsize, &total))

@@ -210,6 +210,29 @@ def bad_indexes():
 
 
 @case
+def empty_arrays_with_huge_axes():
+    """Beside an axis of length 0 another may be long, as in NumPy: the
+    other dimensions times the item size must fit a Py_ssize_t (an index
+    times a stride overflowed before, found by fuzz_api under UBSan), and
+    views of what fits match NumPy's."""
+    raises(ValueError, gpumem.empty(0).reshape, 0, 4289175493377974349,
+           match="too large")
+    raises(ValueError, gpumem.empty, (0, 2**62), "float32", match="too large")
+    big = 2**61 - 1
+    a = gpumem.empty(0).reshape(0, big)
+    n = np.empty(0, np.float32).reshape(0, big)
+    assert a.strides == n.strides
+    for key in ((slice(None), big - 1), (slice(None), slice(big - 349, None)),
+                (slice(None), slice(big - 1, 5, -7)), (Ellipsis, -1)):
+        v = a[key]
+        assert v.shape == n[key].shape and v.size == 0
+        assert v.copy_to_host().shape == n[key].shape
+        v[...] = 1.0                   # writes nothing, raises nothing
+    raises(IndexError, a.__getitem__, (0, 0))
+    raises(IndexError, a.__getitem__, (slice(None), big))
+
+
+@case
 def kernels_and_copies_refuse_strided_views():
     h, d = make((8, 8))
     col = d[:, 2]
