@@ -72,13 +72,19 @@ int gmpy_wait (int device, gm_stream *stream);
 int gmpy_synchronize_device (int device);
 
 /* Reads SHAPE (an int or a sequence of non-negative ints) into NDIM and
-   DIMS, checking that its byte size at ITEMSIZE bytes an element fits in
-   a Py_ssize_t.  0 or -1 (TypeError, ValueError).  */
+   DIMS, checking them with gmpy_shape_fits.  0 or -1 (TypeError,
+   ValueError).  */
 int gmpy_shape_arg (PyObject *shape, size_t itemsize, int *ndim,
                     Py_ssize_t dims[GM_MAX_NDIM]);
 /* As gmpy_shape_arg; when UNKNOWN is not NULL one dimension may be -1
    (reshape's "the one the others leave"): its index goes to *UNKNOWN
    (-1 when none is) and it is left out of the size check.  */
+/* 0 when the NDIM dimensions DIMS other than 0 (and than DIMS[SKIP]; -1:
+   none skipped) times ITEMSIZE fit a Py_ssize_t, as NumPy asks of every
+   array, an empty one too (so that its strides and its views' offsets
+   fit); else -1 with ValueError "WHAT is too large".  */
+int gmpy_shape_fits (int ndim, const Py_ssize_t *dims, int skip,
+                     size_t itemsize, const char *what);
 int gmpy_shape_read (PyObject *shape, size_t itemsize, int *ndim,
                      Py_ssize_t dims[GM_MAX_NDIM], int *unknown);
 /* The number of elements of a shape of NDIM dimensions DIMS.  */
@@ -98,11 +104,6 @@ int gmpy_parse_args (PyObject *const *args, Py_ssize_t nargs,
 /* Parses a size argument: a non-negative Python int (TypeError if not an
    integer, ValueError if negative).  0 or -1.  */
 int gmpy_size_arg (PyObject *obj, const char *what, Py_ssize_t *value);
-/* Reads OBJ, a root= argument of FNAME (an int, not a bool), into
-   *VALUE, and the int itself into *INDEX (a new reference) for the
-   caller's range message, which must name the number given: one too
-   large for a Py_ssize_t reads as -1, never clipped.  TypeError for
-   anything else (*INDEX NULL).  0 or -1.  */
 /* Reads OBJ, a stream number another library hands over (a
    cudaStream_t's value, DLPack's and the CUDA Array Interface's 1 and
    2), into *VALUE; the caller checks its own special values.  A
@@ -112,6 +113,11 @@ int gmpy_size_arg (PyObject *obj, const char *what, Py_ssize_t *value);
    for a bool or anything but an int.  0 or -1.  */
 int gmpy_stream_number (PyObject *obj, const char *what, long long *value);
 
+/* Reads OBJ, a root= argument of FNAME (an int, not a bool), into
+   *VALUE, and the int itself into *INDEX (a new reference) for the
+   caller's range message, which must name the number given: one too
+   large for a Py_ssize_t reads as -1, never clipped.  TypeError for
+   anything else (*INDEX NULL).  0 or -1.  */
 int gmpy_root_arg (PyObject *obj, const char *fname, PyObject **index,
                    Py_ssize_t *value);
 

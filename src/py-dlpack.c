@@ -562,7 +562,7 @@ read_tensor (const gm_dl_tensor *tensor, int *ndim,
              Py_ssize_t dims[GM_MAX_NDIM], Py_ssize_t strides[GM_MAX_NDIM],
              gm_dtype *dtype, int *device, char **data)
 {
-  Py_ssize_t size = 1, nbytes;
+  Py_ssize_t size;
   int found = -1;
 
   if (!device_type_usable (tensor->device.device_type))
@@ -615,20 +615,11 @@ read_tensor (const gm_dl_tensor *tensor, int *ndim,
           return -1;
         }
       dims[i] = (Py_ssize_t) tensor->shape[i];
-      if (__builtin_mul_overflow (size, dims[i], &size))
-        {
-          PyErr_SetString (PyExc_ValueError, "from_dlpack: the array is too "
-                                             "large");
-          return -1;
-        }
     }
-  if (__builtin_mul_overflow (size, (Py_ssize_t) gm_dtypes[found].itemsize,
-                              &nbytes))
-    {
-      PyErr_SetString (PyExc_ValueError, "from_dlpack: the array is too "
-                                         "large");
-      return -1;
-    }
+  if (gmpy_shape_fits (*ndim, dims, -1, gm_dtypes[found].itemsize,
+                       "from_dlpack: the array") < 0)
+    return -1;
+  size = gmpy_shape_size (*ndim, dims);
 
   {
     /* Strides in elements (NULL: C-contiguous), kept in bytes.  */

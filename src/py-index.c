@@ -686,10 +686,11 @@ gmpy_array_copy (PyObject *self, PyObject *unused)
 /* Reads the index KEY of ARRAY into the view's byte OFFSET from ARRAY's
    data, *NDIM, SHAPE and STRIDES.  0, or -1 with IndexError (out of
    range, too many indices) or TypeError (an index that is not basic).
-   The offset of a view of an empty array stays 0: beside an axis of
-   length 0 another may be as long as a Py_ssize_t allows, and an index
-   into it times its stride would overflow; no element is ever read
-   there.  */
+   The offset of a view of an empty array stays 0: no element is ever
+   read there, and the strides of an empty array another library made
+   (DLPack, the CUDA Array Interface) may be anything, so that an index
+   times one could overflow.  gpumem's own shapes cannot
+   (gmpy_shape_fits).  */
 static int
 read_key (arraypy_object *array, PyObject *key, Py_ssize_t *offset, int *ndim,
           Py_ssize_t shape[GM_MAX_NDIM], Py_ssize_t strides[GM_MAX_NDIM])

@@ -379,7 +379,7 @@ gmpy_shape_read (PyObject *shape, size_t itemsize, int *ndim,
                                          && PyIndex_Check (shape));
   const char *what = scalar ? "shape" : "each dimension of shape";
   PyObject *seq;
-  Py_ssize_t n, total = 1;
+  Py_ssize_t n;
 
   if (unknown != NULL)
     *unknown = -1;
@@ -424,19 +424,24 @@ gmpy_shape_read (PyObject *shape, size_t itemsize, int *ndim,
     }
   Py_DECREF (seq);
   *ndim = (int) n;
-  /* As NumPy: the dimensions other than 0 times the item size must fit a
-     Py_ssize_t, also when one is 0, so that every stride and offset of
-     the array and its views does.  */
-  for (Py_ssize_t i = 0; i < n; i++)
-    if ((unknown == NULL || i != *unknown) && dims[i] != 0)
-      if (__builtin_mul_overflow (total, dims[i], &total))
-        goto too_large;
-  if (__builtin_mul_overflow (total, (Py_ssize_t) itemsize, &total))
-    goto too_large;
+  return gmpy_shape_fits (*ndim, dims, unknown != NULL ? *unknown : -1,
+                          itemsize, "array");
+}
+
+int
+gmpy_shape_fits (int ndim, const Py_ssize_t *dims, int skip, size_t itemsize,
+                 const char *what)
+{
+  Py_ssize_t total = (Py_ssize_t) itemsize;
+
+  for (int i = 0; i < ndim; i++)
+    if (i != skip && dims[i] != 0
+        && __builtin_mul_overflow (total, dims[i], &total))
+      {
+        PyErr_Format (PyExc_ValueError, "%s is too large", what);
+        return -1;
+      }
   return 0;
-too_large:
-  PyErr_SetString (PyExc_ValueError, "array is too large");
-  return -1;
 }
 
 int

@@ -596,6 +596,8 @@ def consumer_refuses_what_it_cannot_use():
         (BufferError, dict(data=0), "no data pointer"),
         (ValueError, dict(shape=(2, -1)), "length"),
         (ValueError, dict(shape=(1,) * 33), "dimensions"),
+        # Empty, but its other dimensions' bytes do not fit (as NumPy).
+        (ValueError, dict(shape=(0, 2**62)), "too large"),
     ]
     if CUDA:
         bad.append((BufferError, dict(device=(KDLCUDA, 999)), "999"))
@@ -610,7 +612,8 @@ def consumer_refuses_what_it_cannot_use():
             raises(exc, gpumem.from_dlpack, fake, match=match)
     # Strides that are contiguous after all, and length-1 dimensions.
     for shape, strides in (((4, 16), (16, 1)), ((64, 1), (1, 5)),
-                           ((1, 64), (3, 1)), ((0, 5), (7, 7)), ((), ())):
+                           ((1, 64), (3, 1)), ((0, 5), (7, 7)), ((), ()),
+                           ((0, 2**60), None)):
         fake = FakeProducer(backing, shape, strides=strides)
         b = gpumem.from_dlpack(fake)
         assert b.shape == shape
