@@ -89,9 +89,6 @@ static struct
   atomic_bool quit;
 } pool;
 
-/* The ring's buffer size: the largest chunk.  */
-static size_t chunk_size;
-
 /* Per device: the ring of page-locked chunks, and the events that say
    when the DMA engine is done with each.  The chunks move on the legacy
    default stream: a stream of the ring's own would not wait for the
@@ -157,7 +154,7 @@ worker (void *arg)
 static struct
 {
   size_t threads;
-  size_t chunk;
+  size_t chunk;            /* the largest chunk: the ring's buffer size */
   bool chunk_fixed;
   size_t min_bytes;
 } settings;
@@ -193,7 +190,6 @@ start_pool (void)
   if (pool.nthreads > 0)
     return;
   want = settings.threads > 0 ? settings.threads : 1;
-  chunk_size = settings.chunk;
   pool.slots = calloc (want, sizeof *pool.slots);
   pool.nthreads = 1;
   if (pool.slots == NULL)
@@ -220,11 +216,11 @@ chunk_for (size_t nbytes)
   size_t chunk;
 
   if (settings.chunk_fixed)
-    return chunk_size;
+    return settings.chunk;
   chunk = (nbytes / CHUNKS_WANTED + 4095) & ~(size_t) 4095;
   if (chunk < CHUNK_MIN)
     chunk = CHUNK_MIN;
-  return chunk < chunk_size ? chunk : chunk_size;
+  return chunk < settings.chunk ? chunk : settings.chunk;
 }
 
 /* Copies LEN bytes from SRC to DST with as many threads of the pool as
@@ -280,7 +276,7 @@ ring_for (int device, int device_count, ring **out)
     {
       for (int i = 0; i < RING && err == cudaSuccess; i++)
         {
-          err = cudaMallocHost (&r->slot[i], chunk_size);
+          err = cudaMallocHost (&r->slot[i], settings.chunk);
           if (err == cudaSuccess)
             err = cudaEventCreateWithFlags (&r->filled[i],
                                             cudaEventDisableTiming);

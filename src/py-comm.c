@@ -108,8 +108,7 @@ stream_arg (PyObject *obj, gm_comm_call *call)
 {
   if (gmpy_stream_arg (obj, call->device, &call->stream) < 0)
     return -1;
-  if (call->stream == NULL && (obj == NULL || obj == Py_None)
-      && gmpy_concurrent_active ())
+  if (call->stream == NULL && gmpy_concurrent_active ())
     return gmpy_concurrent_stream (call->device, &call->stream);
   return 0;
 }

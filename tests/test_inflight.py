@@ -95,21 +95,34 @@ def free_mid_call(call, victim, then):
     return outcome, seen
 
 
-def chunked_trials(trial, tries=5):
-    """Runs TRIAL() (which returns free_mid_call's SEEN) until a free
-    lands inside the copy, at most TRIES times; skips the case if none
-    did (a machine too loaded to run the other thread in time)."""
+def chunked_trials(make, call, remake, check, tries=5):
+    """Trials of one free during a copy of several chunks: each makes a
+    victim with MAKE(), runs CALL(victim) while free_mid_call frees it
+    and runs REMAKE(); where the free landed inside the call, the outcome
+    is None or ValueError, the free gave nothing back at once, and
+    CHECK(victim, outcome, what REMAKE made) holds; the allocations are
+    back where they were after each.  Tried until a free lands inside
+    the copy, at most TRIES times; skips the case if none did (a machine
+    too loaded to run the other thread in time)."""
     for _ in range(tries):
-        if trial()["in_call"]:
+        base = allocated()
+        victim = make()
+        gpumem.synchronize()
+        outcome, seen = free_mid_call(lambda: call(victim), victim, remake)
+        then = seen.pop("then")
+        if seen["in_call"]:
+            assert outcome is None or isinstance(outcome, ValueError), \
+                outcome
+            assert seen["released"] == 0, \
+                f"free() during the copy gave back {seen['released']} " \
+                "bytes at once"
+            check(victim, outcome, then)
+        del victim, then
+        assert allocated() == base, (allocated(), base)
+        if seen["in_call"]:
             return
     gmtest.skip(f"in {tries} tries the freeing thread never ran while the "
                 "copy was in flight")
-
-
-def assert_outcome(outcome, seen):
-    assert outcome is None or isinstance(outcome, ValueError), outcome
-    assert seen["released"] == 0, \
-        f"free() during the copy gave back {seen['released']} bytes at once"
 
 
 @case
@@ -120,23 +133,14 @@ def free_during_a_copy_to_the_device_leaves_the_memory_to_it():
     n = (COPY_CHUNK + 16 * MiB) // 4
     host = np.arange(1, n + 1, dtype=np.int32)
 
-    def trial():
-        base = allocated()
-        a = gpumem.zeros(n, "int32")
-        gpumem.synchronize()
-        outcome, seen = free_mid_call(lambda: a.copy_from_host(host), a,
-                                      lambda: gpumem.zeros(n, "int32"))
-        if seen["in_call"]:
-            assert_outcome(outcome, seen)
-            raises(ValueError, a.copy_to_host)
-            got = seen["then"].copy_to_host()
-            assert not got.any(), f"the copy wrote {np.count_nonzero(got)} " \
-                                  "elements of a new array"
-        del a
-        seen.pop("then")
-        assert allocated() == base, (allocated(), base)
-        return seen
-    chunked_trials(trial)
+    def check(a, outcome, new):
+        raises(ValueError, a.copy_to_host)
+        got = new.copy_to_host()
+        assert not got.any(), f"the copy wrote {np.count_nonzero(got)} " \
+                              "elements of a new array"
+    chunked_trials(lambda: gpumem.zeros(n, "int32"),
+                   lambda a: a.copy_from_host(host),
+                   lambda: gpumem.zeros(n, "int32"), check)
 
 
 @case
@@ -146,56 +150,39 @@ def free_during_a_copy_to_the_host_leaves_the_memory_to_it():
     n = (COPY_CHUNK + 16 * MiB) // 4
     chunk = COPY_CHUNK // 4
     expect = np.arange(1, n + 1, dtype=np.int32)
+    out = np.empty(n, np.int32)
 
-    def trial():
-        base = allocated()
-        a = gpumem.to_device(expect)
-        out = np.full(n, -1, np.int32)
-        gpumem.synchronize()
-        outcome, seen = free_mid_call(lambda: a.copy_to_host(out), a,
-                                      lambda: gpumem.zeros(n, "int32"))
-        if seen["in_call"]:
-            assert_outcome(outcome, seen)
-            wrong = np.flatnonzero(out != expect)
-            if outcome is None:
-                assert wrong.size == 0, f"{wrong.size} wrong elements"
-            else:
-                # Stopped at a chunk's end: what came before is right,
-                # nothing after was written.
-                stop = wrong[0]
-                assert stop > 0 and stop % chunk == 0, stop
-                assert (out[stop:] == -1).all(), "wrong elements after " \
-                                                 f"the first {stop}"
-        del a
-        seen.pop("then")
-        assert allocated() == base, (allocated(), base)
-        return seen
-    chunked_trials(trial)
+    def make():
+        out.fill(-1)
+        return gpumem.to_device(expect)
+
+    def check(a, outcome, new):
+        wrong = np.flatnonzero(out != expect)
+        if outcome is None:
+            assert wrong.size == 0, f"{wrong.size} wrong elements"
+        else:
+            # Stopped at a chunk's end: what came before is right,
+            # nothing after was written.
+            stop = wrong[0]
+            assert stop > 0 and stop % chunk == 0, stop
+            assert (out[stop:] == -1).all(), "wrong elements after " \
+                                             f"the first {stop}"
+    chunked_trials(make, lambda a: a.copy_to_host(out),
+                   lambda: gpumem.zeros(n, "int32"), check)
 
 
 @case
 def free_of_a_view_during_a_copy_keeps_the_owner():
-    # The view's free drops its owner; the copy holds the owner itself.
+    # The view's free drops its owner (the view alone keeps it); the copy
+    # holds the owner itself.
     n = (COPY_CHUNK + 16 * MiB) // 4
     host = np.full(n, 3.0, np.float32)
 
-    def trial():
-        base = allocated()
-        owner = gpumem.zeros(n + 1024)
-        view = owner[1024:]
-        del owner
-        gpumem.synchronize()
-        outcome, seen = free_mid_call(lambda: view.copy_from_host(host), view,
-                                      lambda: gpumem.zeros(n + 1024))
-        if seen["in_call"]:
-            assert_outcome(outcome, seen)
-            assert not seen["then"].copy_to_host().any(), \
-                "the copy wrote a new array"
-        del view
-        seen.pop("then")
-        assert allocated() == base, (allocated(), base)
-        return seen
-    chunked_trials(trial)
+    def check(view, outcome, new):
+        assert not new.copy_to_host().any(), "the copy wrote a new array"
+    chunked_trials(lambda: gpumem.zeros(n + 1024)[1024:],
+                   lambda view: view.copy_from_host(host),
+                   lambda: gpumem.zeros(n + 1024), check)
 
 
 # Strided copies, fill and copy() of views: without a stream each waits

@@ -51,6 +51,17 @@ def cache_files(folder=CACHE):
     return sorted(f for f in os.listdir(folder) if f.endswith(".bin"))
 
 
+def compile_new(tag):
+    """Compiles a fresh source (fresh(TAG)) for compute_90; returns it and
+    the path of the one cache file the compile added."""
+    src = fresh(tag)
+    files = cache_files()
+    gpumem.jit(src, "scale", SCALE_SIG, arch="compute_90")
+    new = sorted(set(cache_files()) - set(files))
+    assert len(new) == 1, new
+    return src, os.path.join(CACHE, new[0])
+
+
 def stats_delta(before):
     after = gpumem.jit_stats()
     return {k: after[k] - before[k] for k in after
@@ -84,12 +95,8 @@ def same_call_same_function():
 
 @case
 def cache_miss_then_hit():
-    src = fresh("hit")
-    files = cache_files()
     before = gpumem.jit_stats()
-    gpumem.jit(src, "scale", SCALE_SIG, arch="compute_90")
-    new = sorted(set(cache_files()) - set(files))
-    assert len(new) == 1, new
+    src, _ = compile_new("hit")
     assert stats_delta(before)["cache_misses"] == 1
     # Another signature text (spaces) is another function, but the same
     # code: read from the disk, not compiled.
@@ -119,13 +126,10 @@ def cache_miss_then_hit():
 def cache_file_format():
     # The layout jit.c documents, its SHA-256 checked against hashlib's
     # (the PTX spans many blocks).
-    src = fresh("format")
-    files = cache_files()
-    gpumem.jit(src, "scale", SCALE_SIG, arch="compute_90")
-    (name,) = sorted(set(cache_files()) - set(files))
-    data = open(os.path.join(CACHE, name), "rb").read()
+    _, path = compile_new("format")
+    data = open(path, "rb").read()
     assert data[:8] == b"GMJIT001", data[:8]
-    assert data[8:40].hex() + ".bin" == name, name
+    assert data[8:40].hex() + ".bin" == os.path.basename(path), path
     entry_len = int.from_bytes(data[40:44], "little")
     image_len = int.from_bytes(data[44:52], "little")
     assert len(data) == 84 + entry_len + image_len, (len(data), entry_len,
@@ -138,11 +142,7 @@ def cache_file_format():
 
 @case
 def corrupt_file_recompiled():
-    src = fresh("corrupt")
-    files = cache_files()
-    gpumem.jit(src, "scale", SCALE_SIG, arch="compute_90")
-    (name,) = sorted(set(cache_files()) - set(files))
-    path = os.path.join(CACHE, name)
+    src, path = compile_new("corrupt")
     good = open(path, "rb").read()
     damages = (b"", good[:50], good[:-1], b"x" * len(good),
                good[:-10] + b"0123456789")
