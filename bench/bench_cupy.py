@@ -486,29 +486,32 @@ def main(argv):
                          "set(), serial")
 
     def multigpu():
-        """Peer copies between devices 0 and 1 (256 MiB, peer access
-        enabled as CuPy allows) and the request's loop on 1, 2 and all
-        devices, serial and concurrent (a stream per device, get() into
-        pinned memory asynchronously, one wait per device)."""
+        """Peer copies between every ordered pair of devices (up to 16;
+        256 MiB, peer access enabled as CuPy allows) and the request's
+        loop on 1, 2 and all devices, serial and concurrent (a stream
+        per device, get() into pinned memory asynchronously, one wait
+        per device)."""
         ndev = cp.cuda.runtime.getDeviceCount()
         if ndev < 2:
             print(f"cupy: multigpu: {ndev} device, skipped", file=sys.stderr)
             return
         nbytes = MIB if args.quick else 256 * MIB
-        for d in (0, 1):
+        peers = range(min(ndev, 16))
+        pairs = [(a, b) for a in peers for b in peers if a != b]
+        for d, e in pairs:
             with cp.cuda.Device(d):
                 try:
-                    if cp.cuda.runtime.deviceCanAccessPeer(d, 1 - d):
-                        cp.cuda.runtime.deviceEnablePeerAccess(1 - d)
+                    if cp.cuda.runtime.deviceCanAccessPeer(d, e):
+                        cp.cuda.runtime.deviceEnablePeerAccess(e)
                 except cp.cuda.runtime.CUDARuntimeError as exc:
-                    print(f"cupy: peer access {d} -> {1 - d}: {exc}",
+                    print(f"cupy: peer access {d} -> {e}: {exc}",
                           file=sys.stderr)
         bufs = []
-        for d in (0, 1):
+        for d in peers:
             with cp.cuda.Device(d):
                 bufs.append(cp.zeros(nbytes // 4, cp.float32))
         reps = 5 if args.quick else 20
-        for src, dst in ((0, 1), (1, 0)):
+        for src, dst in pairs:
             with cp.cuda.Device(src):
                 s = cp.cuda.Stream(non_blocking=True)
                 e0, e1 = cp.cuda.Event(), cp.cuda.Event()

@@ -383,18 +383,21 @@ def main(argv):
                          f"--iterations {iters}: its printed median")
 
     def multigpu():
-        """Peer copies between devices 0 and 1 (gpumem.copy, 256 MiB,
-        synchronous), and the request's loop on 1, 2 and all devices
-        (partitions on devices i % D), as calls are today: serial."""
+        """Peer copies between every ordered pair of devices (up to
+        16; gpumem.copy, 256 MiB, synchronous), and the request's loop
+        on 1, 2 and all devices (partitions on devices i % D), as calls
+        are today: serial."""
         ndev = gpumem.device_count()
         if ndev < 2:
             print(f"gpumem: multigpu: {ndev} device, skipped",
                   file=sys.stderr)
             return
         nbytes = MIB if args.quick else 256 * MIB
-        bufs = [gpumem.zeros(nbytes // 4, device=d) for d in (0, 1)]
+        peers = range(min(ndev, 16))
+        pairs = [(a, b) for a in peers for b in peers if a != b]
+        bufs = [gpumem.zeros(nbytes // 4, device=d) for d in peers]
         reps = 5 if args.quick else 20
-        for src, dst in ((0, 1), (1, 0)):
+        for src, dst in pairs:
             times = []
             for r in range(-3, reps):
                 t0 = pc()

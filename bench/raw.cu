@@ -1083,10 +1083,11 @@ fig_loop_sweep (bench *b)
   free (t);
 }
 
-/* Two or more devices: peer copies of 256 MiB between devices 0 and 1
-   both ways with peer access enabled (cudaMemcpyPeerAsync on the source
-   device's stream and a wait for it, host clock, as gpumem's
-   synchronous copy), the limit for gpumem's peer copies; and
+/* Two or more devices: peer copies of 256 MiB between every ordered
+   pair of devices (up to 16) with peer access enabled where it can be
+   (cudaMemcpyPeerAsync on the source device's stream and a wait for it,
+   host clock, as gpumem's synchronous copy), the limit for gpumem's
+   peer copies; and
    the request's loop, 4 x 2^log2n with gpumem's launcher and 4 x 10
    (40 images, the script's default) with it too, partitions on devices
    i % D for D = 1, 2 and the count of devices, serial (the kernel and
@@ -1098,6 +1099,7 @@ static void
 fig_multigpu (bench *b)
 {
   int ndev = b->devices;
+  int npeer = ndev > 16 ? 16 : ndev;
   size_t peer_bytes = quick ? MIB : 256 * MIB;
   double t[64];
   int reps = quick ? 5 : 20;
@@ -1109,48 +1111,56 @@ fig_multigpu (bench *b)
     }
   need_partitions (b);
 
-  /* Peer copies.  */
-  void *buf[2];
-  cudaStream_t peer_stream[2];
-  for (int d = 0; d < 2; d++)
+  /* Peer copies: one buffer a device.  */
+  void *buf[16];
+  cudaStream_t peer_stream[16];
+  for (int d = 0; d < npeer; d++)
     {
       CHECK (cudaSetDevice (d));
-      int can = 0;
-      CHECK (cudaDeviceCanAccessPeer (&can, d, 1 - d));
-      if (can)
+      for (int e = 0; e < npeer; e++)
         {
-          cudaError_t err = cudaDeviceEnablePeerAccess (1 - d, 0);
-          if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled)
-            CHECK (err);
-          (void) cudaGetLastError ();
+          if (e == d)
+            continue;
+          int can = 0;
+          CHECK (cudaDeviceCanAccessPeer (&can, d, e));
+          if (can)
+            {
+              cudaError_t err = cudaDeviceEnablePeerAccess (e, 0);
+              if (err != cudaSuccess
+                  && err != cudaErrorPeerAccessAlreadyEnabled)
+                CHECK (err);
+              (void) cudaGetLastError ();
+            }
+          else
+            progress ("multigpu: device %d cannot access device %d", d, e);
         }
-      else
-        progress ("multigpu: device %d cannot access device %d", d, 1 - d);
       CHECK (cudaMalloc (&buf[d], peer_bytes));
       CHECK (cudaMemset (buf[d], d + 1, peer_bytes));
       CHECK (cudaStreamCreateWithFlags (&peer_stream[d],
                                         cudaStreamNonBlocking));
     }
-  for (int from = 0; from < 2; from++)
-    {
-      int to = 1 - from;
-      CHECK (cudaSetDevice (from));
-      for (int r = -3; r < reps; r++)
-        {
-          double t0 = now_s ();
-          CHECK (cudaMemcpyPeerAsync (buf[to], to, buf[from], from,
-                                      peer_bytes, peer_stream[from]));
-          CHECK (cudaStreamSynchronize (peer_stream[from]));
-          if (r >= 0)
-            t[r] = now_s () - t0;
-        }
-      char kase[16];
-      snprintf (kase, sizeof kase, "peer_%d_%d", from, to);
-      emit ("multigpu", kase, "wall", t, reps, peer_bytes, peer_bytes,
-            "cudaMemcpyPeerAsync 256 MiB + synchronize, peer access "
-            "enabled (a synchronous copy, as gpumem's)");
-    }
-  for (int d = 0; d < 2; d++)
+  for (int from = 0; from < npeer; from++)
+    for (int to = 0; to < npeer; to++)
+      {
+        if (to == from)
+          continue;
+        CHECK (cudaSetDevice (from));
+        for (int r = -3; r < reps; r++)
+          {
+            double t0 = now_s ();
+            CHECK (cudaMemcpyPeerAsync (buf[to], to, buf[from], from,
+                                        peer_bytes, peer_stream[from]));
+            CHECK (cudaStreamSynchronize (peer_stream[from]));
+            if (r >= 0)
+              t[r] = now_s () - t0;
+          }
+        char kase[16];
+        snprintf (kase, sizeof kase, "peer_%d_%d", from, to);
+        emit ("multigpu", kase, "wall", t, reps, peer_bytes, peer_bytes,
+              "cudaMemcpyPeerAsync 256 MiB + synchronize, peer access "
+              "enabled (a synchronous copy, as gpumem's)");
+      }
+  for (int d = 0; d < npeer; d++)
     {
       CHECK (cudaSetDevice (d));
       CHECK (cudaFree (buf[d]));

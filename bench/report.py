@@ -5,7 +5,9 @@ ratios and the issue's targets, and PNG plots of the copy sweep.
 
 DIR holds what bench/run.sh wrote there: raw.jsonl, gpumem.jsonl and
 cupy.jsonl (one record a line, bench/benchlib.py says the format; any of
-them may be missing) and machine.txt ("key: value" lines).  Writes
+them may be missing), machine.txt ("key: value" lines) and, where
+bench/nccl.sh ran, nccl-stitching.jsonl (scripts/stitching_mpi.py under
+mpirun, for issue 15's mpirun -n N target).  Writes
 DIR/DATE-TAG.md and DIR/DATE-TAG-sweep-CASE.png beside it (no
 subfolders); TAG defaults to the GPU's model from the records ("h200").
 Plots need matplotlib; without it the report says so and has none.
@@ -555,9 +557,10 @@ def one_point(runs, impl, key, against, against_key, kind, label):
     return []
 
 
-def new_targets(runs):
+def new_targets(runs, stitching=()):
     """(issue, text, points, op, threshold) for every target of issues
-    19 and 15 that one run can judge."""
+    19 and 15 that one run can judge; STITCHING: bench/nccl.sh's records
+    of scripts/stitching_mpi.py (load_stitching)."""
     sizes = sweep_sizes(runs)
     pinned_range = [z for z in sizes if 4 << 10 <= z <= 1 << 30]
     below_1m = [z for z in sizes if z < 1 << 20]
@@ -606,19 +609,39 @@ def new_targets(runs):
     out.append(("19", "the request's loop, every image count 40 – 2^30: "
                 "<= 1.1x raw C time (raw reduction, serial waits)",
                 loop_points(runs), "<=", 1.1))
-    # Issue 15, where two GPUs ran.
-    for a, b in ((0, 1), (1, 0)):
-        out.append(("15", f"peer copy 256 MiB {a} -> {b}: >= 0.9x raw C "
-                    "(peer access enabled)", one_point(
+    # Issue 15, where two or more GPUs ran: with more than two, one row
+    # for the peer copies of every pair.
+    pairs = peer_pairs(runs)
+    ndev = len({d for pair in pairs for d in pair})
+    if ndev > 2:
+        out.append(("15", f"peer copy 256 MiB, every pair of the {ndev} "
+                    "GPUs: >= 0.9x raw C (peer access enabled)",
+                    [p for a, b in pairs for p in one_point(
                         runs, "gpumem", ("multigpu", f"peer_{a}_{b}"), "raw",
-                        ("multigpu", f"peer_{a}_{b}"), "bw", f"{a}->{b}"),
+                        ("multigpu", f"peer_{a}_{b}"), "bw", f"{a}->{b}")],
                     ">=", 0.9))
+    else:
+        for a, b in ((0, 1), (1, 0)):
+            out.append(("15", f"peer copy 256 MiB {a} -> {b}: >= 0.9x raw "
+                        "C (peer access enabled)", one_point(
+                            runs, "gpumem", ("multigpu", f"peer_{a}_{b}"),
+                            "raw", ("multigpu", f"peer_{a}_{b}"), "bw",
+                            f"{a}->{b}"), ">=", 0.9))
     out.append(("15", "4 x 2^28 on 2 GPUs: <= 1.1x raw C concurrent",
                 best_gpumem_point(runs, "4x2^28", 2), "<=", 1.1))
+    for nd in loop_device_counts(runs):
+        if nd > 2:
+            out.append(("15", f"4 x 2^28 on {nd} GPUs: <= 1.15x raw C "
+                        "concurrent", best_gpumem_point(runs, "4x2^28", nd),
+                        "<=", 1.15))
     for nd in (1, 2):
         out.append(("15", f"4 x 10 on {nd} GPU{'s' if nd > 1 else ''}: "
                     "<= 1.15x raw C concurrent",
                     best_gpumem_point(runs, "4x10", nd), "<=", 1.15))
+    for nd in sorted({r["n"] for r in stitching}):
+        out.append(("15", f"mpirun -n {nd}, 4 x 2^28: <= 1.15x raw C "
+                    f"concurrent on {nd} GPUs",
+                    stitching_point(runs, stitching, nd), "<=", 1.15))
     # Issue 17, where the kernels section ran (the cuda backend).
     out.append(("17", "plugin and JIT kernels' launch, async and with a "
                 "wait: <= 1.05x the built-in kernel's time",
@@ -638,11 +661,62 @@ def best_gpumem_point(runs, label, nd):
     return []
 
 
-def new_target_table(runs):
+def peer_pairs(runs):
+    """The (from, to) device pairs of any implementation's peer copies,
+    sorted."""
+    return sorted({tuple(int(d) for d in case.split("_")[1:])
+                   for run in runs.values() for (fig, case) in run["rec"]
+                   if fig == "multigpu" and case.startswith("peer_")})
+
+
+def loop_device_counts(runs):
+    """The device counts of any implementation's multi-GPU loops,
+    sorted."""
+    return sorted({int(case.split("_")[2].rstrip("gpu"))
+                   for run in runs.values() for (fig, case) in run["rec"]
+                   if fig == "multigpu" and case.startswith("loop_")})
+
+
+def load_stitching(directory):
+    """bench/nccl.sh's records of scripts/stitching_mpi.py under mpirun
+    (nccl-stitching.jsonl: impl "stitching", engine, n ranks, images,
+    us_per_iteration) at 4 x 2^28 images; [] where it did not run."""
+    path = os.path.join(directory, "nccl-stitching.jsonl")
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("images") == 4 << 28:
+                out.append(rec)
+    return out
+
+
+def stitching_point(runs, stitching, nd):
+    """scripts/stitching_mpi.py on ND ranks, its faster engine, against
+    raw C concurrent on ND GPUs of the same run (the script prints a
+    median only: the range is raw C's quartiles).  Only where raw C ran
+    4 x 2^28 (not --quick)."""
+    other = lookup(runs, "raw",
+                   ("multigpu", f"loop_4x2^28_{nd}gpu_concurrent"))
+    mine = [r for r in stitching if r["n"] == nd]
+    if not other or not mine or runs["raw"]["meta"].get("log2n") != 28:
+        return []
+    best = min(mine, key=lambda r: r["us_per_iteration"])
+    us = best["us_per_iteration"] * 1e-6
+    return [(f"mpirun -n {nd}, {best['engine']}", us / other["median_s"],
+             us / other["q3_s"], us / other["q1_s"])]
+
+
+def new_target_table(runs, stitching=()):
     out = ["| issue | target | measured (gpumem / other) | range (quartiles) "
            "| verdict |", "| --- | --- | --- | --- | --- |"]
     summary = []
-    for issue, text, points, op, threshold in new_targets(runs):
+    for issue, text, points, op, threshold in new_targets(runs, stitching):
         shown, rng, word = verdict_over(points, op, threshold)
         if word == "not measured" and issue in ("15", "17"):
             continue
@@ -780,7 +854,9 @@ def multigpu_table(runs):
 
     def order(case):
         parts = case.split("_")
-        return (parts[0] != "peer", case)
+        if parts[0] == "peer":
+            return (0, int(parts[1]), int(parts[2]), case)
+        return (1, 0, 0, case)
 
     for case in sorted(keys, key=order):
         kind = "bw" if case.startswith("peer") else "time"
@@ -1025,7 +1101,8 @@ def write_report(directory, date, tag):
               "range of the ratio straddles the threshold, so the verdict "
               "could flip between runs.", ""]
     lines += target_lines + [""]
-    new_lines, new_summary = new_target_table(runs)
+    new_lines, new_summary = new_target_table(runs,
+                                              load_stitching(directory))
     met = sum(1 for _, w in new_summary if w.startswith("MET"))
     lines += ["## Targets (issue 19: every size; issue 15: several GPUs; "
               "issue 17: plugin and JIT kernels)",
@@ -1116,7 +1193,8 @@ def write_report(directory, date, tag):
     mg = multigpu_table(runs)
     if mg:
         lines += ["## Several GPUs", "",
-                  "Peer copies between devices 0 and 1 (raw C: "
+                  "Peer copies between every ordered pair of devices "
+                  "(raw C: "
                   "cudaMemcpyPeerAsync with peer access enabled, the "
                   "limit); the request's loop with partitions on devices "
                   "i % D, serial (a kernel and a synchronous copy per "
