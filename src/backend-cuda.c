@@ -103,6 +103,17 @@ static atomic_ulong *stream_ops;
 static atomic_ulong *marked_ops;
 static atomic_bool *handles_out;
 
+/* Per device, so that a wait finds an idle device without asking CUDA:
+   how many operations that may still run after their call returns were
+   queued by gpumem (queued_ops: every operation on a gpumem stream, and
+   kernels and event waits on the legacy default stream; the synchronous
+   copies and memsets, complete on return, are not counted), and the
+   count that the last wait to see the device idle covered (idle_ops).
+   While the two are equal and no stream handle went out, gpumem has
+   nothing running on the device: cuda_wait returns at once.  */
+static atomic_ulong *queued_ops;
+static atomic_ulong *idle_ops;
+
 /* Whether small copies to the host take the bounce buffer:
    GPUMEM_SMALL_COPIES (a boolean, read by cuda_init; false sends them
    straight to cudaMemcpy, for comparing the two paths).  */
@@ -256,9 +267,11 @@ cuda_init (void)
   stream_ops = calloc ((size_t) device_count, sizeof *stream_ops);
   marked_ops = calloc ((size_t) device_count, sizeof *marked_ops);
   handles_out = calloc ((size_t) device_count, sizeof *handles_out);
+  queued_ops = calloc ((size_t) device_count, sizeof *queued_ops);
+  idle_ops = calloc ((size_t) device_count, sizeof *idle_ops);
   if (props_cache == NULL || device_ready == NULL || peer_state == NULL
       || queue_marks == NULL || stream_ops == NULL || marked_ops == NULL
-      || handles_out == NULL)
+      || handles_out == NULL || queued_ops == NULL || idle_ops == NULL)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "out of host memory");
   for (int d = 0; d < device_count; d++)
     {
@@ -319,7 +332,32 @@ handle_of (gm_stream *stream)
   if (stream == NULL)
     return cudaStreamLegacy;
   atomic_fetch_add (&stream_ops[stream->device], 1);
+  atomic_fetch_add (&queued_ops[stream->device], 1);
   return stream->handle;
+}
+
+/* As handle_of, for work that may still run when its call returns
+   (a kernel, a wait for an event): on the legacy default stream of
+   DEVICE, it is counted too.  */
+static cudaStream_t
+queue_on (int device, gm_stream *stream)
+{
+  if (stream != NULL)
+    return handle_of (stream);
+  atomic_fetch_add (&queued_ops[device], 1);
+  return cudaStreamLegacy;
+}
+
+/* Notes that the work counted as OPS on DEVICE is complete, unless a
+   wait noted a later count meanwhile.  */
+static void
+note_idle (atomic_ulong *counts, int device, unsigned long ops)
+{
+  unsigned long seen = atomic_load (&counts[device]);
+
+  while (seen < ops
+         && !atomic_compare_exchange_weak (&counts[device], &seen, ops))
+    continue;
 }
 
 static gm_status
@@ -627,7 +665,7 @@ done:
    launch fails.  */
 static gm_status
 launch_jit (const gm_kernel *kernel, const gm_arg *args,
-            const gm_launch_cfg *cfg, gm_stream *stream)
+            const gm_launch_cfg *cfg, int device, gm_stream *stream)
 {
   gm_jit_code *code = kernel->jit;
   unsigned int grid[3], block[3];
@@ -671,7 +709,8 @@ launch_jit (const gm_kernel *kernel, const gm_arg *args,
     dim3 grid_dim = {grid[0], grid[1], grid[2]};
     dim3 block_dim = {block[0], block[1], block[2]};
     CUDA_CHECK (cudaLaunchKernel ((const void *) code->function, grid_dim,
-                                  block_dim, params, 0, handle_of (stream)));
+                                  block_dim, params, 0,
+                                  queue_on (device, stream)));
   }
 done:
   return status;
@@ -725,7 +764,7 @@ cuda_launch (const gm_kernel *kernel, const gm_arg *args,
   full.sm_count = props_cache[device].sm_count;
   full.max_threads_per_block = props_cache[device].max_threads_per_block;
   if (kernel->jit != NULL)
-    return launch_jit (kernel, args, &full, stream);
+    return launch_jit (kernel, args, &full, device, stream);
   if (kernel->launch_cuda == NULL)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "kernel '%s' (%s) has "
                          "only a C reference, no CUDA launcher: the cuda "
@@ -733,7 +772,7 @@ cuda_launch (const gm_kernel *kernel, const gm_arg *args,
                          kernel->name,
                          kernel->origin ? kernel->origin : "built in");
   err = (cudaError_t) kernel->launch_cuda (args, &full,
-                                           (void *) handle_of (stream));
+                                           (void *) queue_on (device, stream));
   if (err != cudaSuccess)
     status = cuda_fail (err, kernel->name, __FILE__, __LINE__);
   return status;
@@ -805,28 +844,50 @@ query_event (void *handle)
    so far has.  Another thread's record of the same event only makes
    the wait cover more work.  While no gpumem stream got work since the
    last mark completed (and no stream handle went out), the plain query
-   of the legacy stream says the same, a microsecond cheaper.  (handle_of
-   counts an operation just before it is queued, so another thread's
-   operation may be counted as marked and queued after the mark: a
-   later wait then misses it, and a copy queued behind it blocks until
-   it is done, as before; the order of the work is CUDA's and stays
-   right.)  */
+   of the legacy stream says the same, a microsecond cheaper; and while
+   nothing was queued since a wait saw the device idle (queued_ops), no
+   query is needed at all.  (handle_of and queue_on count an operation
+   just before it is queued, so another thread's operation may be
+   counted as marked and queued after the mark: a later wait then
+   misses it, and a copy queued behind it blocks until it is done, as
+   before; the order of the work is CUDA's and stays right.)  */
 static gm_status
 cuda_wait (int device, gm_stream *stream, long timeout_us)
 {
-  gm_status status = use_device (stream ? stream->device : device);
+  gm_status status = GM_OK;
   cudaError_t err = cudaSuccess;
   cudaEvent_t mark;
-  unsigned long ops;
+  unsigned long ops, all_ops;
 
+  CHECK_ALIVE ();
+  if (stream != NULL)
+    {
+      status = use_device (stream->device);
+      if (status != GM_OK)
+        return status;
+      return poll_until (query_stream, (void *) stream->handle, timeout_us);
+    }
+  /* Nothing of gpumem's can be running: no call to CUDA (the wait before
+     every synchronous copy, after a kernel's own wait, costs nothing).
+     Work that other libraries queued on the legacy stream is not seen
+     here; a copy queued behind it still waits for it, on the stream.  */
+  all_ops = atomic_load (&queued_ops[device]);
+  if (all_ops == atomic_load (&idle_ops[device])
+      && !atomic_load (&handles_out[device]))
+    return GM_OK;
+  status = use_device (device);
   if (status != GM_OK)
     return status;
-  if (stream != NULL)
-    return poll_until (query_stream, (void *) stream->handle, timeout_us);
   ops = atomic_load (&stream_ops[device]);
   if (ops == atomic_load (&marked_ops[device])
       && !atomic_load (&handles_out[device]))
-    return poll_until (query_stream, (void *) cudaStreamLegacy, timeout_us);
+    {
+      status = poll_until (query_stream, (void *) cudaStreamLegacy,
+                           timeout_us);
+      if (status == GM_OK)
+        note_idle (idle_ops, device, all_ops);
+      return status;
+    }
   pthread_mutex_lock (&marks_lock);
   if (queue_marks[device] == NULL)
     err = cudaEventCreateWithFlags (&queue_marks[device],
@@ -839,13 +900,9 @@ cuda_wait (int device, gm_stream *stream, long timeout_us)
   status = poll_until (query_event, (void *) mark, timeout_us);
   if (status == GM_OK)
     {
-      /* The mark covered the OPS operations counted before it: note so,
-         unless another wait noted a later count meanwhile.  */
-      unsigned long seen = atomic_load (&marked_ops[device]);
-      while (seen < ops
-             && !atomic_compare_exchange_weak (&marked_ops[device], &seen,
-                                               ops))
-        continue;
+      /* The mark covered the OPS operations counted before it.  */
+      note_idle (marked_ops, device, ops);
+      note_idle (idle_ops, device, all_ops);
     }
 done:
   return status;
@@ -855,10 +912,13 @@ static gm_status
 cuda_device_synchronize (int device)
 {
   gm_status status = use_device (device);
+  unsigned long all_ops;
 
   if (status != GM_OK)
     return status;
+  all_ops = atomic_load (&queued_ops[device]);
   CUDA_CHECK (cudaDeviceSynchronize ());
+  note_idle (idle_ops, device, all_ops);
 done:
   return status;
 }
@@ -961,7 +1021,8 @@ cuda_stream_wait_event (int device, gm_stream *stream, gm_event *event)
 
   if (status != GM_OK)
     return status;
-  CUDA_CHECK (cudaStreamWaitEvent (handle_of (stream), event->handle, 0));
+  CUDA_CHECK (cudaStreamWaitEvent (queue_on (device, stream), event->handle,
+                                   0));
 done:
   return status;
 }
@@ -1110,6 +1171,10 @@ cuda_foreign_stream_wait (int device, gm_stream *stream, void *handle)
     return GM_OK;
   CUDA_CHECK (cudaEventCreateWithFlags (&event, cudaEventDisableTiming));
   CUDA_CHECK (cudaEventRecord (event, source));
+  /* The legacy default stream now waits for SOURCE's work: see
+     queued_ops.  */
+  if (waiter == cudaStreamLegacy)
+    atomic_fetch_add (&queued_ops[stream ? stream->device : device], 1);
   CUDA_CHECK (cudaStreamWaitEvent (waiter, event, 0));
 done:
   /* The wait already enqueued holds on to what it needs: the event can
@@ -1164,8 +1229,10 @@ cuda_shutdown (void)
   free (stream_ops);
   free (marked_ops);
   free (handles_out);
+  free (queued_ops);
+  free (idle_ops);
   queue_marks = NULL;
-  stream_ops = marked_ops = NULL;
+  stream_ops = marked_ops = queued_ops = idle_ops = NULL;
   handles_out = NULL;
   free (props_cache);
   free (device_ready);
