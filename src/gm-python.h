@@ -31,6 +31,7 @@ typedef struct gmpy_state
   PyObject *cuda_error;          /* gpumem.CudaError */
   PyObject *oom_error;           /* gpumem.OutOfMemoryError */
   PyObject *numpy;               /* the numpy module */
+  PyObject *np_ndarray;          /* numpy.ndarray */
   PyObject *np_dtypes[GM_NDTYPES];  /* numpy.dtype of each gm_dtype */
   PyObject *devices;             /* tuple of gpumem.Device */
   PyObject *kernels;             /* the gpumem.kernels module */

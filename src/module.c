@@ -223,6 +223,9 @@ gmpy_exec (PyObject *module)
   state->numpy = PyImport_ImportModule ("numpy");
   if (state->numpy == NULL)
     return -1;
+  state->np_ndarray = PyObject_GetAttrString (state->numpy, "ndarray");
+  if (state->np_ndarray == NULL)
+    return -1;
   for (int d = 0; d < GM_NDTYPES; d++)
     {
       state->np_dtypes[d] = PyObject_CallMethod (state->numpy, "dtype", "s",
@@ -288,6 +291,7 @@ gmpy_traverse (PyObject *module, visitproc visit, void *arg)
   Py_VISIT (state->cuda_error);
   Py_VISIT (state->oom_error);
   Py_VISIT (state->numpy);
+  Py_VISIT (state->np_ndarray);
   for (int d = 0; d < GM_NDTYPES; d++)
     Py_VISIT (state->np_dtypes[d]);
   Py_VISIT (state->devices);
@@ -311,6 +315,7 @@ gmpy_clear (PyObject *module)
   Py_CLEAR (state->cuda_error);
   Py_CLEAR (state->oom_error);
   Py_CLEAR (state->numpy);
+  Py_CLEAR (state->np_ndarray);
   for (int d = 0; d < GM_NDTYPES; d++)
     Py_CLEAR (state->np_dtypes[d]);
   Py_CLEAR (state->devices);

@@ -78,6 +78,15 @@ cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
   PyObject *cai, *item;
   int result = -1, dtype, readonly;
 
+  /* Host objects whose type cannot carry the interface: NumPy's own
+     ndarray (not a subclass: numba's managed arrays are one, and carry
+     it), bytes, bytearray, memoryview.  Asking them raises and clears
+     an AttributeError, a microsecond of every copy from a NumPy array
+     (bench/NOTES.md, "Where a small copy's microseconds went").  */
+  if (Py_TYPE (obj) == (PyTypeObject *) gmpy_state_get ()->np_ndarray
+      || PyBytes_CheckExact (obj) || PyByteArray_CheckExact (obj)
+      || PyMemoryView_Check (obj))
+    return 0;
   cai = PyObject_GetAttrString (obj, "__cuda_array_interface__");
   if (cai == NULL)
     {
