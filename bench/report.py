@@ -1119,6 +1119,17 @@ def write_report(directory, date, tag):
         rec = lookup(runs, impl, ("workload", "algo_4x2^28"))
         got = f"{rec['median_s'] * 1e6:.0f} us" if rec else "not measured"
         anchor.append(f"{LABEL[impl]} {us:.0f} us (here: {got})")
+    landed = lookup(runs, "raw", ("copy16", "h2d_landed"))
+    mine = lookup(runs, "gpumem", ("copy16", "h2d"))
+    if landed and mine:
+        lines += ["The 16-byte copy to the device with its bytes on the "
+                  "device on return, as gpumem's call is: raw C (cudaMemcpy "
+                  "+ cudaStreamSynchronize) "
+                  f"{landed['median_s'] * 1e6:.2f} us, gpumem "
+                  f"{mine['median_s'] * 1e6:.2f} us: "
+                  f"{mine['median_s'] / landed['median_s']:.2f}x.  Plain "
+                  "cudaMemcpy from pageable memory returns once the bytes "
+                  "are staged, before they land.", ""]
     lines += ["The issue's anchor for the 4 x 2^28 loop: " + "; ".join(anchor)
               + ".", ""]
     rows = {impl: (lookup(runs, impl, ROW["algo_bw"].keys[impl]),
