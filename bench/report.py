@@ -490,6 +490,21 @@ def loop_points(runs):
     return points
 
 
+def jsonl_records(path):
+    """The records of the JSON-lines file PATH, skipping lines that do
+    not parse; [] where the file does not exist."""
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
 def seed_4x10_baseline(prefix=SEED_4X10_BASELINE):
     """(ratio, gpumem seconds, raw C seconds) of the workload seed_4x10
     in the baseline run's records at PREFIX-{gpumem,raw}.jsonl, or None
@@ -499,15 +514,10 @@ def seed_4x10_baseline(prefix=SEED_4X10_BASELINE):
         path = f"{prefix}-{impl}.jsonl"
         if not os.path.exists(path):
             return None
-        with open(path) as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if (rec.get("figure"), rec.get("case")) == ("workload",
-                                                            "seed_4x10"):
-                    medians[impl] = rec["median_s"]
+        for rec in jsonl_records(path):
+            if (rec.get("figure"), rec.get("case")) == ("workload",
+                                                        "seed_4x10"):
+                medians[impl] = rec["median_s"]
     if len(medians) < 2:
         return None
     return medians["gpumem"] / medians["raw"], medians["gpumem"], medians["raw"]
@@ -681,19 +691,8 @@ def load_stitching(directory):
     """bench/nccl.sh's records of scripts/stitching_mpi.py under mpirun
     (nccl-stitching.jsonl: impl "stitching", engine, n ranks, images,
     us_per_iteration) at 4 x 2^28 images; [] where it did not run."""
-    path = os.path.join(directory, "nccl-stitching.jsonl")
-    if not os.path.exists(path):
-        return []
-    out = []
-    with open(path) as f:
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("images") == 4 << 28:
-                out.append(rec)
-    return out
+    return [rec for rec in jsonl_records(os.path.join(
+        directory, "nccl-stitching.jsonl")) if rec.get("images") == 4 << 28]
 
 
 def stitching_point(runs, stitching, nd):
