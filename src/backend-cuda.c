@@ -105,13 +105,14 @@ static atomic_bool *handles_out;
 
 /* Per device, so that a wait finds an idle device without asking CUDA:
    how many operations that may still run after their call returns were
-   queued by gpumem (queued_ops: every operation on a gpumem stream, and
-   kernels and event waits on the legacy default stream; the synchronous
-   copies and memsets, complete on return, are not counted), and the
-   count that the last wait to see the device idle covered (idle_ops).
-   While the two are equal and no stream handle went out, gpumem has
-   nothing running on the device: cuda_wait returns at once.  */
-static atomic_ulong *queued_ops;
+   queued on the legacy default stream (legacy_ops: kernels and waits for
+   events; the synchronous copies and memsets, complete on return, are
+   not counted), and the count of all such operations, these and
+   stream_ops, that the last wait to see the device idle covered
+   (idle_ops).  While queued_ops () equals idle_ops and no stream handle
+   went out, gpumem has nothing running on the device: cuda_wait returns
+   at once.  */
+static atomic_ulong *legacy_ops;
 static atomic_ulong *idle_ops;
 
 /* Whether small copies to the host take the bounce buffer:
@@ -267,11 +268,11 @@ cuda_init (void)
   stream_ops = calloc ((size_t) device_count, sizeof *stream_ops);
   marked_ops = calloc ((size_t) device_count, sizeof *marked_ops);
   handles_out = calloc ((size_t) device_count, sizeof *handles_out);
-  queued_ops = calloc ((size_t) device_count, sizeof *queued_ops);
+  legacy_ops = calloc ((size_t) device_count, sizeof *legacy_ops);
   idle_ops = calloc ((size_t) device_count, sizeof *idle_ops);
   if (props_cache == NULL || device_ready == NULL || peer_state == NULL
       || queue_marks == NULL || stream_ops == NULL || marked_ops == NULL
-      || handles_out == NULL || queued_ops == NULL || idle_ops == NULL)
+      || handles_out == NULL || legacy_ops == NULL || idle_ops == NULL)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "out of host memory");
   for (int d = 0; d < device_count; d++)
     {
@@ -332,26 +333,33 @@ handle_of (gm_stream *stream)
   if (stream == NULL)
     return cudaStreamLegacy;
   atomic_fetch_add (&stream_ops[stream->device], 1);
-  atomic_fetch_add (&queued_ops[stream->device], 1);
   return stream->handle;
 }
 
 /* As handle_of, for work that may still run when its call returns
    (a kernel, a wait for an event): on the legacy default stream of
-   DEVICE, it is counted too.  */
+   DEVICE, it is counted too (legacy_ops).  */
 static cudaStream_t
 queue_on (int device, gm_stream *stream)
 {
   if (stream != NULL)
     return handle_of (stream);
-  atomic_fetch_add (&queued_ops[device], 1);
+  atomic_fetch_add (&legacy_ops[device], 1);
   return cudaStreamLegacy;
 }
 
-/* Notes that the work counted as OPS on DEVICE is complete, unless a
-   wait noted a later count meanwhile.  */
+/* The operations that may still run after their call returned, queued
+   so far on DEVICE: on gpumem's streams and on the legacy stream.  */
+static unsigned long
+queued_ops (int device)
+{
+  return atomic_load (&stream_ops[device]) + atomic_load (&legacy_ops[device]);
+}
+
+/* Raises COUNTS[DEVICE] to OPS, the count a completed wait covered,
+   unless a wait noted a later count meanwhile.  */
 static void
-note_idle (atomic_ulong *counts, int device, unsigned long ops)
+note_covered (atomic_ulong *counts, int device, unsigned long ops)
 {
   unsigned long seen = atomic_load (&counts[device]);
 
@@ -845,8 +853,8 @@ query_event (void *handle)
    the wait cover more work.  While no gpumem stream got work since the
    last mark completed (and no stream handle went out), the plain query
    of the legacy stream says the same, a microsecond cheaper; and while
-   nothing was queued since a wait saw the device idle (queued_ops), no
-   query is needed at all.  (handle_of and queue_on count an operation
+   nothing was queued since a wait saw the device idle (queued_ops ()),
+   no query is needed at all.  (handle_of and queue_on count an operation
    just before it is queued, so another thread's operation may be
    counted as marked and queued after the mark: a later wait then
    misses it, and a copy queued behind it blocks until it is done, as
@@ -871,7 +879,7 @@ cuda_wait (int device, gm_stream *stream, long timeout_us)
      every synchronous copy, after a kernel's own wait, costs nothing).
      Work that other libraries queued on the legacy stream is not seen
      here; a copy queued behind it still waits for it, on the stream.  */
-  all_ops = atomic_load (&queued_ops[device]);
+  all_ops = queued_ops (device);
   if (all_ops == atomic_load (&idle_ops[device])
       && !atomic_load (&handles_out[device]))
     return GM_OK;
@@ -885,7 +893,7 @@ cuda_wait (int device, gm_stream *stream, long timeout_us)
       status = poll_until (query_stream, (void *) cudaStreamLegacy,
                            timeout_us);
       if (status == GM_OK)
-        note_idle (idle_ops, device, all_ops);
+        note_covered (idle_ops, device, all_ops);
       return status;
     }
   pthread_mutex_lock (&marks_lock);
@@ -901,8 +909,8 @@ cuda_wait (int device, gm_stream *stream, long timeout_us)
   if (status == GM_OK)
     {
       /* The mark covered the OPS operations counted before it.  */
-      note_idle (marked_ops, device, ops);
-      note_idle (idle_ops, device, all_ops);
+      note_covered (marked_ops, device, ops);
+      note_covered (idle_ops, device, all_ops);
     }
 done:
   return status;
@@ -916,9 +924,9 @@ cuda_device_synchronize (int device)
 
   if (status != GM_OK)
     return status;
-  all_ops = atomic_load (&queued_ops[device]);
+  all_ops = queued_ops (device);
   CUDA_CHECK (cudaDeviceSynchronize ());
-  note_idle (idle_ops, device, all_ops);
+  note_covered (idle_ops, device, all_ops);
 done:
   return status;
 }
@@ -1172,9 +1180,9 @@ cuda_foreign_stream_wait (int device, gm_stream *stream, void *handle)
   CUDA_CHECK (cudaEventCreateWithFlags (&event, cudaEventDisableTiming));
   CUDA_CHECK (cudaEventRecord (event, source));
   /* The legacy default stream now waits for SOURCE's work: see
-     queued_ops.  */
+     legacy_ops.  */
   if (waiter == cudaStreamLegacy)
-    atomic_fetch_add (&queued_ops[stream ? stream->device : device], 1);
+    atomic_fetch_add (&legacy_ops[stream ? stream->device : device], 1);
   CUDA_CHECK (cudaStreamWaitEvent (waiter, event, 0));
 done:
   /* The wait already enqueued holds on to what it needs: the event can
@@ -1229,10 +1237,10 @@ cuda_shutdown (void)
   free (stream_ops);
   free (marked_ops);
   free (handles_out);
-  free (queued_ops);
+  free (legacy_ops);
   free (idle_ops);
   queue_marks = NULL;
-  stream_ops = marked_ops = queued_ops = idle_ops = NULL;
+  stream_ops = marked_ops = legacy_ops = idle_ops = NULL;
   handles_out = NULL;
   free (props_cache);
   free (device_ready);
