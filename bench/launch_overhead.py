@@ -38,6 +38,7 @@ import time
 import numpy as np
 
 import gpumem
+import benchlib as bl
 
 SAXPY = r"""
 extern "C" __global__ void saxpy(long long n, float a, const float *x,
@@ -157,33 +158,16 @@ def main(argv):
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
     if args.out:
-        with open(args.out, "w") as f:
-            for (name, mode), samples in times.items():
-                f.write(json.dumps(record(
-                    "kernel_launch", f"{name}_{mode}", samples,
-                    args.launches if mode == "async" else args.launches // 4,
-                    f"{variants_note[name]}, {mode}")) + "\n")
-            for case, key in (("nvrtc_first", "jit_first_call_s"),
-                              ("cache_hit", "jit_cached_call_s")):
-                f.write(json.dumps(record(
-                    "jit_compile", case, [results[key]], 1,
-                    "gpumem.jit call, one sample")) + "\n")
+        records = bl.Results("gpumem", args.out)
+        for (name, mode), samples in times.items():
+            records.emit("kernel_launch", f"{name}_{mode}", "wall", samples,
+                         note=f"{variants_note[name]}, {mode}; one sample "
+                         "a turn, the mean of its launches")
+        for case, key in (("nvrtc_first", "jit_first_call_s"),
+                          ("cache_hit", "jit_cached_call_s")):
+            records.emit("jit_compile", case, "wall", [results[key]],
+                         note="gpumem.jit call, one sample")
     return 0
-
-
-def record(figure, case, samples, per_sample, note):
-    """A record of bench/benchlib.py's format: seconds per operation over
-    SAMPLES (each the mean of PER_SAMPLE operations)."""
-    ordered = sorted(samples)
-    if len(ordered) > 1:
-        q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
-    else:
-        q1 = q3 = ordered[0]
-    return {"impl": "gpumem", "figure": figure, "case": case,
-            "timer": "wall", "median_s": statistics.median(ordered),
-            "q1_s": q1, "q3_s": q3, "min_s": ordered[0],
-            "n": len(ordered) * per_sample, "bytes": 0, "traffic": 0,
-            "note": note}
 
 
 sys.exit(main(sys.argv[1:]))

@@ -511,10 +511,7 @@ def seed_4x10_baseline(prefix=SEED_4X10_BASELINE):
     when either is missing or lacks the figure."""
     medians = {}
     for impl in ("gpumem", "raw"):
-        path = f"{prefix}-{impl}.jsonl"
-        if not os.path.exists(path):
-            return None
-        for rec in jsonl_records(path):
+        for rec in jsonl_records(f"{prefix}-{impl}.jsonl"):
             if (rec.get("figure"), rec.get("case")) == ("workload",
                                                         "seed_4x10"):
                 medians[impl] = rec["median_s"]
@@ -605,9 +602,10 @@ def new_targets(runs, stitching=()):
         out.append(("19", "the request's 4 x 10 loop no slower: <= "
                     f"{limit:.2f}x raw C time (the ratio of "
                     f"{SEED_4X10_BASELINE_NAME}: {then_mine * 1e6:.1f} / "
-                    f"{then_raw * 1e6:.1f} us)", one_point(runs, "gpumem", ("workload", "seed_4x10"),
-                                     "raw", ("workload", "seed_4x10"), "time",
-                                     "4 x 10"), "<=", limit))
+                    f"{then_raw * 1e6:.1f} us)",
+                    one_point(runs, "gpumem", ("workload", "seed_4x10"),
+                              "raw", ("workload", "seed_4x10"), "time",
+                              "4 x 10"), "<=", limit))
     else:
         out.append(("19", "the request's 4 x 10 loop no slower (the "
                     f"baseline, {SEED_4X10_BASELINE_NAME}'s records "

@@ -68,7 +68,8 @@ class IterationClock:
         self.iterations = iterations
         self.speak = speak
         self.times = []
-        self.started = self.last_report = time.perf_counter()
+        self.started = None
+        self.last_report = time.perf_counter()
 
     def start(self):
         self.started = time.perf_counter()

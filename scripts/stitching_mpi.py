@@ -119,6 +119,7 @@ def main(argv):
                 gpumem.copy_to_gpu(update, mem, 4)
             clock.stop()
 
+    # Where every partition ran, gathered on rank 0 for the report.
     placement = np.full(PARTITIONS, -1, np.int64)
     for i in mine:
         placement[i] = devices[i]

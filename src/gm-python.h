@@ -77,15 +77,15 @@ int gmpy_synchronize_device (int device);
    ValueError).  */
 int gmpy_shape_arg (PyObject *shape, size_t itemsize, int *ndim,
                     Py_ssize_t dims[GM_MAX_NDIM]);
-/* As gmpy_shape_arg; when UNKNOWN is not NULL one dimension may be -1
-   (reshape's "the one the others leave"): its index goes to *UNKNOWN
-   (-1 when none is) and it is left out of the size check.  */
 /* 0 when the NDIM dimensions DIMS other than 0 (and than DIMS[SKIP]; -1:
    none skipped) times ITEMSIZE fit a Py_ssize_t, as NumPy asks of every
    array, an empty one too (so that its strides and its views' offsets
    fit); else -1 with ValueError "WHAT is too large".  */
 int gmpy_shape_fits (int ndim, const Py_ssize_t *dims, int skip,
                      size_t itemsize, const char *what);
+/* As gmpy_shape_arg; when UNKNOWN is not NULL one dimension may be -1
+   (reshape's "the one the others leave"): its index goes to *UNKNOWN
+   (-1 when none is) and it is left out of the size check.  */
 int gmpy_shape_read (PyObject *shape, size_t itemsize, int *ndim,
                      Py_ssize_t dims[GM_MAX_NDIM], int *unknown);
 /* The number of elements of a shape of NDIM dimensions DIMS.  */
