@@ -57,17 +57,20 @@
    CHUNK_MIN, at most the ring's buffer.  */
 #define CHUNKS_WANTED 8
 #define CHUNK_MIN ((size_t) 256 << 10)
-/* Each thread copies at least this much of a chunk: below it, handing
-   a piece to another thread costs more than it saves.  */
-#define SHARE_MIN ((size_t) 128 << 10)
+/* Each thread copies at least this much of a chunk.  At 128 KiB a
+   512 KiB chunk kept 4 of the 16 threads busy, and copies of 4 MiB from
+   memory not in the caches moved at 17 GB/s to the device; at 32 KiB,
+   with all 16, at 27 (bench/NOTES.md).  */
+#define SHARE_MIN ((size_t) 32 << 10)
 /* A worker that finished its piece spins this long for the next one
    before it sleeps: the pieces of one copy come back to back, and
    waking a sleeping thread costs microseconds a thread.  */
 #define SPIN_NS 1000000L
 
-/* The pool of copying threads.  The caller is thread 0; worker W (1 ..
-   nthreads - 1) copies the piece the caller wrote into its slot before
-   raising the slot's GO count, and counts PENDING down when done.  A
+/* The pool of copying threads: the caller (thread 0) and workers 1 ..
+   nthreads - 1.  Worker W copies the piece the caller wrote into its
+   slot before raising the slot's GO count, and counts PENDING down when
+   done (pieces_start, pieces_wait).  A
    worker spins on GO for SPIN_NS, then sleeps on its semaphore, saying
    so in SLEEPING; the caller posts the semaphore only to a sleeper.
    Both sides store one flag, then load the other's (sequentially
@@ -82,7 +85,7 @@ typedef struct worker_slot
   char *dst;
   const char *src;
   size_t len;
-  bool to_ring;            /* DST is a ring slot: fill_slot, not memcpy */
+  bool to_ring;            /* into a ring place, or out of one */
 } worker_slot;
 
 static struct
@@ -93,16 +96,28 @@ static struct
   atomic_bool quit;
 } pool;
 
-/* Per device: the ring of page-locked chunks, and the events that say
-   when the DMA engine is done with each.  The chunks move on the legacy
-   default stream: a stream of the ring's own would not wait for the
-   work of the program's streams (blocking streams are ordered only
-   against the legacy stream, not against each other).  */
+/* Per device: the ring of page-locked memory (RING buffers of the
+   largest chunk), and the events that say when the DMA engine is done
+   with each of the RING chunks in flight.  The chunks move on the
+   legacy default stream: a stream of the ring's own would not wait for
+   the work of the program's streams (blocking streams are ordered only
+   against the legacy stream, not against each other).
+
+   Chunks smaller than a buffer do not reuse the same RING places: they
+   take the ring's places in turn, from CURSOR on, across copies, so a
+   place comes round again only after the whole ring (64 MiB) has been
+   written.  The DMA engine writes into memory whose lines the CPU's
+   last-level cache still holds at half speed or less: 8 chunks of 512
+   KiB moved into the same 4 MiB again and again at 22.3 GB/s, 8 of 2
+   MiB into 16 MiB at 39.0, 8 of 8 MiB into 64 MiB at 53.0
+   (bench/dmacost.cu, one H200 machine; bench/NOTES.md, "The staging
+   engine's slow DMA").  */
 typedef struct ring
 {
   bool ready;
   void *slot[RING];
   cudaEvent_t filled[RING];
+  size_t cursor;           /* bytes into the ring of the next place */
 } ring;
 
 static ring *rings;
@@ -155,6 +170,17 @@ fill_slot (char *dst, const char *src, size_t len)
   memcpy (dst + done, src + done, len - done);
 }
 
+/* One thread's piece of a chunk: into a ring place (TO_RING) or out of
+   one.  */
+static void
+copy_piece (char *dst, const char *src, size_t len, bool to_ring)
+{
+  if (to_ring)
+    fill_slot (dst, src, len);
+  else
+    memcpy (dst, src, len);
+}
+
 static void *
 worker (void *arg)
 {
@@ -182,10 +208,7 @@ worker (void *arg)
       if (atomic_load (&pool.quit))
         break;
       seen = go;
-      if (slot->to_ring)
-        fill_slot (slot->dst, slot->src, slot->len);
-      else
-        memcpy (slot->dst, slot->src, slot->len);
+      copy_piece (slot->dst, slot->src, slot->len, slot->to_ring);
       atomic_fetch_sub (&pool.pending, 1);
     }
   return NULL;
@@ -269,32 +292,49 @@ chunk_for (size_t nbytes)
   return chunk < settings.chunk ? chunk : settings.chunk;
 }
 
-/* Copies LEN bytes from SRC to DST with as many threads of the pool as
-   pieces of SHARE_MIN bytes make sense; into a ring slot (TO_RING) with
-   fill_slot.  */
-static void
-parallel_copy (char *dst, const char *src, size_t len, bool to_ring)
-{
-  size_t used = len / SHARE_MIN, share;
+/* Splits the copy of LEN bytes from SRC to DST, into a ring place
+   (TO_RING) or out of one, into as many pieces as pieces of SHARE_MIN
+   bytes make sense, one a thread; hands the workers theirs and returns
+   at once, with the size of the first piece where the caller takes it
+   (WITH_CALLER), else 0; pieces_wait waits for the workers.  Without
+   workers the caller copies it all here.
 
-  if (used > (size_t) pool.nthreads)
-    used = (size_t) pool.nthreads;
-  if (used <= 1)
+   To the device the caller takes no piece: it queues the DMA of the
+   chunk before while the workers fill this one (a cudaMemcpyAsync and
+   an event record, some 5 us a chunk).  Measured on one H200 machine,
+   4 MiB copies from memory not in the caches moved at 31–34 GB/s so,
+   at 28–32 with the caller filling a piece and queueing after
+   (bench/NOTES.md).  To the host the caller empties a piece too: the
+   DMA engine is ahead there, and the caller queueing while the workers
+   emptied moved 16 MiB at 40–44 GB/s, against 44–47.  */
+static size_t
+pieces_start (char *dst, const char *src, size_t len, bool to_ring,
+              bool with_caller)
+{
+  size_t workers = (size_t) pool.nthreads - 1;
+  size_t threads = workers + (with_caller ? 1 : 0);
+  size_t used = len / SHARE_MIN, share, first;
+
+  if (workers == 0)
     {
-      if (to_ring)
-        fill_slot (dst, src, len);
-      else
-        memcpy (dst, src, len);
-      return;
+      copy_piece (dst, src, len, to_ring);
+      return 0;
     }
+  if (used > threads)
+    used = threads;
+  if (used == 0)
+    used = 1;
+  if (with_caller && used == 1)
+    return len;
   /* Shares of whole pages, so no two threads touch one page; the last
      share takes what is left.  */
   share = ((len + used - 1) / used + 4095) & ~(size_t) 4095;
   used = (len + share - 1) / share;
-  atomic_store (&pool.pending, (int) used - 1);
-  for (size_t w = 1; w < used; w++)
+  first = with_caller ? 1 : 0;
+  atomic_store (&pool.pending, (int) (used - first));
+  for (size_t w = first; w < used; w++)
     {
-      worker_slot *slot = &pool.slots[w];
+      worker_slot *slot = &pool.slots[w + 1 - first];
       size_t start = w * share;
       slot->dst = dst + start;
       slot->src = src + start;
@@ -304,10 +344,14 @@ parallel_copy (char *dst, const char *src, size_t len, bool to_ring)
       if (atomic_load (&slot->sleeping))
         sem_post (&slot->wake);
     }
-  if (to_ring)
-    fill_slot (dst, src, share);
-  else
-    memcpy (dst, src, share);
+  return with_caller ? share : 0;
+}
+
+/* Waits until the workers have copied every piece pieces_start handed
+   out (their non-temporal stores fenced: see fill_slot).  */
+static void
+pieces_wait (void)
+{
   while (atomic_load (&pool.pending) > 0)
     continue;
 }
@@ -404,6 +448,26 @@ gm_staging_small_copy (void *dst, const void *src, size_t nbytes, int device,
   return err;
 }
 
+/* The place in ring R for the next chunk of SIZE bytes (at most a
+   buffer): at the cursor, or at the start of the next buffer where the
+   rest of this one is too short.  Each place lies within one buffer and
+   takes at most the next one, so RING places in a row never come round
+   to the first: the chunks in flight never share bytes.  */
+static char *
+ring_place (ring *r, size_t size)
+{
+  size_t buffer = r->cursor / settings.chunk;
+  size_t at = r->cursor % settings.chunk;
+
+  if (at + size > settings.chunk)
+    {
+      buffer = (buffer + 1) % RING;
+      at = 0;
+    }
+  r->cursor = (buffer * settings.chunk + at + size) % (RING * settings.chunk);
+  return (char *) r->slot[buffer] + at;
+}
+
 static cudaError_t staged_copy (void *dst, const void *src, size_t nbytes,
                                 int device, int device_count, bool to_device);
 
@@ -433,6 +497,7 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
   cudaError_t err;
   size_t nchunks, chunk;
   ring *r;
+  char *place[RING];       /* where chunk i in flight sits: place[i % RING] */
 
   start_pool ();
   err = ring_for (device, device_count, &r);
@@ -443,20 +508,39 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
 
   if (to_device)
     {
-      /* Fill slot i while the DMA engine drains the slots before it.  */
-      for (size_t i = 0; i < nchunks; i++)
+      /* The workers fill chunk i's place while the caller queues chunk
+         i - 1's DMA and the DMA engine drains the chunks before it.
+         The event of chunk i - RING says that every chunk before it has
+         left the ring (one stream, in order), and with it whichever
+         chunk last had chunk i's place.  */
+      for (size_t i = 0; i <= nchunks; i++)
         {
-          size_t off = i * chunk;
-          size_t len = nbytes - off < chunk ? nbytes - off : chunk;
           int s = (int) (i % RING);
-          if (i >= RING && (err = cudaEventSynchronize (r->filled[s]))
-                             != cudaSuccess)
-            return err;
-          parallel_copy (r->slot[s], (const char *) src + off, len, true);
-          err = cudaMemcpyAsync ((char *) dst + off, r->slot[s], len,
-                                 cudaMemcpyHostToDevice, cudaStreamLegacy);
-          if (err == cudaSuccess)
-            err = cudaEventRecord (r->filled[s], cudaStreamLegacy);
+          bool fill = i < nchunks;
+          if (fill)
+            {
+              size_t off = i * chunk;
+              size_t len = nbytes - off < chunk ? nbytes - off : chunk;
+              if (i >= RING && (err = cudaEventSynchronize (r->filled[s]))
+                                 != cudaSuccess)
+                return err;
+              place[s] = ring_place (r, chunk);
+              pieces_start (place[s], (const char *) src + off, len, true,
+                            false);
+            }
+          if (i > 0)
+            {
+              size_t off = (i - 1) * chunk;
+              size_t len = nbytes - off < chunk ? nbytes - off : chunk;
+              int p = (int) ((i - 1) % RING);
+              err = cudaMemcpyAsync ((char *) dst + off, place[p], len,
+                                     cudaMemcpyHostToDevice,
+                                     cudaStreamLegacy);
+              if (err == cudaSuccess)
+                err = cudaEventRecord (r->filled[p], cudaStreamLegacy);
+            }
+          if (fill)
+            pieces_wait ();
           if (err != cudaSuccess)
             return err;
         }
@@ -464,7 +548,7 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
     }
 
   /* To the host: keep the DMA engine RING chunks ahead of the threads
-     that empty the slots into the user's memory.  */
+     that empty their places into the user's memory.  */
   for (size_t i = 0; i < nchunks + RING; i++)
     {
       if (i >= RING)
@@ -473,16 +557,21 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
           size_t off = j * chunk;
           size_t len = nbytes - off < chunk ? nbytes - off : chunk;
           int s = (int) (j % RING);
+          size_t mine;
           if ((err = cudaEventSynchronize (r->filled[s])) != cudaSuccess)
             return err;
-          parallel_copy ((char *) dst + off, r->slot[s], len, false);
+          mine = pieces_start ((char *) dst + off, place[s], len, false,
+                               true);
+          copy_piece ((char *) dst + off, place[s], mine, false);
+          pieces_wait ();
         }
       if (i < nchunks)
         {
           size_t off = i * chunk;
           size_t len = nbytes - off < chunk ? nbytes - off : chunk;
           int s = (int) (i % RING);
-          err = cudaMemcpyAsync (r->slot[s], (const char *) src + off, len,
+          place[s] = ring_place (r, chunk);
+          err = cudaMemcpyAsync (place[s], (const char *) src + off, len,
                                  cudaMemcpyDeviceToHost, cudaStreamLegacy);
           if (err == cudaSuccess)
             err = cudaEventRecord (r->filled[s], cudaStreamLegacy);

@@ -232,6 +232,19 @@ def large_copies_exact_around_chunk_boundaries():
 
 
 @case
+def ring_places_wrap_as_chunk_sizes_change():
+    """Staged chunks take the ring's places in turn across copies (the
+    ring is 4 x 16 MiB): copies of changing sizes, and so of changing
+    chunk sizes, one after the other both ways, wrap it several times
+    with chunks that start mid-buffer; every byte comes back exact."""
+    kib, mib = 1 << 10, 1 << 20
+    staged_round_trip([(n, off) for n, off in (
+        (300 * kib, 1), (5 * mib + 3, 0), (17 * mib, 5), (256 * kib, 0),
+        (33 * mib + 1, 3), (700 * kib + 9, 0), (2 * mib, 1),
+        (9 * mib + 4097, 0), (40 * mib, 2), (1 * mib + 1, 0))])
+
+
+@case
 def small_chunks_in_a_child():
     """The same with 64 KiB chunks and 3 threads, so that one copy
     crosses many chunk boundaries and ring wrap-arounds."""
