@@ -85,7 +85,6 @@ typedef struct worker_slot
   char *dst;
   const char *src;
   size_t len;
-  bool to_ring;            /* into a ring place, or out of one */
 } worker_slot;
 
 static struct
@@ -131,17 +130,28 @@ now_ns (void)
   return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-/* Copies LEN bytes from SRC into a ring slot at DST with stores that
-   bypass the CPU's caches (x86-64's non-temporal stores), then fences
-   them.  Filled through the caches, a slot's lines stay dirty in the
-   caches of the threads that wrote them, and the DMA engine then reads
-   it at half speed: 8 chunks of 512 KiB, each filled by 8 threads, moved
-   at 18.9 GB/s against 39.2 after non-temporal stores and 41.4 from a
-   slot the CPU never touched (2 MiB chunks: 31.2, 49.3, 50.8 GB/s;
-   bench/NOTES.md, "The staging engine's slow DMA").  Elsewhere, and for
-   the unaligned head and the tail, memcpy.  */
+/* Copies LEN bytes from SRC to DST with stores that bypass the CPU's
+   caches (x86-64's non-temporal stores), then fences them; elsewhere,
+   and for the unaligned head and the tail, memcpy.  Every piece of a
+   staged copy moves so, both ways:
+
+   - Into a ring place.  Filled through the caches, a place's lines stay
+     dirty in the caches of the threads that wrote them, and the DMA
+     engine then reads it at half speed: 8 chunks of 512 KiB, each
+     filled by 8 threads, moved at 18.9 GB/s against 39.2 after
+     non-temporal stores and 41.4 from memory the CPU never touched (2
+     MiB chunks: 31.2, 49.3, 50.8 GB/s).
+   - Out of a ring place into the user's memory.  Ordinary stores first
+     read each line of the destination that is not in the caches; these
+     do not.  Copies from the device into memory not in the caches: 4
+     MiB at 30–31 GB/s with memcpy, 35 so; 8 MiB 37–39 against 42–44;
+     in memory the caches hold, the same within noise from 4 MiB up
+     (one H200 machine).  The copied bytes are in memory, not in the
+     caches, when the copy returns.
+
+   bench/NOTES.md, "The staging engine's slow DMA", has the numbers.  */
 static void
-fill_slot (char *dst, const char *src, size_t len)
+copy_streaming (char *dst, const char *src, size_t len)
 {
   size_t done = 0;
 
@@ -164,21 +174,11 @@ fill_slot (char *dst, const char *src, size_t len)
       _mm_stream_si128 ((__m128i *) (dst + done + 48), d);
     }
   /* Non-temporal stores are weakly ordered: visible to the DMA engine
-     before the caller, told the piece is done, queues the copy.  */
+     and to the caller before the caller, told the piece is done, queues
+     the DMA or returns.  */
   _mm_sfence ();
 #endif
   memcpy (dst + done, src + done, len - done);
-}
-
-/* One thread's piece of a chunk: into a ring place (TO_RING) or out of
-   one.  */
-static void
-copy_piece (char *dst, const char *src, size_t len, bool to_ring)
-{
-  if (to_ring)
-    fill_slot (dst, src, len);
-  else
-    memcpy (dst, src, len);
 }
 
 static void *
@@ -208,7 +208,7 @@ worker (void *arg)
       if (atomic_load (&pool.quit))
         break;
       seen = go;
-      copy_piece (slot->dst, slot->src, slot->len, slot->to_ring);
+      copy_streaming (slot->dst, slot->src, slot->len);
       atomic_fetch_sub (&pool.pending, 1);
     }
   return NULL;
@@ -292,24 +292,23 @@ chunk_for (size_t nbytes)
   return chunk < settings.chunk ? chunk : settings.chunk;
 }
 
-/* Splits the copy of LEN bytes from SRC to DST, into a ring place
-   (TO_RING) or out of one, into as many pieces as pieces of SHARE_MIN
-   bytes make sense, one a thread; hands the workers theirs and returns
-   at once, with the size of the first piece where the caller takes it
+/* Splits the copy of LEN bytes from SRC to DST (into a ring place or
+   out of one) into as many pieces as pieces of SHARE_MIN bytes make
+   sense, one a thread; hands the workers theirs and returns at once,
+   with the size of the first piece where the caller takes it
    (WITH_CALLER), else 0; pieces_wait waits for the workers.  Without
    workers the caller copies it all here.
 
    To the device the caller takes no piece: it queues the DMA of the
    chunk before while the workers fill this one (a cudaMemcpyAsync and
    an event record, some 5 us a chunk).  Measured on one H200 machine,
-   4 MiB copies from memory not in the caches moved at 31–34 GB/s so,
-   at 28–32 with the caller filling a piece and queueing after
-   (bench/NOTES.md).  To the host the caller empties a piece too: the
-   DMA engine is ahead there, and the caller queueing while the workers
-   emptied moved 16 MiB at 40–44 GB/s, against 44–47.  */
+   4 MiB copies from memory not in the caches moved at 30–34 GB/s so,
+   at 28–32 with the caller filling a piece and queueing after.  To the
+   host the caller empties a piece and then queues: queueing while the
+   workers emptied (and so with the DMA engine a chunk less ahead) moved
+   16 MiB at 40–44 GB/s, against 44–47 (bench/NOTES.md).  */
 static size_t
-pieces_start (char *dst, const char *src, size_t len, bool to_ring,
-              bool with_caller)
+pieces_start (char *dst, const char *src, size_t len, bool with_caller)
 {
   size_t workers = (size_t) pool.nthreads - 1;
   size_t threads = workers + (with_caller ? 1 : 0);
@@ -317,7 +316,7 @@ pieces_start (char *dst, const char *src, size_t len, bool to_ring,
 
   if (workers == 0)
     {
-      copy_piece (dst, src, len, to_ring);
+      copy_streaming (dst, src, len);
       return 0;
     }
   if (used > threads)
@@ -339,7 +338,6 @@ pieces_start (char *dst, const char *src, size_t len, bool to_ring,
       slot->dst = dst + start;
       slot->src = src + start;
       slot->len = len - start < share ? len - start : share;
-      slot->to_ring = to_ring;
       atomic_fetch_add (&slot->go, 1);
       if (atomic_load (&slot->sleeping))
         sem_post (&slot->wake);
@@ -348,7 +346,7 @@ pieces_start (char *dst, const char *src, size_t len, bool to_ring,
 }
 
 /* Waits until the workers have copied every piece pieces_start handed
-   out (their non-temporal stores fenced: see fill_slot).  */
+   out (their non-temporal stores fenced: see copy_streaming).  */
 static void
 pieces_wait (void)
 {
@@ -525,8 +523,7 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
                                  != cudaSuccess)
                 return err;
               place[s] = ring_place (r, chunk);
-              pieces_start (place[s], (const char *) src + off, len, true,
-                            false);
+              pieces_start (place[s], (const char *) src + off, len, false);
             }
           if (i > 0)
             {
@@ -560,9 +557,8 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
           size_t mine;
           if ((err = cudaEventSynchronize (r->filled[s])) != cudaSuccess)
             return err;
-          mine = pieces_start ((char *) dst + off, place[s], len, false,
-                               true);
-          copy_piece ((char *) dst + off, place[s], mine, false);
+          mine = pieces_start ((char *) dst + off, place[s], len, true);
+          copy_streaming ((char *) dst + off, place[s], mine);
           pieces_wait ();
         }
       if (i < nchunks)
