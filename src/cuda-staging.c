@@ -68,17 +68,25 @@
 #define SPIN_NS 1000000L
 
 /* The pool of copying threads: the caller (thread 0) and workers 1 ..
-   nthreads - 1.  Worker W copies the piece the caller wrote into its
-   slot before raising the slot's GO count, and counts PENDING down when
-   done (pieces_start, pieces_wait).  A
-   worker spins on GO for SPIN_NS, then sleeps on its semaphore, saying
-   so in SLEEPING; the caller posts the semaphore only to a sleeper.
-   Both sides store one flag, then load the other's (sequentially
-   consistent atomics): either the caller sees the worker asleep, or the
-   worker sees the new GO before it sleeps.  */
+   nthreads - 1.  The caller writes a piece into worker W's slot, clears
+   the slot's CLAIMED flag and raises its GO count (pieces_start).
+   Whoever sets CLAIMED first copies the piece and counts PENDING down:
+   the worker, once it sees the new GO, or the caller, which takes every
+   piece still unclaimed once it is done with its own part
+   (pieces_wait), so that a worker the system has not yet woken or has
+   descheduled holds the copy up by at most one piece.  A worker spins
+   on GO for SPIN_NS, then sleeps on its semaphore, saying so in
+   SLEEPING; the caller posts the semaphore only to a sleeper.  Both
+   sides store one flag, then load the other's (sequentially consistent
+   atomics): either the caller sees the worker asleep, or the worker sees
+   the new GO before it sleeps.  A worker that sees GO late finds its
+   piece claimed, or, where a newer piece is already in its slot, takes
+   that one: the caller clears CLAIMED only after it wrote the piece,
+   and every piece before it was claimed.  */
 typedef struct worker_slot
 {
   _Atomic unsigned long go;
+  atomic_bool claimed;     /* the piece in the slot is taken, or none */
   atomic_bool sleeping;
   sem_t wake;
   pthread_t thread;
@@ -91,6 +99,7 @@ static struct
 {
   worker_slot *slots;
   int nthreads;            /* the caller's thread included */
+  int handed;              /* slots 1 .. HANDED hold this copy's pieces */
   atomic_int pending;
   atomic_bool quit;
 } pool;
@@ -181,6 +190,20 @@ copy_streaming (char *dst, const char *src, size_t len)
   memcpy (dst + done, src + done, len - done);
 }
 
+/* Copies the piece in SLOT and counts it done, unless another thread
+   claimed it first.  */
+static void
+take_piece (worker_slot *slot)
+{
+  bool unclaimed = false;
+
+  if (atomic_compare_exchange_strong (&slot->claimed, &unclaimed, true))
+    {
+      copy_streaming (slot->dst, slot->src, slot->len);
+      atomic_fetch_sub (&pool.pending, 1);
+    }
+}
+
 static void *
 worker (void *arg)
 {
@@ -208,8 +231,7 @@ worker (void *arg)
       if (atomic_load (&pool.quit))
         break;
       seen = go;
-      copy_streaming (slot->dst, slot->src, slot->len);
-      atomic_fetch_sub (&pool.pending, 1);
+      take_piece (slot);
     }
   return NULL;
 }
@@ -266,6 +288,7 @@ start_pool (void)
   for (size_t i = 1; i < want; i++)
     {
       worker_slot *slot = &pool.slots[i];
+      atomic_store (&slot->claimed, true);
       if (sem_init (&slot->wake, 0, 0) != 0)
         break;
       if (pthread_create (&slot->thread, NULL, worker, (void *) (intptr_t) i)
@@ -314,6 +337,7 @@ pieces_start (char *dst, const char *src, size_t len, bool with_caller)
   size_t threads = workers + (with_caller ? 1 : 0);
   size_t used = len / SHARE_MIN, share, first;
 
+  pool.handed = 0;
   if (workers == 0)
     {
       copy_streaming (dst, src, len);
@@ -330,7 +354,8 @@ pieces_start (char *dst, const char *src, size_t len, bool with_caller)
   share = ((len + used - 1) / used + 4095) & ~(size_t) 4095;
   used = (len + share - 1) / share;
   first = with_caller ? 1 : 0;
-  atomic_store (&pool.pending, (int) (used - first));
+  pool.handed = (int) (used - first);
+  atomic_store (&pool.pending, pool.handed);
   for (size_t w = first; w < used; w++)
     {
       worker_slot *slot = &pool.slots[w + 1 - first];
@@ -338,6 +363,7 @@ pieces_start (char *dst, const char *src, size_t len, bool with_caller)
       slot->dst = dst + start;
       slot->src = src + start;
       slot->len = len - start < share ? len - start : share;
+      atomic_store (&slot->claimed, false);
       atomic_fetch_add (&slot->go, 1);
       if (atomic_load (&slot->sleeping))
         sem_post (&slot->wake);
@@ -345,11 +371,14 @@ pieces_start (char *dst, const char *src, size_t len, bool with_caller)
   return with_caller ? share : 0;
 }
 
-/* Waits until the workers have copied every piece pieces_start handed
-   out (their non-temporal stores fenced: see copy_streaming).  */
+/* Copies the pieces pieces_start handed out that no worker has claimed
+   yet, then waits until every piece is copied (the workers' non-temporal
+   stores fenced: see copy_streaming).  */
 static void
 pieces_wait (void)
 {
+  for (int w = 1; w <= pool.handed; w++)
+    take_piece (&pool.slots[w]);
   while (atomic_load (&pool.pending) > 0)
     continue;
 }
