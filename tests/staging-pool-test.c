@@ -1,0 +1,110 @@
+/* staging-pool-test.c -- the CUDA backend's staging pool (the threads
+   that copy each chunk of a staged copy, src/cuda-staging.c) driven on
+   the CPU alone: no device is touched.
+
+   The pool's functions are static, so this file includes
+   cuda-staging.c and calls them as staged_copy does: pieces_start
+   hands a chunk's pieces to the workers (the caller keeping the first
+   or not), the caller copies its own, pieces_wait takes every piece no
+   worker has claimed yet and waits for the rest.  Random lengths (one
+   byte to 4 MiB) and alignments of source and destination, both kinds
+   of hand-out, and pauses longer than the workers' spin so that they
+   fall asleep between copies.  Every copy is checked byte for byte, and
+   the bytes around it must stay untouched.
+
+     staging-pool-test [ROUNDS [THREADS]]   default 3000 rounds, 16 and
+                                            then 3 threads
+
+   Exit 0 when every copy was exact.  */
+
+#define _POSIX_C_SOURCE 200809L
+
+#include "cuda-staging.c"
+
+#include <stdio.h>
+
+/* cuda-staging.c reads its settings through gm_env_size (src/env.c,
+   not linked here); the test sets them directly.  */
+gm_status
+gm_env_size (const char *name, size_t fallback, size_t min, size_t max,
+             size_t *out)
+{
+  (void) name;
+  (void) min;
+  (void) max;
+  *out = fallback;
+  return GM_OK;
+}
+
+#define MAX_LEN ((size_t) 4 << 20)
+#define SLACK 64
+
+static int
+run (int rounds, size_t threads, unsigned seed)
+{
+  char *src = malloc (MAX_LEN + SLACK), *dst = malloc (MAX_LEN + SLACK);
+  int failed = 0;
+
+  if (src == NULL || dst == NULL)
+    {
+      fprintf (stderr, "staging-pool-test: out of memory\n");
+      return 1;
+    }
+  settings.threads = threads;
+  start_pool ();
+  for (size_t i = 0; i < MAX_LEN + SLACK; i++)
+    src[i] = (char) rand_r (&seed);
+  for (int r = 0; r < rounds && !failed; r++)
+    {
+      /* Mostly copies of up to 300 KiB (a few pieces), every seventh
+         of up to 4 MiB (one piece a thread).  */
+      size_t len = 1 + (size_t) rand_r (&seed)
+                         % (r % 7 == 0 ? MAX_LEN : (size_t) 300000);
+      size_t from = (size_t) rand_r (&seed) % SLACK;
+      size_t to = (size_t) rand_r (&seed) % SLACK;
+      bool with_caller = rand_r (&seed) & 1;
+      size_t mine;
+
+      memset (dst, 0, MAX_LEN + SLACK);
+      mine = pieces_start (dst + to, src + from, len, with_caller);
+      if (with_caller)
+        copy_streaming (dst + to, src + from, mine);
+      pieces_wait ();
+      if (memcmp (dst + to, src + from, len) != 0)
+        {
+          fprintf (stderr, "round %d: %zu bytes (from +%zu to +%zu, "
+                   "caller's piece %d) copied wrong\n", r, len, from, to,
+                   (int) with_caller);
+          failed = 1;
+        }
+      for (size_t i = 0; i < MAX_LEN + SLACK && !failed; i++)
+        if ((i < to || i >= to + len) && dst[i] != 0)
+          {
+            fprintf (stderr, "round %d: byte %zu outside the copy "
+                     "written\n", r, i);
+            failed = 1;
+          }
+      if (r % 500 == 499)
+        {
+          /* Longer than SPIN_NS: the workers go to sleep.  */
+          struct timespec pause = {0, 3 * SPIN_NS};
+          nanosleep (&pause, NULL);
+        }
+    }
+  printf ("%s %d rounds, %zu threads (%d started)\n",
+          failed ? "FAIL" : "ok", rounds, threads, pool.nthreads);
+  gm_staging_shutdown (false);
+  free (src);
+  free (dst);
+  return failed;
+}
+
+int
+main (int argc, char **argv)
+{
+  int rounds = argc > 1 ? atoi (argv[1]) : 3000;
+
+  if (argc > 2)
+    return run (rounds, (size_t) atoi (argv[2]), 1);
+  return run (rounds, 16, 1) | run (rounds, 3, 2);
+}
