@@ -149,7 +149,9 @@ now_ns (void)
      engine then reads it at half speed: 8 chunks of 512 KiB, each
      filled by 8 threads, moved at 18.9 GB/s against 39.2 after
      non-temporal stores and 41.4 from memory the CPU never touched (2
-     MiB chunks: 31.2, 49.3, 50.8 GB/s).
+     MiB chunks: 31.2, 49.3, 50.8 GB/s).  Not yet chosen by the chunk's
+     size: from 256 MiB, in 16 MiB chunks, uploads moved 42–45 GB/s
+     against 47–48 when the threads filled through the caches.
    - Out of a ring place into the user's memory.  Ordinary stores first
      read each line of the destination that is not in the caches; these
      do not.  Copies from the device into memory not in the caches: 4
@@ -158,7 +160,8 @@ now_ns (void)
      (one H200 machine).  The copied bytes are in memory, not in the
      caches, when the copy returns.
 
-   bench/NOTES.md, "The staging engine's slow DMA", has the numbers.  */
+   bench/NOTES.md ("The staging engine's slow DMA", "The staging
+   engine, third form", run M) has the numbers.  */
 static void
 copy_streaming (char *dst, const char *src, size_t len)
 {
