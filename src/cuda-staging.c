@@ -376,12 +376,14 @@ pieces_start (char *dst, const char *src, size_t len, bool with_caller)
 
 /* Copies the pieces pieces_start handed out that no worker has claimed
    yet, then waits until every piece is copied (the workers' non-temporal
-   stores fenced: see copy_streaming).  */
+   stores fenced: see copy_streaming).  A plain load first: a claimed
+   piece costs no locked instruction on a line the worker holds.  */
 static void
 pieces_wait (void)
 {
   for (int w = 1; w <= pool.handed; w++)
-    take_piece (&pool.slots[w]);
+    if (!atomic_load_explicit (&pool.slots[w].claimed, memory_order_relaxed))
+      take_piece (&pool.slots[w]);
   while (atomic_load (&pool.pending) > 0)
     continue;
 }
@@ -501,6 +503,15 @@ ring_place (ring *r, size_t size)
 static cudaError_t staged_copy (void *dst, const void *src, size_t nbytes,
                                 int device, int device_count, bool to_device);
 
+/* The bytes of chunk I of a copy of NBYTES in chunks of CHUNK.  */
+static size_t
+chunk_len (size_t nbytes, size_t chunk, size_t i)
+{
+  size_t off = i * chunk;
+
+  return nbytes - off < chunk ? nbytes - off : chunk;
+}
+
 cudaError_t
 gm_staging_copy (void *dst, const void *src, size_t nbytes, int device,
                  int device_count, bool to_device)
@@ -549,20 +560,18 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
           bool fill = i < nchunks;
           if (fill)
             {
-              size_t off = i * chunk;
-              size_t len = nbytes - off < chunk ? nbytes - off : chunk;
               if (i >= RING && (err = cudaEventSynchronize (r->filled[s]))
                                  != cudaSuccess)
                 return err;
               place[s] = ring_place (r, chunk);
-              pieces_start (place[s], (const char *) src + off, len, false);
+              pieces_start (place[s], (const char *) src + i * chunk,
+                            chunk_len (nbytes, chunk, i), false);
             }
           if (i > 0)
             {
-              size_t off = (i - 1) * chunk;
-              size_t len = nbytes - off < chunk ? nbytes - off : chunk;
               int p = (int) ((i - 1) % RING);
-              err = cudaMemcpyAsync ((char *) dst + off, place[p], len,
+              err = cudaMemcpyAsync ((char *) dst + (i - 1) * chunk, place[p],
+                                     chunk_len (nbytes, chunk, i - 1),
                                      cudaMemcpyHostToDevice,
                                      cudaStreamLegacy);
               if (err == cudaSuccess)
@@ -583,23 +592,22 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
       if (i >= RING)
         {
           size_t j = i - RING;
-          size_t off = j * chunk;
-          size_t len = nbytes - off < chunk ? nbytes - off : chunk;
+          char *out = (char *) dst + j * chunk;
           int s = (int) (j % RING);
           size_t mine;
           if ((err = cudaEventSynchronize (r->filled[s])) != cudaSuccess)
             return err;
-          mine = pieces_start ((char *) dst + off, place[s], len, true);
-          copy_streaming ((char *) dst + off, place[s], mine);
+          mine = pieces_start (out, place[s], chunk_len (nbytes, chunk, j),
+                               true);
+          copy_streaming (out, place[s], mine);
           pieces_wait ();
         }
       if (i < nchunks)
         {
-          size_t off = i * chunk;
-          size_t len = nbytes - off < chunk ? nbytes - off : chunk;
           int s = (int) (i % RING);
           place[s] = ring_place (r, chunk);
-          err = cudaMemcpyAsync (place[s], (const char *) src + off, len,
+          err = cudaMemcpyAsync (place[s], (const char *) src + i * chunk,
+                                 chunk_len (nbytes, chunk, i),
                                  cudaMemcpyDeviceToHost, cudaStreamLegacy);
           if (err == cudaSuccess)
             err = cudaEventRecord (r->filled[s], cudaStreamLegacy);
