@@ -41,6 +41,10 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_STREAMING_512 1
+#endif
 
 #include "cuda-staging.h"
 #include "gm.h"
@@ -57,6 +61,18 @@
    CHUNK_MIN, at most the ring's buffer.  */
 #define CHUNKS_WANTED 8
 #define CHUNK_MIN ((size_t) 256 << 10)
+/* Chunks to the device are at least this long: each costs the caller a
+   cudaMemcpyAsync and an event record (some 4 us), and the pipeline's
+   fill is short anyway (pieces_start).  Copies from memory not in the
+   caches, 1 MiB chunks against CHUNK_MIN's, medians of 3 processes on
+   one H200 machine: 2 MiB at 24.9 GB/s against 17.9, 4 MiB 30.4
+   against 27.3, 8 MiB and up the same (bench/NOTES.md, "The staging
+   engine, fourth form").  To the host the DMA engine runs ahead of the
+   threads and small chunks cost nothing.  */
+#define CHUNK_MIN_TO_DEVICE ((size_t) 1 << 20)
+/* Chunks to the device of at least this many bytes are filled through
+   the caches, smaller ones with non-temporal stores (copy_streaming).  */
+#define CACHED_FILL_MIN ((size_t) 8 << 20)
 /* Each thread copies at least this much of a chunk.  At 128 KiB a
    512 KiB chunk kept 4 of the 16 threads busy, and copies of 4 MiB from
    memory not in the caches moved at 17 GB/s to the device; at 32 KiB,
@@ -93,6 +109,7 @@ typedef struct worker_slot
   char *dst;
   const char *src;
   size_t len;
+  bool streaming;          /* copy_streaming, else memcpy */
 } worker_slot;
 
 static struct
@@ -161,9 +178,25 @@ now_ns (void)
      caches, when the copy returns.
 
    bench/NOTES.md ("The staging engine's slow DMA", "The staging
-   engine, third form", run M) has the numbers.  */
+   engine, third form", run M) has the numbers.  From CACHED_FILL_MIN
+   the ring places are filled through the caches instead: a chunk of 8
+   MiB and more is one or more MiB a thread, more than its share of the
+   private caches holds, so its lines are in the shared last-level
+   cache (300 MiB on the H200 machines) when the DMA engine reads them,
+   and the ring is never written to memory at all: uploads of 256 MiB
+   from memory not in the caches at 47.7–48.7 GB/s against 39.8–41.7
+   with non-temporal stores (medians of 3 processes, two machines;
+   "The staging engine, fourth form").  Smaller chunks are still in the
+   writers' private caches, whence the DMA engine reads at half speed
+   (8 MiB copies in 1 MiB chunks 19.8 against 31.6 GB/s).
+
+   Where the CPU has AVX-512, start_pool picks copy_streaming_512
+   instead: one store a 64-byte line, not four.  Uploads from memory
+   not in the caches 4 to 64 MiB moved 6–8% faster so (16 MiB at 37.0
+   against 34.2 GB/s), downloads 2–7% (medians of 3 processes, one
+   H200 machine; "The staging engine, fourth form").  */
 static void
-copy_streaming (char *dst, const char *src, size_t len)
+copy_streaming_128 (char *dst, const char *src, size_t len)
 {
   size_t done = 0;
 
@@ -193,6 +226,38 @@ copy_streaming (char *dst, const char *src, size_t len)
   memcpy (dst + done, src + done, len - done);
 }
 
+#if HAVE_STREAMING_512
+__attribute__ ((target ("avx512f"))) static void
+copy_streaming_512 (char *dst, const char *src, size_t len)
+{
+  size_t head = (64 - ((uintptr_t) dst & 63)) & 63, done;
+
+  if (head > len)
+    head = len;
+  memcpy (dst, src, head);
+  for (done = head; done + 256 <= len; done += 256)
+    {
+      __m512i a = _mm512_loadu_si512 ((const void *) (src + done));
+      __m512i b = _mm512_loadu_si512 ((const void *) (src + done + 64));
+      __m512i c = _mm512_loadu_si512 ((const void *) (src + done + 128));
+      __m512i d = _mm512_loadu_si512 ((const void *) (src + done + 192));
+      _mm512_stream_si512 ((void *) (dst + done), a);
+      _mm512_stream_si512 ((void *) (dst + done + 64), b);
+      _mm512_stream_si512 ((void *) (dst + done + 128), c);
+      _mm512_stream_si512 ((void *) (dst + done + 192), d);
+    }
+  for (; done + 64 <= len; done += 64)
+    _mm512_stream_si512 ((void *) (dst + done),
+                         _mm512_loadu_si512 ((const void *) (src + done)));
+  _mm_sfence ();           /* as in copy_streaming_128 */
+  memcpy (dst + done, src + done, len - done);
+}
+#endif
+
+/* copy_streaming_128 or, chosen by start_pool, copy_streaming_512.  */
+static void (*copy_streaming) (char *dst, const char *src, size_t len)
+  = copy_streaming_128;
+
 /* Copies the piece in SLOT and counts it done, unless another thread
    claimed it first.  */
 static void
@@ -202,7 +267,10 @@ take_piece (worker_slot *slot)
 
   if (atomic_compare_exchange_strong (&slot->claimed, &unclaimed, true))
     {
-      copy_streaming (slot->dst, slot->src, slot->len);
+      if (slot->streaming)
+        copy_streaming (slot->dst, slot->src, slot->len);
+      else
+        memcpy (slot->dst, slot->src, slot->len);
       atomic_fetch_sub (&pool.pending, 1);
     }
 }
@@ -283,6 +351,10 @@ start_pool (void)
 
   if (pool.nthreads > 0)
     return;
+#if HAVE_STREAMING_512
+  if (__builtin_cpu_supports ("avx512f"))
+    copy_streaming = copy_streaming_512;
+#endif
   want = settings.threads > 0 ? settings.threads : 1;
   pool.slots = calloc (want, sizeof *pool.slots);
   pool.nthreads = 1;
@@ -304,17 +376,18 @@ start_pool (void)
     }
 }
 
-/* The chunk a copy of NBYTES moves in.  */
+/* The chunk a copy of NBYTES moves in, to the device (TO_DEVICE) or to
+   the host.  */
 static size_t
-chunk_for (size_t nbytes)
+chunk_for (size_t nbytes, bool to_device)
 {
-  size_t chunk;
+  size_t chunk, least = to_device ? CHUNK_MIN_TO_DEVICE : CHUNK_MIN;
 
   if (settings.chunk_fixed)
     return settings.chunk;
   chunk = (nbytes / CHUNKS_WANTED + 4095) & ~(size_t) 4095;
-  if (chunk < CHUNK_MIN)
-    chunk = CHUNK_MIN;
+  if (chunk < least)
+    chunk = least;
   return chunk < settings.chunk ? chunk : settings.chunk;
 }
 
@@ -323,7 +396,8 @@ chunk_for (size_t nbytes)
    sense, one a thread; hands the workers theirs and returns at once,
    with the size of the first piece where the caller takes it
    (WITH_CALLER), else 0; pieces_wait waits for the workers.  Without
-   workers the caller copies it all here.
+   workers the caller copies it all here.  The pieces move with
+   copy_streaming where STREAMING, else with memcpy.
 
    To the device the caller takes no piece: it queues the DMA of the
    chunk before while the workers fill this one (a cudaMemcpyAsync and
@@ -334,7 +408,8 @@ chunk_for (size_t nbytes)
    workers emptied (and so with the DMA engine a chunk less ahead) moved
    16 MiB at 40–44 GB/s, against 44–47 (bench/NOTES.md).  */
 static size_t
-pieces_start (char *dst, const char *src, size_t len, bool with_caller)
+pieces_start (char *dst, const char *src, size_t len, bool with_caller,
+              bool streaming)
 {
   size_t workers = (size_t) pool.nthreads - 1;
   size_t threads = workers + (with_caller ? 1 : 0);
@@ -343,7 +418,10 @@ pieces_start (char *dst, const char *src, size_t len, bool with_caller)
   pool.handed = 0;
   if (workers == 0)
     {
-      copy_streaming (dst, src, len);
+      if (streaming)
+        copy_streaming (dst, src, len);
+      else
+        memcpy (dst, src, len);
       return 0;
     }
   if (used > threads)
@@ -366,6 +444,7 @@ pieces_start (char *dst, const char *src, size_t len, bool with_caller)
       slot->dst = dst + start;
       slot->src = src + start;
       slot->len = len - start < share ? len - start : share;
+      slot->streaming = streaming;
       atomic_store (&slot->claimed, false);
       atomic_fetch_add (&slot->go, 1);
       if (atomic_load (&slot->sleeping))
@@ -544,7 +623,7 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
   err = ring_for (device, device_count, &r);
   if (err != cudaSuccess)
     return err;
-  chunk = chunk_for (nbytes);
+  chunk = chunk_for (nbytes, to_device);
   nchunks = (nbytes + chunk - 1) / chunk;
 
   if (to_device)
@@ -565,7 +644,8 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
                 return err;
               place[s] = ring_place (r, chunk);
               pieces_start (place[s], (const char *) src + i * chunk,
-                            chunk_len (nbytes, chunk, i), false);
+                            chunk_len (nbytes, chunk, i), false,
+                            chunk < CACHED_FILL_MIN);
             }
           if (i > 0)
             {
@@ -598,7 +678,7 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
           if ((err = cudaEventSynchronize (r->filled[s])) != cudaSuccess)
             return err;
           mine = pieces_start (out, place[s], chunk_len (nbytes, chunk, j),
-                               true);
+                               true, true);
           copy_streaming (out, place[s], mine);
           pieces_wait ();
         }
