@@ -12,12 +12,21 @@ backend runs the same sizes through its own path):
                                a page-locked bounce buffer
   COPY_KEEP_GIL_MAX    1 MiB   smaller copies keep the GIL
   GM_STAGING_MIN     256 KiB   pageable copies from it are staged, in
-                               chunks of an eighth of the copy (at
-                               least 256 KiB, at most 16 MiB), each
-                               filled by a thread per 128 KiB; the ring
-                               of 4 chunks wraps around in every one
-  2 MiB, 16 MiB, 64 MiB        chunks of 256 KiB (the least), 2 MiB
-                               (16 threads), 8 MiB
+                               chunks of an eighth of the copy (to the
+                               host at least 256 KiB, to the device at
+                               least 1 MiB; at most 16 MiB), each
+                               shared among the threads in pieces of at
+                               least 32 KiB; the ring of 4 chunks wraps
+                               around in every one
+  2 MiB, 8 MiB, 16 MiB         to the device: two chunks of 1 MiB; the
+                               last size of 1 MiB chunks; 2 MiB chunks
+                               (16 threads)
+  64 MiB - 32760               the smallest copy whose chunks (an
+                               eighth, in whole pages) reach 8 MiB: to
+                               the device these are filled through the
+                               CPU's caches, smaller ones with
+                               non-temporal stores
+  64 MiB                       chunks of 8 MiB
   COPY_CHUNK         256 MiB   host copies move in pieces of it, the GIL
                                released around each; staged chunks are
                                at their largest, 16 MiB
@@ -34,7 +43,7 @@ KIB, MIB = 1 << 10, 1 << 20
 ITEMSIZES = {1: "uint8", 2: "float16", 4: "float32", 8: "int64",
              16: "complex128"}
 SMALL = (64 * KIB, MIB)
-STAGED = (256 * KIB, 2 * MIB, 16 * MIB, 64 * MIB)
+STAGED = (256 * KIB, 2 * MIB, 8 * MIB, 16 * MIB, 64 * MIB - 32760, 64 * MIB)
 HUGE = (256 * MIB,)
 
 _bytes = {}
