@@ -62,8 +62,9 @@
 #define CHUNKS_WANTED 8
 #define CHUNK_MIN ((size_t) 256 << 10)
 /* Chunks to the device are at least this long: each costs the caller a
-   cudaMemcpyAsync and an event record (some 4 us), and the pipeline's
-   fill is short anyway (pieces_start).  Copies from memory not in the
+   cudaMemcpyAsync and an event record (some 4 us), while the threads
+   fill the first chunk of 1 MiB, before which no DMA starts, in some 10
+   us.  Copies from memory not in the
    caches, 1 MiB chunks against CHUNK_MIN's, medians of 3 processes on
    one H200 machine: 2 MiB at 24.9 GB/s against 17.9, 4 MiB 30.4
    against 27.3, 8 MiB and up the same (bench/NOTES.md, "The staging
@@ -72,7 +73,7 @@
 #define CHUNK_MIN_TO_DEVICE ((size_t) 1 << 20)
 /* Chunks to the device of at least this many bytes are filled through
    the caches, smaller ones with non-temporal stores (copy_streaming).  */
-#define CACHED_FILL_MIN ((size_t) 8 << 20)
+#define CACHED_FILL_MIN ((size_t) 16 << 20)
 /* Each thread copies at least this much of a chunk.  At 128 KiB a
    512 KiB chunk kept 4 of the 16 threads busy, and copies of 4 MiB from
    memory not in the caches moved at 17 GB/s to the device; at 32 KiB,
@@ -179,16 +180,18 @@ now_ns (void)
 
    bench/NOTES.md ("The staging engine's slow DMA", "The staging
    engine, third form", run M) has the numbers.  From CACHED_FILL_MIN
-   the ring places are filled through the caches instead: a chunk of 8
-   MiB and more is one or more MiB a thread, more than its share of the
-   private caches holds, so its lines are in the shared last-level
-   cache (300 MiB on the H200 machines) when the DMA engine reads them,
-   and the ring is never written to memory at all: uploads of 256 MiB
-   from memory not in the caches at 47.7–48.7 GB/s against 39.8–41.7
-   with non-temporal stores (medians of 3 processes, two machines;
-   "The staging engine, fourth form").  Smaller chunks are still in the
-   writers' private caches, whence the DMA engine reads at half speed
-   (8 MiB copies in 1 MiB chunks 19.8 against 31.6 GB/s).
+   (the largest chunk, in copies of 128 MiB and more) the ring places
+   are filled through the caches instead.  Each worker then writes over
+   a MiB a chunk, and the lines are mostly in the shared last-level
+   cache (300 MiB on the H200 machines) rather than in the writers'
+   private ones when the DMA engine reads them; the ring, 64 MiB, is
+   not written to memory at all.  Uploads of 256 MiB from memory not in
+   the caches moved at 47.7–48.7 GB/s so against 39.8–41.7 with
+   non-temporal stores (medians of 3 processes, two machines).  Chunks
+   of 8 MiB (64 MiB copies) gained nothing (37.2–39.0 against
+   37.7–40.0 GB/s), and smaller ones lose half their speed (8 MiB
+   copies in 1 MiB chunks 19.8 against 31.6 GB/s): bench/NOTES.md,
+   "The staging engine, fourth form".
 
    Where the CPU has AVX-512, start_pool picks copy_streaming_512
    instead: one store a 64-byte line, not four.  Uploads from memory
