@@ -18,6 +18,7 @@ import datetime
 import json
 import os
 import re
+import statistics
 import sys
 
 IMPLS = ("raw", "gpumem", "cupy")
@@ -136,10 +137,28 @@ TARGETS = [
 ]
 
 
+def merged(recs):
+    """One record from the records of the same figure made by several
+    processes (bench/run.sh's BENCH_ROUNDS): the median of their medians,
+    of their first and of their third quartiles; the processes' medians
+    in process_medians_s.  One record is returned as it is."""
+    keys = ("median_s", "q1_s", "q3_s", "min_s", "n")
+    if len(recs) == 1 or not all(k in r for r in recs for k in keys):
+        return recs[-1]
+    out = dict(recs[-1])
+    for key in ("median_s", "q1_s", "q3_s"):
+        out[key] = statistics.median(r[key] for r in recs)
+    out["min_s"] = min(r["min_s"] for r in recs)
+    out["n"] = sum(r["n"] for r in recs)
+    out["process_medians_s"] = sorted(r["median_s"] for r in recs)
+    return out
+
+
 def load(directory):
     """Records by implementation: {impl: {"meta": {...}, "errors": [...],
     "rec": {(figure, case): record}, "sweep": {(case, bytes): record}}};
-    an implementation with no file is absent."""
+    an implementation with no file is absent.  A figure recorded by
+    several processes is their merged record."""
     runs = {}
     for impl in IMPLS:
         path = os.path.join(directory, impl + ".jsonl")
@@ -163,9 +182,13 @@ def load(directory):
                     run["errors"].append(f"{rec.get('case')}: "
                                          f"{rec.get('note')}")
                 elif fig == "sweep":
-                    run["sweep"][(rec["case"], rec["bytes"])] = rec
+                    run["sweep"].setdefault((rec["case"], rec["bytes"]),
+                                            []).append(rec)
                 else:
-                    run["rec"][(fig, rec["case"])] = rec
+                    run["rec"].setdefault((fig, rec["case"]), []).append(rec)
+        for table in ("rec", "sweep"):
+            run[table] = {key: merged(recs)
+                          for key, recs in run[table].items()}
         runs[impl] = run
     return runs
 
@@ -1050,6 +1073,45 @@ def plot_all(runs, directory, base):
     return names, None
 
 
+def process_lines(runs):
+    """Where the basic and sweep sections ran in several processes a
+    side: what that means, and the processes' own medians of the small
+    figures, where the process a run lands in decides the speed."""
+    shown = [("copy16", "h2d", "16-byte copy host->device"),
+             ("copy16", "d2h", "16-byte copy device->host"),
+             ("launch", "sync", "empty-kernel launch + synchronize")]
+    sweeps = [("pinned_h2d", 4096, "pinned 4 KiB host->device"),
+              ("pinned_d2h", 4096, "pinned 4 KiB device->host"),
+              ("pageable_h2d", 4096, "pageable 4 KiB host->device")]
+    rows = []
+    counts = set()
+    for table, items in (("rec", shown), ("sweep", sweeps)):
+        for a, b, label in items:
+            cells = []
+            for impl in IMPLS:
+                rec = runs.get(impl, {}).get(table, {}).get((a, b))
+                meds = rec.get("process_medians_s") if rec else None
+                if meds:
+                    counts.add(len(meds))
+                cells.append(", ".join(f"{m * 1e6:.2f}" for m in meds)
+                             if meds else "")
+            if any(cells):
+                rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    n = "/".join(str(c) for c in sorted(counts))
+    return ["## Processes", "",
+            f"The basic and sweep sections ran in {n} processes an "
+            "implementation, in turn (BENCH_ROUNDS); each of their figures "
+            "above is the median of the processes' medians, its quartiles "
+            "the median of theirs.  Small calls run at one of two speeds "
+            "for a whole process (bench/NOTES.md, run L), so one process "
+            "a side would decide these ratios by chance.  The processes' "
+            "own medians, in microseconds:", "",
+            "| figure | " + " | ".join(LABEL[i] for i in IMPLS) + " |",
+            "| --- |" + " ---: |" * len(IMPLS)] + rows + [""]
+
+
 def write_report(directory, date, tag):
     runs = load(directory)
     machine = machine_lines(directory)
@@ -1111,6 +1173,7 @@ def write_report(directory, date, tag):
     summary = summary + new_summary
 
     lines += ["## Medians", ""] + main_table(runs) + [""]
+    lines += process_lines(runs)
     anchor = []
     for impl, us in ANCHOR_4X2_28.items():
         rec = lookup(runs, impl, ("workload", "algo_4x2^28"))

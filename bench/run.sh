@@ -37,6 +37,11 @@
 # BENCH_BUDGET (seconds the whole run may take, default 540: a section
 # starts only with time left, its timeout is cut to what is left, and
 # 30 s stay for the report and the tarball),
+# BENCH_ROUNDS (how many processes of each implementation run the basic
+# and sweep sections, in turn: raw, gpumem, CuPy, raw, ...; default 3:
+# small calls run at one of two speeds for a whole process, so one
+# process a side decides a small-size ratio by chance; the report takes
+# the median of the processes' medians, bench/NOTES.md),
 # BENCH_COMMIT (the commit the report names, for a tree without .git;
 # default git's HEAD of this tree, see commit.sh),
 # BENCH_BACKEND (gpumem's --backend; default cuda; "host" is a dry run
@@ -58,6 +63,11 @@ build=${BENCH_BUILD:-$here/build}
 args=${BENCH_ARGS:-}
 limit=${BENCH_TIMEOUT:-200}
 budget=${BENCH_BUDGET:-540}
+rounds=${BENCH_ROUNDS:-3}
+case $rounds in
+  ''|*[!0-9]*|0) echo "bench: BENCH_ROUNDS must be a whole number from 1, not '$rounds'" >&2
+                 exit 2 ;;
+esac
 backend=${BENCH_BACKEND:-cuda}
 arch=${NVCC_ARCH:--gencode=arch=compute_90,code=sm_90}
 nvcc=${NVCC:-}
@@ -118,7 +128,7 @@ step () {
   echo "gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(bench_commit "$top")"
   echo "Python for CuPy and the report: $python ($("$python" --version 2>&1))"
   echo "started: $(date -u '+%F %T UTC')"
-  echo "GPUs: $gpus; sections: $sections; BENCH_ARGS: ${args:-(none)}"
+  echo "GPUs: $gpus; sections: $sections; rounds of basic and sweep: $rounds; BENCH_ARGS: ${args:-(none)}"
 } > "$rec/machine.txt"
 cat "$rec/machine.txt"
 
@@ -166,7 +176,7 @@ run () {
   name=$1
   section=$2
   shift 2
-  part=$rec/$name-$section
+  part=$rec/$name-$section${round:+-$round}
   rm -f "$part.jsonl"
   left=$(( budget - 30 - ($(date +%s) - begin) ))
   if test "$left" -lt 10; then
@@ -177,7 +187,7 @@ run () {
   fi
   this=$limit
   test "$left" -lt "$this" && this=$left
-  step "running $name, $section (at most $this s)"
+  step "running $name, $section${round:+ (round $round of $rounds)} (at most $this s)"
   timeout "$this" "$@" --out "$part.jsonl" > "$part.log" 2>&1
   rc=$?
   tail -n 2 "$part.log"
@@ -199,7 +209,23 @@ run () {
 
 rm -f "$rec/raw.jsonl" "$rec/gpumem.jsonl" "$rec/cupy.jsonl"
 cupy_ok=yes
+# basic and sweep once a round (the part files and logs named with the
+# round: NAME-SECTION-ROUND), the others once.
+plan=
 for section in $sections; do
+  case $section in
+    basic|sweep)
+      r=1
+      while test "$r" -le "$rounds"; do
+        plan="$plan $section:$r"
+        r=$((r + 1))
+      done ;;
+    *) plan="$plan $section:" ;;
+  esac
+done
+for item in $plan; do
+  section=${item%%:*}
+  round=${item#*:}
   test "$section" = nccl && continue
   list=$(figures "$section") || { status=1; continue; }
   if test "$section" = kernels; then

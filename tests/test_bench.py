@@ -1,7 +1,8 @@
 """The benchmark's plumbing that runs without a GPU: the commit stamp
 (bench/commit.sh, BENCH_COMMIT), the report's targets made from records
 (bench/report.py: issue 19's 4 x 10 threshold read from run D's committed
-records, issue 17's plugin and JIT launches), bench/launch_overhead.py
+records, issue 17's plugin and JIT launches, the records of several
+processes merged), bench/launch_overhead.py
 refusing the host backend, and tests/soak.py reporting SKIP for a check
 it cannot make."""
 
@@ -82,6 +83,34 @@ def seed_4x10_threshold_comes_from_run_d():
     (text,) = [t for t in targets if "4 x 10 loop no slower" in t]
     assert "1.14x" in text and "b951936" in text, text
     assert targets[text][4] == limit
+
+
+@case
+def records_of_several_processes_merge():
+    """bench/run.sh's rounds: the same figure from three processes is
+    the median of their medians (not the last one read), and the report
+    lists the processes' medians."""
+    report = load_report()
+    with tempfile.TemporaryDirectory() as folder:
+        seconds = (9.0e-6, 11.0e-6, 8.5e-6)
+        records = [rec("copy16", "h2d", t) for t in seconds]
+        records[1]["q1_s"], records[1]["q3_s"] = 10.0e-6, 12.0e-6
+        records.append(rec("copy16", "d2h", 7.0e-6))
+        write_records(folder, records)
+        runs = report.load(folder)
+        merged = runs["gpumem"]["rec"][("copy16", "h2d")]
+        assert merged["median_s"] == 9.0e-6, merged
+        assert merged["q1_s"] == 9.0e-6 and merged["q3_s"] == 9.0e-6, merged
+        assert merged["n"] == 30 and merged["min_s"] == 8.5e-6, merged
+        assert merged["process_medians_s"] == sorted(seconds), merged
+        single = runs["gpumem"]["rec"][("copy16", "d2h")]
+        assert "process_medians_s" not in single, single
+        path, _ = report.write_report(folder, "2026-01-01", "test")
+        with open(path) as f:
+            text = f.read()
+    assert "## Processes" in text, text
+    assert "| 16-byte copy host->device |  | 8.50, 9.00, 11.00 |  |" in text, \
+        text
 
 
 @case
