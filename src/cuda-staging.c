@@ -196,7 +196,7 @@ now_ns (void)
    Where the CPU has AVX-512, start_pool picks copy_streaming_512
    instead: one store a 64-byte line, not four.  Uploads from memory
    not in the caches 4 to 64 MiB moved 6–8% faster so (16 MiB at 37.0
-   against 34.2 GB/s), downloads 2–7% (medians of 3 processes, one
+   against 34.2 GB/s), downloads 1–7% (medians of 3 processes, one
    H200 machine; "The staging engine, fourth form").  */
 static void
 copy_streaming_128 (char *dst, const char *src, size_t len)
