@@ -41,7 +41,7 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-#if defined(__x86_64__) && (__GNUC__ >= 9 || defined(__clang__))
+#if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_STREAMING_512 1
 #endif
@@ -71,12 +71,8 @@
    engine, fourth form").  To the host the DMA engine runs ahead of the
    threads and small chunks cost nothing.  */
 #define CHUNK_MIN_TO_DEVICE ((size_t) 1 << 20)
-/* How the threads fill the ring's places on the way to a device
-   (fill_for): copies of DEMOTED_FILL_MIN and more with copy_demoted_512
-   where the CPU has it; else chunks of CACHED_FILL_MIN and more through
-   the caches (copy_cached), smaller ones with non-temporal stores
-   (copy_streaming).  */
-#define DEMOTED_FILL_MIN ((size_t) 4 << 20)
+/* Chunks to the device of at least this many bytes are filled through
+   the caches, smaller ones with non-temporal stores (copy_streaming).  */
 #define CACHED_FILL_MIN ((size_t) 16 << 20)
 /* Each thread copies at least this much of a chunk.  At 128 KiB a
    512 KiB chunk kept 4 of the 16 threads busy, and copies of 4 MiB from
@@ -104,10 +100,6 @@
    piece claimed, or, where a newer piece is already in its slot, takes
    that one: the caller clears CLAIMED only after it wrote the piece,
    and every piece before it was claimed.  */
-/* A way of copying a piece: copy_streaming, copy_cached, copy_demoted
-   (below).  */
-typedef void copy_fn (char *dst, const char *src, size_t len);
-
 typedef struct worker_slot
 {
   _Atomic unsigned long go;
@@ -118,7 +110,7 @@ typedef struct worker_slot
   char *dst;
   const char *src;
   size_t len;
-  copy_fn *copy;
+  bool streaming;          /* copy_streaming, else memcpy */
 } worker_slot;
 
 static struct
@@ -187,10 +179,7 @@ now_ns (void)
      caches, when the copy returns.
 
    bench/NOTES.md ("The staging engine's slow DMA", "The staging
-   engine, third form", run M) has the numbers.  Where the CPU has
-   AVX-512 and cldemote, uploads of DEMOTED_FILL_MIN and more are filled
-   with copy_demoted_512 instead (its comment says why).  Elsewhere,
-   from CACHED_FILL_MIN
+   engine, third form", run M) has the numbers.  From CACHED_FILL_MIN
    (the largest chunk, in copies of 128 MiB and more) the ring places
    are filled through the caches instead.  Each worker then writes over
    a MiB a chunk, and the lines are mostly in the shared last-level
@@ -266,70 +255,11 @@ copy_streaming_512 (char *dst, const char *src, size_t len)
   _mm_sfence ();           /* as in copy_streaming_128 */
   memcpy (dst + done, src + done, len - done);
 }
-
-/* Copies LEN bytes from SRC to DST through the caches with 64-byte
-   stores, and pushes each line, a kilobyte behind the stores, from the
-   writing core's private caches into the shared last-level cache
-   (cldemote, a hint: a no-op where the CPU lacks it).  The fill of a
-   ring place for uploads of DEMOTED_FILL_MIN and more.
-
-   Filled through the caches alone, a place's lines are still in the
-   writers' private caches when the DMA engine reads them, at half speed
-   (copy_streaming's comment); filled with non-temporal stores, they go
-   to memory and the DMA engine reads them back from there.  Demoted,
-   the DMA engine finds them in the last-level cache, and the ring (64
-   MiB) never leaves it.  Uploads from memory not in the caches, medians
-   of 3 processes on one H200 machine, against copy_streaming_512 with
-   the chunks of 16 MiB through the caches: 4 MiB 35.2 against 32.8
-   GB/s, 16 MiB 44.1 against 39.8, 64 MiB 47.9 against 42.1, 256 MiB
-   51.6 against 49.2; 1 MiB copies (one chunk, nothing to overlap) lose,
-   18.3 against 19.8 (bench/NOTES.md, "The staging engine, fourth
-   form").  The same with memcpy and a second pass of cldemote won
-   nothing: the second pass cost what the DMA engine gained.  */
-__attribute__ ((target ("avx512f,cldemote"))) static void
-copy_demoted_512 (char *dst, const char *src, size_t len)
-{
-  size_t head = (64 - ((uintptr_t) dst & 63)) & 63, done, lag = 1024;
-
-  if (head > len)
-    head = len;
-  memcpy (dst, src, head);
-  for (done = head; done + 256 <= len; done += 256)
-    {
-      __m512i a = _mm512_loadu_si512 ((const void *) (src + done));
-      __m512i b = _mm512_loadu_si512 ((const void *) (src + done + 64));
-      __m512i c = _mm512_loadu_si512 ((const void *) (src + done + 128));
-      __m512i d = _mm512_loadu_si512 ((const void *) (src + done + 192));
-      _mm512_store_si512 ((void *) (dst + done), a);
-      _mm512_store_si512 ((void *) (dst + done + 64), b);
-      _mm512_store_si512 ((void *) (dst + done + 128), c);
-      _mm512_store_si512 ((void *) (dst + done + 192), d);
-      if (done >= head + lag)
-        {
-          _cldemote (dst + done - lag);
-          _cldemote (dst + done - lag + 64);
-          _cldemote (dst + done - lag + 128);
-          _cldemote (dst + done - lag + 192);
-        }
-    }
-  for (size_t line = done > head + lag ? done - lag : head; line < done;
-       line += 64)
-    _cldemote (dst + line);
-  memcpy (dst + done, src + done, len - done);
-}
 #endif
 
-/* The ways a piece is copied.  copy_streaming is copy_streaming_128
-   or, chosen by start_pool, copy_streaming_512; copy_demoted is
-   copy_demoted_512 where start_pool found the CPU able, else NULL.  */
-static copy_fn *copy_streaming = copy_streaming_128;
-static copy_fn *copy_demoted;
-
-static void
-copy_cached (char *dst, const char *src, size_t len)
-{
-  memcpy (dst, src, len);
-}
+/* copy_streaming_128 or, chosen by start_pool, copy_streaming_512.  */
+static void (*copy_streaming) (char *dst, const char *src, size_t len)
+  = copy_streaming_128;
 
 /* Copies the piece in SLOT and counts it done, unless another thread
    claimed it first.  */
@@ -340,7 +270,10 @@ take_piece (worker_slot *slot)
 
   if (atomic_compare_exchange_strong (&slot->claimed, &unclaimed, true))
     {
-      slot->copy (slot->dst, slot->src, slot->len);
+      if (slot->streaming)
+        copy_streaming (slot->dst, slot->src, slot->len);
+      else
+        memcpy (slot->dst, slot->src, slot->len);
       atomic_fetch_sub (&pool.pending, 1);
     }
 }
@@ -423,11 +356,7 @@ start_pool (void)
     return;
 #if HAVE_STREAMING_512
   if (__builtin_cpu_supports ("avx512f"))
-    {
-      copy_streaming = copy_streaming_512;
-      if (__builtin_cpu_supports ("cldemote"))
-        copy_demoted = copy_demoted_512;
-    }
+    copy_streaming = copy_streaming_512;
 #endif
   want = settings.threads > 0 ? settings.threads : 1;
   pool.slots = calloc (want, sizeof *pool.slots);
@@ -470,8 +399,8 @@ chunk_for (size_t nbytes, bool to_device)
    sense, one a thread; hands the workers theirs and returns at once,
    with the size of the first piece where the caller takes it
    (WITH_CALLER), else 0; pieces_wait waits for the workers.  Without
-   workers the caller copies it all here.  Every piece moves with
-   COPY.
+   workers the caller copies it all here.  The pieces move with
+   copy_streaming where STREAMING, else with memcpy.
 
    To the device the caller takes no piece: it queues the DMA of the
    chunk before while the workers fill this one (a cudaMemcpyAsync and
@@ -483,7 +412,7 @@ chunk_for (size_t nbytes, bool to_device)
    16 MiB at 40–44 GB/s, against 44–47 (bench/NOTES.md).  */
 static size_t
 pieces_start (char *dst, const char *src, size_t len, bool with_caller,
-              copy_fn *copy)
+              bool streaming)
 {
   size_t workers = (size_t) pool.nthreads - 1;
   size_t threads = workers + (with_caller ? 1 : 0);
@@ -492,7 +421,10 @@ pieces_start (char *dst, const char *src, size_t len, bool with_caller,
   pool.handed = 0;
   if (workers == 0)
     {
-      copy (dst, src, len);
+      if (streaming)
+        copy_streaming (dst, src, len);
+      else
+        memcpy (dst, src, len);
       return 0;
     }
   if (used > threads)
@@ -515,7 +447,7 @@ pieces_start (char *dst, const char *src, size_t len, bool with_caller,
       slot->dst = dst + start;
       slot->src = src + start;
       slot->len = len - start < share ? len - start : share;
-      slot->copy = copy;
+      slot->streaming = streaming;
       atomic_store (&slot->claimed, false);
       atomic_fetch_add (&slot->go, 1);
       if (atomic_load (&slot->sleeping))
@@ -653,16 +585,6 @@ ring_place (ring *r, size_t size)
 static cudaError_t staged_copy (void *dst, const void *src, size_t nbytes,
                                 int device, int device_count, bool to_device);
 
-/* How the threads fill the ring's places for an upload of NBYTES in
-   chunks of CHUNK (DEMOTED_FILL_MIN, CACHED_FILL_MIN).  */
-static copy_fn *
-fill_for (size_t nbytes, size_t chunk)
-{
-  if (copy_demoted != NULL && nbytes >= DEMOTED_FILL_MIN)
-    return copy_demoted;
-  return chunk >= CACHED_FILL_MIN ? copy_cached : copy_streaming;
-}
-
 /* The bytes of chunk I of a copy of NBYTES in chunks of CHUNK.  */
 static size_t
 chunk_len (size_t nbytes, size_t chunk, size_t i)
@@ -709,8 +631,6 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
 
   if (to_device)
     {
-      copy_fn *fill_copy = fill_for (nbytes, chunk);
-
       /* The workers fill chunk i's place while the caller queues chunk
          i - 1's DMA and the DMA engine drains the chunks before it.
          The event of chunk i - RING says that every chunk before it has
@@ -728,7 +648,7 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
               place[s] = ring_place (r, chunk);
               pieces_start (place[s], (const char *) src + i * chunk,
                             chunk_len (nbytes, chunk, i), false,
-                            fill_copy);
+                            chunk < CACHED_FILL_MIN);
             }
           if (i > 0)
             {
@@ -761,7 +681,7 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
           if ((err = cudaEventSynchronize (r->filled[s])) != cudaSuccess)
             return err;
           mine = pieces_start (out, place[s], chunk_len (nbytes, chunk, j),
-                               true, copy_streaming);
+                               true, true);
           copy_streaming (out, place[s], mine);
           pieces_wait ();
         }

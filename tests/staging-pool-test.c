@@ -10,11 +10,10 @@
    byte to 4 MiB) and alignments of source and destination, both kinds
    of hand-out, and pauses longer than the workers' spin so that they
    fall asleep between copies.  Every copy is checked byte for byte, and
-   the bytes around it must stay untouched; the pieces move by one of
-   the ways the pool has, at random.  First, each copy function alone
-   (16-byte and, where the CPU has AVX-512, 64-byte non-temporal stores,
-   and the 64-byte stores with cldemote, a no-op on CPUs without it), at
-   every length to 600 bytes and every alignment of either side to 64.
+   the bytes around it must stay untouched.  First, each of the copy
+   functions the pool may pick (16-byte and, where the CPU has AVX-512,
+   64-byte non-temporal stores) alone, at every length to 600 bytes and
+   every alignment of either side to 64.
 
      staging-pool-test [ROUNDS [THREADS]]   default 3000 rounds, 16 and
                                             then 3 threads
@@ -67,20 +66,19 @@ run (int rounds, size_t threads, unsigned seed)
       size_t from = (size_t) rand_r (&seed) % SLACK;
       size_t to = (size_t) rand_r (&seed) % SLACK;
       bool with_caller = rand_r (&seed) & 1;
-      copy_fn *ways[] = {copy_streaming, copy_cached, copy_demoted};
-      int way = rand_r (&seed) % (copy_demoted != NULL ? 3 : 2);
+      bool streaming = rand_r (&seed) & 1;
       size_t mine;
 
       memset (dst, 0, MAX_LEN + SLACK);
-      mine = pieces_start (dst + to, src + from, len, with_caller, ways[way]);
+      mine = pieces_start (dst + to, src + from, len, with_caller, streaming);
       if (with_caller)
         copy_streaming (dst + to, src + from, mine);
       pieces_wait ();
       if (memcmp (dst + to, src + from, len) != 0)
         {
           fprintf (stderr, "round %d: %zu bytes (from +%zu to +%zu, "
-                   "caller's piece %d, way %d) copied wrong\n", r, len,
-                   from, to, (int) with_caller, way);
+                   "caller's piece %d, streaming %d) copied wrong\n", r, len,
+                   from, to, (int) with_caller, (int) streaming);
           failed = 1;
         }
       for (size_t i = 0; i < MAX_LEN + SLACK && !failed; i++)
@@ -151,11 +149,9 @@ main (int argc, char **argv)
 
 #if HAVE_STREAMING_512
   if (__builtin_cpu_supports ("avx512f"))
-    failed |= check_copy ("copy_streaming_512", copy_streaming_512)
-              | check_copy ("copy_demoted_512", copy_demoted_512);
+    failed |= check_copy ("copy_streaming_512", copy_streaming_512);
   else
-    printf ("skipped copy_streaming_512 and copy_demoted_512: the CPU has "
-            "no AVX-512\n");
+    printf ("skipped copy_streaming_512: the CPU has no AVX-512\n");
 #endif
   if (failed)
     return 1;

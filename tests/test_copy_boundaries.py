@@ -21,15 +21,12 @@ backend runs the same sizes through its own path):
   2 MiB, 8 MiB, 16 MiB         to the device: two chunks of 1 MiB; the
                                last size of 1 MiB chunks; 2 MiB chunks
                                (16 threads)
-  4 MiB                        uploads from it are filled with cldemote
-                               where the CPU has AVX-512 and CLDEMOTE
   64 MiB                       chunks of 8 MiB
   128 MiB - 32760              the smallest copy whose chunks (an
                                eighth, in whole pages) reach 16 MiB: to
                                the device these are filled through the
-                               CPU's caches where the CPU has no
-                               cldemote, smaller ones with non-temporal
-                               stores
+                               CPU's caches, smaller ones with
+                               non-temporal stores
   COPY_CHUNK         256 MiB   host copies move in pieces of it, the GIL
                                released around each; staged chunks are
                                at their largest, 16 MiB
@@ -46,7 +43,7 @@ KIB, MIB = 1 << 10, 1 << 20
 ITEMSIZES = {1: "uint8", 2: "float16", 4: "float32", 8: "int64",
              16: "complex128"}
 SMALL = (64 * KIB, MIB)
-STAGED = (256 * KIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 64 * MIB,
+STAGED = (256 * KIB, 2 * MIB, 8 * MIB, 16 * MIB, 64 * MIB,
           128 * MIB - 32760)
 HUGE = (256 * MIB,)
 
