@@ -1173,7 +1173,6 @@ def write_report(directory, date, tag):
     summary = summary + new_summary
 
     lines += ["## Medians", ""] + main_table(runs) + [""]
-    lines += process_lines(runs)
     anchor = []
     for impl, us in ANCHOR_4X2_28.items():
         rec = lookup(runs, impl, ("workload", "algo_4x2^28"))
@@ -1211,6 +1210,7 @@ def write_report(directory, date, tag):
     if seed:
         lines += ["Why the 4 x 2^28 loop runs algo, not algo_seed "
                   "(one thread walks every image):", ""] + seed + [""]
+    lines += process_lines(runs)
 
     names, why = plot_all(runs, directory, base)
     if why:

@@ -109,6 +109,10 @@ def records_of_several_processes_merge():
         with open(path) as f:
             text = f.read()
     assert "## Processes" in text, text
+    # After the Medians section's own paragraphs, not between them and
+    # their table.
+    assert text.index("## Processes") > text.index("The issue's anchor"), \
+        text
     assert "| 16-byte copy host->device |  | 8.50, 9.00, 11.00 |  |" in text, \
         text
 
