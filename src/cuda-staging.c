@@ -71,8 +71,9 @@
    engine, fourth form").  To the host the DMA engine runs ahead of the
    threads and small chunks cost nothing.  */
 #define CHUNK_MIN_TO_DEVICE ((size_t) 1 << 20)
-/* Chunks to the device of at least this many bytes are filled through
-   the caches, smaller ones with non-temporal stores (copy_streaming).  */
+/* Copies to the device whose chunk (chunk_for) is at least this long
+   are filled through the caches, the others with non-temporal stores
+   (copy_streaming).  */
 #define CACHED_FILL_MIN ((size_t) 16 << 20)
 /* Each thread copies at least this much of a chunk.  At 128 KiB a
    512 KiB chunk kept 4 of the 16 threads busy, and copies of 4 MiB from
@@ -159,17 +160,16 @@ now_ns (void)
 
 /* Copies LEN bytes from SRC to DST with stores that bypass the CPU's
    caches (x86-64's non-temporal stores), then fences them; elsewhere,
-   and for the unaligned head and the tail, memcpy.  Every piece of a
-   staged copy moves so, both ways:
+   and for the unaligned head and the tail, memcpy.  The pieces of a
+   staged copy move so, both ways, but for the chunks of CACHED_FILL_MIN
+   and more (below):
 
    - Into a ring place.  Filled through the caches, a place's lines stay
      dirty in the caches of the threads that wrote them, and the DMA
      engine then reads it at half speed: 8 chunks of 512 KiB, each
      filled by 8 threads, moved at 18.9 GB/s against 39.2 after
      non-temporal stores and 41.4 from memory the CPU never touched (2
-     MiB chunks: 31.2, 49.3, 50.8 GB/s).  Not yet chosen by the chunk's
-     size: from 256 MiB, in 16 MiB chunks, uploads moved 42–45 GB/s
-     against 47–48 when the threads filled through the caches.
+     MiB chunks: 31.2, 49.3, 50.8 GB/s).
    - Out of a ring place into the user's memory.  Ordinary stores first
      read each line of the destination that is not in the caches; these
      do not.  Copies from the device into memory not in the caches: 4
@@ -404,7 +404,7 @@ chunk_for (size_t nbytes, bool to_device)
 
    To the device the caller takes no piece: it queues the DMA of the
    chunk before while the workers fill this one (a cudaMemcpyAsync and
-   an event record, some 5 us a chunk).  Measured on one H200 machine,
+   an event record, some 4 us a chunk).  Measured on one H200 machine,
    4 MiB copies from memory not in the caches moved at 30–34 GB/s so,
    at 28–32 with the caller filling a piece and queueing after.  To the
    host the caller empties a piece and then queues: queueing while the
