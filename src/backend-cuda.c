@@ -63,6 +63,7 @@
 #include "dlpack-abi.h"
 #include "gm.h"
 #include "jit.h"
+#include "pinned-ranges.h"
 
 #define CUDA_MAX_DEVICES 1024
 
@@ -607,7 +608,10 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
                                    handle));
       goto done;
     }
+  /* Between host memory and a device: is the host side pageable?  The
+     blocks gpumem page-locked itself are known without asking CUDA.  */
   if ((dst_device < 0) != (src_device < 0)
+      && !gm_pinned_ranges_holds (dst_device < 0 ? dst : src)
       && gm_staging_pageable (dst_device < 0 ? dst : src))
     {
       /* Pageable host memory: small copies through the bounce buffer,
@@ -1123,6 +1127,8 @@ cuda_host_alloc (size_t nbytes, void **ptr)
 
   CHECK_ALIVE ();
   CUDA_CHECK (cudaMallocHost (ptr, nbytes ? nbytes : 1));
+  /* Not listed (out of memory): copies ask CUDA about it instead.  */
+  gm_pinned_ranges_add (*ptr, nbytes ? nbytes : 1);
 done:
   return status;
 }
@@ -1132,6 +1138,7 @@ cuda_host_free (void *ptr)
 {
   cudaError_t err;
 
+  gm_pinned_ranges_remove (ptr);
   if (lost_error != cudaSuccess)
     return;
   err = cudaFreeHost (ptr);
@@ -1220,6 +1227,7 @@ cuda_shutdown (void)
      releases what it owns (staging buffers, the pool's cached memory) and
      leaves the context to the driver, which ends it with the process.  */
   gm_staging_shutdown (lost_error == cudaSuccess);
+  gm_pinned_ranges_clear ();
   if (lost_error != cudaSuccess)
     return;
   for (int d = 0; d < device_count; d++)

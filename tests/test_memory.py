@@ -105,6 +105,21 @@ def pinned_arrays():
     raises(TypeError, gpumem.pinned_empty, 3, "U3")
     for _ in range(200):
         gpumem.pinned_empty(1 << 20, "uint8")     # freed as they go
+    # A freed block leaves the backend's list of page-locked memory:
+    # NumPy arrays made after it, perhaps at its address, copy right.
+    dev = gpumem.empty(1 << 18, "uint8")
+    back = np.zeros(1 << 18, np.uint8)
+    for i in range(20):
+        p = gpumem.pinned_empty(1 << 18, "uint8")
+        p[:] = i
+        gpumem.copy(dev, p)
+        del p
+        host = np.full(1 << 18, 255 - i, np.uint8)
+        gpumem.copy(back, dev)
+        assert (back == i).all(), i
+        gpumem.copy(dev, host)
+        gpumem.copy(back, dev)
+        assert (back == 255 - i).all(), i
 
 
 @case
