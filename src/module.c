@@ -93,15 +93,18 @@ gmpy_empty_cache (PyObject *module, PyObject *args, PyObject *kwargs)
   Py_RETURN_NONE;
 }
 
+/* A loop's call (a copy, then a synchronize): the fast-call parser,
+   which builds no tuple (py-utils.c says why it is our own).  */
 static PyObject *
-gmpy_synchronize (PyObject *module, PyObject *args, PyObject *kwargs)
+gmpy_synchronize (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                  PyObject *kwnames)
 {
-  static char *keywords[] = {"device", NULL};
-  PyObject *device_obj = Py_None;
+  static const char *const names[] = {"device", NULL};
+  PyObject *device_obj;
   int device;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:synchronize", keywords,
-                                    &device_obj)
+  if (gmpy_parse_args (args, nargs, kwnames, "synchronize", names, 0, -1,
+                       &device_obj) < 0
       || gmpy_device_arg (device_obj, &device) < 0
       || gmpy_synchronize_device (device) < 0)
     return NULL;
@@ -180,7 +183,7 @@ static PyMethodDef gmpy_methods[] = {
    "the current device) in this thread, or None: calls without stream=\n"
    "on that device's data are queued on it."},
   {"synchronize", (PyCFunction) (void (*) (void)) gmpy_synchronize,
-   METH_VARARGS | METH_KEYWORDS,
+   METH_FASTCALL | METH_KEYWORDS,
    "synchronize(device=None)\n--\n\nWait for all work on the device."},
   {NULL, NULL, 0, NULL}
 };

@@ -144,9 +144,11 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
       size_t n = nbytes - done < chunk ? nbytes - done : chunk;
       gm_status status;
 
-      /* Python code run meanwhile (a signal handler) may have freed an
-         array: the copy stops there, with ValueError.  */
-      if (gmpy_copy_usable (&hold) < 0)
+      /* Python code run since the last chunk (a signal handler, from
+         PyErr_CheckSignals below) may have freed an array: the copy
+         stops there, with ValueError.  Before the first chunk none ran
+         since gmpy_copy_enter looked.  */
+      if (done > 0 && gmpy_copy_usable (&hold) < 0)
         goto done;
       if (n < COPY_KEEP_GIL_MAX)
         status = gm_backend_current->copy ((char *) dst + done, dst_device,
