@@ -71,9 +71,9 @@
    engine, fourth form").  To the host the DMA engine runs ahead of the
    threads and small chunks cost nothing.  */
 #define CHUNK_MIN_TO_DEVICE ((size_t) 1 << 20)
-/* Copies to the device whose chunk (chunk_for) is at least this long
-   are filled through the caches, the others with non-temporal stores
-   (copy_streaming).  */
+/* Chunks to the device of at least this length are filled through the
+   caches, shorter ones (a large copy's last chunk among them) with
+   non-temporal stores (copy_streaming).  */
 #define CACHED_FILL_MIN ((size_t) 16 << 20)
 /* Each thread copies at least this much of a chunk.  At 128 KiB a
    512 KiB chunk kept 4 of the 16 threads busy, and copies of 4 MiB from
@@ -261,6 +261,17 @@ copy_streaming_512 (char *dst, const char *src, size_t len)
 static void (*copy_streaming) (char *dst, const char *src, size_t len)
   = copy_streaming_128;
 
+/* Copies LEN bytes from SRC to DST with copy_streaming where STREAMING,
+   else with memcpy (through the caches).  */
+static void
+copy_piece (char *dst, const char *src, size_t len, bool streaming)
+{
+  if (streaming)
+    copy_streaming (dst, src, len);
+  else
+    memcpy (dst, src, len);
+}
+
 /* Copies the piece in SLOT and counts it done, unless another thread
    claimed it first.  */
 static void
@@ -270,10 +281,7 @@ take_piece (worker_slot *slot)
 
   if (atomic_compare_exchange_strong (&slot->claimed, &unclaimed, true))
     {
-      if (slot->streaming)
-        copy_streaming (slot->dst, slot->src, slot->len);
-      else
-        memcpy (slot->dst, slot->src, slot->len);
+      copy_piece (slot->dst, slot->src, slot->len, slot->streaming);
       atomic_fetch_sub (&pool.pending, 1);
     }
 }
@@ -421,10 +429,7 @@ pieces_start (char *dst, const char *src, size_t len, bool with_caller,
   pool.handed = 0;
   if (workers == 0)
     {
-      if (streaming)
-        copy_streaming (dst, src, len);
-      else
-        memcpy (dst, src, len);
+      copy_piece (dst, src, len, streaming);
       return 0;
     }
   if (used > threads)
@@ -645,10 +650,10 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
               if (i >= RING && (err = cudaEventSynchronize (r->filled[s]))
                                  != cudaSuccess)
                 return err;
+              size_t len = chunk_len (nbytes, chunk, i);
               place[s] = ring_place (r, chunk);
-              pieces_start (place[s], (const char *) src + i * chunk,
-                            chunk_len (nbytes, chunk, i), false,
-                            chunk < CACHED_FILL_MIN);
+              pieces_start (place[s], (const char *) src + i * chunk, len,
+                            false, len < CACHED_FILL_MIN);
             }
           if (i > 0)
             {
