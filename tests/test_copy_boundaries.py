@@ -11,13 +11,14 @@ backend runs the same sizes through its own path):
                                memory and a device up to it go through
                                a page-locked bounce buffer
   COPY_KEEP_GIL_MAX    1 MiB   smaller copies keep the GIL
-  GM_STAGING_MIN     256 KiB   pageable copies from it are staged, in
+  GM_STAGING_MIN     128 KiB   pageable copies from it are staged, in
                                chunks of an eighth of the copy (to the
                                host at least 256 KiB, to the device at
                                least 1 MiB; at most 16 MiB), each
                                shared among the threads in pieces of at
                                least 32 KiB; the ring of 4 chunks wraps
                                around in every one
+  256 KiB                      to the host: two chunks from one above
   2 MiB, 8 MiB, 16 MiB         to the device: two chunks of 1 MiB; the
                                last size of 1 MiB chunks; 2 MiB chunks
                                (16 threads)
@@ -43,7 +44,7 @@ KIB, MIB = 1 << 10, 1 << 20
 ITEMSIZES = {1: "uint8", 2: "float16", 4: "float32", 8: "int64",
              16: "complex128"}
 SMALL = (64 * KIB, MIB)
-STAGED = (256 * KIB, 2 * MIB, 8 * MIB, 16 * MIB, 64 * MIB,
+STAGED = (128 * KIB, 256 * KIB, 2 * MIB, 8 * MIB, 16 * MIB, 64 * MIB,
           128 * MIB - 32760)
 HUGE = (256 * MIB,)
 
