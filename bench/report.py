@@ -1079,7 +1079,9 @@ def process_lines(runs):
     figures, where the process a run lands in decides the speed."""
     shown = [("copy16", "h2d", "16-byte copy host->device"),
              ("copy16", "d2h", "16-byte copy device->host"),
-             ("launch", "sync", "empty-kernel launch + synchronize")]
+             ("launch", "sync", "empty-kernel launch + synchronize"),
+             ("workload", "seed_4x10",
+              "the workload 4 x 10, per iteration")]
     sweeps = [("pinned_h2d", 4096, "pinned 4 KiB host->device"),
               ("pinned_d2h", 4096, "pinned 4 KiB device->host"),
               ("pageable_h2d", 4096, "pageable 4 KiB host->device")]

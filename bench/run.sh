@@ -38,10 +38,11 @@
 # starts only with time left, its timeout is cut to what is left, and
 # 30 s stay for the report and the tarball),
 # BENCH_ROUNDS (how many processes of each implementation run the basic
-# and sweep sections, in turn: raw, gpumem, CuPy, raw, ...; default 3:
-# small calls run at one of two speeds for a whole process, so one
-# process a side decides a small-size ratio by chance; the report takes
-# the median of the processes' medians, bench/NOTES.md),
+# section, the request's workload among its figures, and the sweep, in
+# turn: raw, gpumem, CuPy, raw, ...; default 3: small calls run at one
+# of two speeds for a whole process, so one process a side decides a
+# small-size ratio, and the 4 x 10 workload's, by chance; the report
+# takes the median of the processes' medians, bench/NOTES.md),
 # BENCH_COMMIT (the commit the report names, for a tree without .git;
 # default git's HEAD of this tree, see commit.sh),
 # BENCH_BACKEND (gpumem's --backend; default cuda; "host" is a dry run
@@ -158,10 +159,10 @@ esac
 # figures SECTION: the figures of one section.
 figures () {
   case $1 in
-    basic) echo "launch alloc copy16 copy256" ;;
+    basic) echo "launch alloc copy16 copy256 workload" ;;
     sweep) echo "sweep" ;;
     algo) echo "d2d algo_bw algo_sweep" ;;
-    loop) echo "loop_sweep workload seed_rate" ;;
+    loop) echo "loop_sweep seed_rate" ;;
     multigpu) echo "multigpu" ;;
     staging) echo "staging" ;;
     kernels) echo "kernel_launch jit_compile" ;;

@@ -96,6 +96,8 @@ def records_of_several_processes_merge():
         records = [rec("copy16", "h2d", t) for t in seconds]
         records[1]["q1_s"], records[1]["q3_s"] = 10.0e-6, 12.0e-6
         records.append(rec("copy16", "d2h", 7.0e-6))
+        records += [rec("workload", "seed_4x10", t)
+                    for t in (80.0e-6, 99.0e-6, 79.0e-6)]
         write_records(folder, records)
         runs = report.load(folder)
         merged = runs["gpumem"]["rec"][("copy16", "h2d")]
@@ -115,6 +117,12 @@ def records_of_several_processes_merge():
         text
     assert "| 16-byte copy host->device |  | 8.50, 9.00, 11.00 |  |" in text, \
         text
+    # The request's 4 x 10 workload runs in the rounds too (run Q: one
+    # process a side made it 1.49x).
+    assert ("| the workload 4 x 10, per iteration |  | 79.00, 80.00, "
+            "99.00 |  |") in text, text
+    assert "| workload per iteration, 4 x 10 images, algo_seed | us | — | " \
+           "80.0 |" in text, text
 
 
 @case
