@@ -608,10 +608,7 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
                                    handle));
       goto done;
     }
-  /* Between host memory and a device: is the host side pageable?  The
-     blocks gpumem page-locked itself are known without asking CUDA.  */
   if ((dst_device < 0) != (src_device < 0)
-      && !gm_pinned_ranges_holds (dst_device < 0 ? dst : src)
       && gm_staging_pageable (dst_device < 0 ? dst : src))
     {
       /* Pageable host memory: small copies through the bounce buffer,
@@ -1124,11 +1121,12 @@ static gm_status
 cuda_host_alloc (size_t nbytes, void **ptr)
 {
   gm_status status = GM_OK;
+  size_t size = nbytes ? nbytes : 1;
 
   CHECK_ALIVE ();
-  CUDA_CHECK (cudaMallocHost (ptr, nbytes ? nbytes : 1));
+  CUDA_CHECK (cudaMallocHost (ptr, size));
   /* Not listed (out of memory): copies ask CUDA about it instead.  */
-  gm_pinned_ranges_add (*ptr, nbytes ? nbytes : 1);
+  gm_pinned_ranges_add (*ptr, size);
 done:
   return status;
 }

@@ -48,6 +48,7 @@
 
 #include "cuda-staging.h"
 #include "gm.h"
+#include "pinned-ranges.h"
 
 #define RING 4
 /* Measured on the H200 machine's 16 cores (bench/NOTES.md): 16 threads
@@ -511,6 +512,9 @@ gm_staging_pageable (const void *host)
 {
   struct cudaPointerAttributes attr;
 
+  /* The blocks gpumem page-locked itself are known without asking.  */
+  if (gm_pinned_ranges_holds (host))
+    return false;
   if (cudaPointerGetAttributes (&attr, host) != cudaSuccess)
     {
       cudaGetLastError ();

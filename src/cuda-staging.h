@@ -28,7 +28,9 @@ bool gm_staging_wanted (size_t nbytes);
 /* Whether HOST is pageable memory: neither page-locked
    (cudaMallocHost, registered) nor memory CUDA maps otherwise.  Only
    pageable memory gains from staging or a bounce buffer; page-locked
-   memory is copied by the DMA engine directly.  */
+   memory is copied by the DMA engine directly.  The blocks gpumem
+   page-locked itself (pinned-ranges.h) are answered without asking
+   CUDA.  */
 bool gm_staging_pageable (const void *host);
 
 /* Copies NBYTES from SRC to DST, one of them pageable host memory and
