@@ -15,12 +15,18 @@
 
    OBJ may be a gpumem.DeviceArray, any object with
    __cuda_array_interface__ (CuPy, PyTorch, Numba) or a DLPack producer;
-   the checks are gpumem.asarray's.  gpumem-capi(3) is the manual.  */
+   the checks are gpumem.asarray's.  BUF describes the memory as it is:
+   shape, strides in bytes (negative for a reversed view, not C-order
+   for a strided or transposed one) and the address of element 0, so
+   walk it through (ptr, shape, strides), or check that it is
+   C-contiguous first (gm_buffer_is_contiguous).  gpumem-capi(3) is the
+   manual.  */
 
 #ifndef GPUMEM_EXTENSION_H
 #define GPUMEM_EXTENSION_H
 
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -28,7 +34,10 @@ extern "C" {
 #endif
 
 /* The version of gm_c_api_table and gm_buffer; gm_import_c_api refuses a
-   gpumem whose table has another.  */
+   gpumem whose table has another.  The table only grows within one
+   version: a member added later is there when the exporter's SIZE covers
+   it (GM_C_API_HAS), so an extension built against this header runs on
+   an older gpumem of the same version, and the reverse.  */
 #define GM_C_API_ABI 1
 #define GM_BUFFER_MAX_NDIM 32
 
@@ -61,7 +70,43 @@ typedef struct gm_c_api_table
      (TypeError when OBJ is no device memory, ValueError when it cannot
      be used: freed, an unsupported dtype, on another device).  */
   int (*get_buffer) (PyObject *obj, gm_buffer *buf);
+  /* Members from gpumem 0.2 on: test with GM_C_API_HAS first.  */
+  /* A new, uninitialized C-contiguous gpumem.DeviceArray of NDIM
+     dimensions SHAPE and dtype DTYPE (NumPy's name: "float32", ...) on
+     DEVICE (-1: the current device), described into *BUF; BUF->owner is
+     the new array (a new reference: return it to Python, or release it).
+     0, or -1 with a Python exception (ValueError, OutOfMemoryError).  */
+  int (*new_array) (int ndim, const int64_t *shape, const char *dtype,
+                    int device, gm_buffer *buf);
+  /* In *STREAM the cudaStream_t that a gpumem call without stream= would
+     use on DEVICE (-1: the current device) in this thread: the innermost
+     `with stream:` block's, or an open gpumem.concurrent() block's; NULL
+     for the default stream, after which the caller synchronizes before
+     returning to Python (gpumem calls without stream= are complete on
+     return).  0, or -1 with a Python exception.  */
+  int (*current_stream) (int device, void **stream);
 } gm_c_api_table;
+
+/* Whether API, a table gm_import_c_api accepted, has MEMBER.  */
+#define GM_C_API_HAS(api, member)                                         \
+  ((api)->size >= offsetof (gm_c_api_table, member)                       \
+                  + sizeof ((api)->member))
+
+/* Whether BUF is C-contiguous: the layout a kernel that takes a bare
+   pointer and a length expects.  */
+static inline int
+gm_buffer_is_contiguous (const gm_buffer *buf)
+{
+  int64_t expected = buf->itemsize;
+
+  for (int i = buf->ndim - 1; i >= 0; i--)
+    {
+      if (buf->shape[i] != 1 && buf->strides[i] != expected)
+        return buf->size == 0;
+      expected *= buf->shape[i];
+    }
+  return 1;
+}
 
 /* The capsule's name, module attribute included.  */
 #define GM_C_API_CAPSULE "gpumem._C_API"
@@ -85,7 +130,9 @@ gm_import_c_api (void)
 
   if (api == NULL)
     return -1;
-  if (api->abi != GM_C_API_ABI)
+  if (api->abi != GM_C_API_ABI
+      || api->size < offsetof (gm_c_api_table, get_buffer)
+                     + sizeof (api->get_buffer))
     {
       PyErr_Format (PyExc_ImportError, "gpumem's C API has ABI version %u; "
                     "this extension was built for %d: rebuild it against "
