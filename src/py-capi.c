@@ -17,20 +17,17 @@ static int
 capi_describe (PyObject *array_obj, gm_buffer *buf)
 {
   arraypy_object *array = (arraypy_object *) array_obj;
-  PyObject *device = NULL;
   gm_stream *pending;
 
   if (gmpy_array_usable (array) < 0
-      || gmpy_array_pending_stream (array, &pending) < 0
-      || (device = gmpy_array_dlpack_device (array_obj, NULL)) == NULL
-      || !PyArg_ParseTuple (device, "ii", &buf->device_type, &buf->device))
+      || gmpy_array_pending_stream (array, &pending) < 0)
     {
-      Py_XDECREF (device);
       Py_DECREF (array_obj);
       memset (buf, 0, sizeof *buf);
       return -1;
     }
-  Py_DECREF (device);
+  /* DLPack's device, as __dlpack_device__ names it.  */
+  buf->device_type = gm_backend_current->dlpack_device_type;
   buf->ptr = array->data;
   buf->ndim = array->ndim;
   buf->itemsize = (int64_t) gm_dtypes[array->dtype].itemsize;
@@ -77,11 +74,14 @@ capi_get_buffer (PyObject *obj, gm_buffer *buf)
     }
   if (capi_ready () < 0)
     return -1;
-  /* A DLPack producer without the CUDA Array Interface goes through
+  /* A DeviceArray is described as it is (the common case, kept short:
+     a C++ caster calls this once an argument).  A DLPack producer
+     without the CUDA Array Interface goes through
      from_dlpack, which takes the memory of this backend's devices (host
      memory on the host backend); the rest through asarray.  */
-  if (!gmpy_array_check (obj)
-      && !PyObject_HasAttrString (obj, "__cuda_array_interface__")
+  if (gmpy_array_check (obj))
+    array_obj = Py_NewRef (obj);
+  else if (!PyObject_HasAttrString (obj, "__cuda_array_interface__")
       && PyObject_HasAttrString (obj, "__dlpack__"))
     array_obj = gmpy_from_dlpack (NULL, obj);
   else
