@@ -156,16 +156,14 @@ capi_current_stream (int device, void **stream)
   *stream = NULL;
   if (capi_ready () < 0)
     return -1;
-  if (device >= 0)
-    {
-      PyObject *index = PyLong_FromLong (device);
-      int status = index != NULL ? gmpy_device_arg (index, &device) : -1;
-      Py_XDECREF (index);
-      if (status < 0)
-        return -1;
-    }
-  else
+  if (device < 0)
     device = gmpy_current_device ();
+  else if (device >= gm_backend_current->device_count ())
+    {
+      PyErr_Format (PyExc_ValueError, "device %d does not exist (valid: 0 "
+                    "to %d)", device, gm_backend_current->device_count () - 1);
+      return -1;
+    }
   if (gmpy_stream_arg (NULL, device, &current) < 0)
     return -1;
   if (current == NULL && gmpy_concurrent_active ()
