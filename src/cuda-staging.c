@@ -138,7 +138,7 @@ static struct
    last-level cache still holds at half speed or less: 8 chunks of 512
    KiB moved into the same 4 MiB again and again at 22.3 GB/s, 8 of 2
    MiB into 16 MiB at 39.0, 8 of 8 MiB into 64 MiB at 53.0
-   (bench/dmacost.cu, one H200 machine; bench/NOTES.md, "The staging
+   (bench/probes/dmacost.cu, one H200 machine; bench/NOTES.md, "The staging
    engine's slow DMA").  */
 typedef struct ring
 {

@@ -8,7 +8,7 @@ thread spins meanwhile).  STAGE_FIRST=1 first makes a 64 MiB staged copy
 each way, so that the staging pool's threads exist.  Not part of make
 bench; run it in several fresh processes:
 
-    for i in 1 2 3 4; do src/gpumem -q bench/smallcall_probe.py; done
+    for i in 1 2 3 4; do src/gpumem -q bench/probes/smallcall_probe.py; done
 
 Linux only (/proc).  PROBE_TAG (environment) prefixes the line.
 """

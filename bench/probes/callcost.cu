@@ -3,7 +3,7 @@
 // (bench/NOTES.md, "The engine remade for mid sizes").  Not part of
 // make bench; build and run it by hand on a GPU machine:
 //
-//   nvcc -O2 -o callcost bench/callcost.cu && ./callcost
+//   nvcc -O2 -o callcost bench/probes/callcost.cu && ./callcost
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>

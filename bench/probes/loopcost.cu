@@ -6,7 +6,7 @@
 // "Where a small copy's microseconds went").  Medians of 4000
 // iterations, microseconds.  Not part of make bench; by hand:
 //
-//   nvcc -O2 -o loopcost bench/loopcost.cu && ./loopcost
+//   nvcc -O2 -o loopcost bench/probes/loopcost.cu && ./loopcost
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 // synchronize (median of 3000); then four malloc'd buffers, latency only.
 // Not part of make bench; by hand on a GPU machine, in several processes:
 //
-//   nvcc -O2 -o placeprobe bench/placeprobe.cu && ./placeprobe
+//   nvcc -O2 -o placeprobe bench/probes/placeprobe.cu && ./placeprobe
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,8 +7,8 @@ bytes of every size both ways.  bench/NOTES.md ("The staging engine,
 third form") has its tables.  Not part of make bench; one process per
 build or setting, by hand:
 
-    src/gpumem -q bench/staging_probe.py
-    GPUMEM_COPY_THREADS=8 src/gpumem -q bench/staging_probe.py
+    src/gpumem -q bench/probes/staging_probe.py
+    GPUMEM_COPY_THREADS=8 src/gpumem -q bench/probes/staging_probe.py
 
 PROBE_TAG (environment) prefixes every line, to tell runs apart.
 """

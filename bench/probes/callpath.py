@@ -5,7 +5,7 @@ with and without a synchronize after), and the request's 4 x 10 loop
 timed step by step (bench/NOTES.md, "Where a small copy's microseconds
 went").  Medians, microseconds.  Not part of make bench:
 
-    src/gpumem bench/callpath.py
+    src/gpumem bench/probes/callpath.py
 
 PROBE_TAG (environment) prefixes every line, to tell runs apart.
 """

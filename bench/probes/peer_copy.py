@@ -2,7 +2,7 @@
 bandwidth (event-timed on the destination device, median of REPS after
 warm-ups), and whether peer access was possible.
 
-    gpumem bench/peer_copy.py [--mib 256] [--reps 10]
+    gpumem bench/probes/peer_copy.py [--mib 256] [--reps 10]
 """
 
 import argparse

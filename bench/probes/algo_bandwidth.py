@@ -2,7 +2,7 @@
 one device, measured with events (warm-up,
 repetitions, medians, several input buffers larger than L2).
 
-    gpumem bench/algo_bandwidth.py [--log2n 28] [--reps 20]
+    gpumem bench/probes/algo_bandwidth.py [--log2n 28] [--reps 20]
 """
 
 import argparse

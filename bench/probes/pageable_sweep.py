@@ -6,7 +6,7 @@ GPUMEM_COPY_THREADS and GPUMEM_COPY_CHUNK once); GPUMEM_COPY_THREADS=0
 is plain cudaMemcpy.  Copies are synchronous, so host wall-clock time is
 what a script sees: median of REPS after two warm-ups.
 
-    gpumem bench/pageable_sweep.py --gpumem src/gpumem [--quick]
+    gpumem bench/probes/pageable_sweep.py --gpumem src/gpumem [--quick]
 """
 
 import argparse

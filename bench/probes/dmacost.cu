@@ -7,7 +7,7 @@
 // make bench; by hand on an x86-64 GPU machine:
 //
 //   nvcc -O2 -std=c++17 -Xcompiler -mavx2 -Xcompiler -mclflushopt \
-//     -o dmacost bench/dmacost.cu && ./dmacost
+//     -o dmacost bench/probes/dmacost.cu && ./dmacost
 #include <cuda_runtime.h>
 #include <immintrin.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 // 100 warm-ups, microseconds.  Not part of make bench; by hand on a GPU
 // machine:
 //
-//   nvcc -O2 -o copycost bench/copycost.cu && ./copycost
+//   nvcc -O2 -o copycost bench/probes/copycost.cu && ./copycost
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
