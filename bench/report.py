@@ -38,10 +38,10 @@ ANCHOR_4X2_28 = {"raw": 1081.0, "cupy": 1129.0}
 # Issue 19's "the request's 4 x 10 loop no slower" is read as: gpumem's
 # time over raw C's no higher than in run D (bench/NOTES.md, commit
 # b951936), the last run committed before issue 19.  Its records are
-# committed too: this prefix plus -gpumem.jsonl and -raw.jsonl, whose
-# workload seed_4x10 medians (98.0 and 86.0 us) give the threshold.
+# kept in bench/baseline/: this prefix plus -gpumem.jsonl and -raw.jsonl,
+# whose workload seed_4x10 medians (98.0 and 86.0 us) give the threshold.
 SEED_4X10_BASELINE = os.path.join(os.path.dirname(os.path.abspath(
-    __file__)), "results", "2026-11-29-h200")
+    __file__)), "baseline", "2026-11-29-h200-runD")
 SEED_4X10_BASELINE_NAME = "run D, commit b951936"
 
 

@@ -2,7 +2,7 @@
 gpumem.synchronize() on an idle device, a launch with its wait, 16-byte
 copies, copies of 1 KiB to 1 MiB each way (page-locked and NumPy memory,
 with and without a synchronize after), and the request's 4 x 10 loop
-timed step by step (bench/NOTES.md, "Where a small copy's microseconds
+timed step by step (bench/HISTORY.md, "Where a small copy's microseconds
 went").  Medians, microseconds.  Not part of make bench:
 
     src/gpumem bench/probes/callpath.py

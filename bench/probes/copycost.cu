@@ -1,6 +1,6 @@
 // copycost.cu -- a synchronous copy from or into page-locked memory and a
 // synchronize, as raw C makes it (cudaMemcpy + cudaDeviceSynchronize)
-// against gpumem's CUDA calls for it, piece by piece (bench/NOTES.md,
+// against gpumem's CUDA calls for it, piece by piece (bench/HISTORY.md,
 // "Where a small copy's microseconds went").  Medians of 3000 calls after
 // 100 warm-ups, microseconds.  Not part of make bench; by hand on a GPU
 // machine:

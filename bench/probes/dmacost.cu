@@ -2,7 +2,7 @@
 // page-locked memory and the device depending on what the CPU did to that
 // memory just before: nothing, filled it through the caches (memcpy, 1
 // or 8 threads), filled it with non-temporal stores, or read it (and
-// flushed it) before a copy into it (bench/NOTES.md, "The staging
+// flushed it) before a copy into it (bench/HISTORY.md, "The staging
 // engine's slow DMA").  Medians of 7, microseconds and GB/s.  Not part of
 // make bench; by hand on an x86-64 GPU machine:
 //

@@ -2,7 +2,7 @@
 // step: raw C's (a kernel launched and not waited for, then cudaMemcpy
 // each way) against gpumem's sequence (the kernel waited for, a wait
 // before each copy, the page-locked test, the bounce buffer), and
-// variants that drop one piece or wait another way (bench/NOTES.md,
+// variants that drop one piece or wait another way (bench/HISTORY.md,
 // "Where a small copy's microseconds went").  Medians of 4000
 // iterations, microseconds.  Not part of make bench; by hand:
 //

@@ -1,5 +1,5 @@
 // placeprobe.cu -- whether where an allocation lands decides its speed
-// (bench/NOTES.md, "The staging engine, fourth form": processes differ by
+// (bench/HISTORY.md, "The staging engine, fourth form": processes differ by
 // a quarter in staged uploads and by 20% in small calls).  Six page-locked
 // buffers of 1 GiB, each: the CPU's random-read latency over it (a pointer
 // chase of 2 M steps, TLB misses included), the DMA engine's bandwidth for

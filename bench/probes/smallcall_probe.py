@@ -1,5 +1,5 @@
 """Whether this process's small CUDA calls run fast or slow
-(bench/NOTES.md, run L: the same build takes 8.3-9.6 or 10.0-10.9 us a
+(bench/HISTORY.md, run L: the same build takes 8.3-9.6 or 10.0-10.9 us a
 4 KiB copy, by process): a 4 KiB copy each way from page-locked memory,
 one from NumPy memory and one within the device, each followed by
 gpumem.synchronize(), medians of 3000 in microseconds; then the CPU time

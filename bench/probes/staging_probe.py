@@ -3,7 +3,7 @@ GB/s, medians of 40 copies (12 from 64 MiB), each copy followed by a
 synchronize.  "hot": one buffer copied again and again (the CPU's caches
 hold it); "cold": the copies rotate through a 1 GiB arena, as make
 bench's sweep does, so the memory is not in the caches.  Checks the
-bytes of every size both ways.  bench/NOTES.md ("The staging engine,
+bytes of every size both ways.  bench/HISTORY.md ("The staging engine,
 third form") has its tables.  Not part of make bench; one process per
 build or setting, by hand:
 
