@@ -17,13 +17,16 @@
    Small synchronous copies (at most GM_SMALL_MAX bytes, such as the
    workload's 4 floats, either way) go through one page-locked bounce
    buffer instead: the DMA engine's own path is shorter than the
-   driver's pageable one (bench/NOTES.md).  The thread count and the
-   largest chunk default to the values measured best on the H200
-   machine (bench/NOTES.md) and adapt to the cores present and to each
-   copy's size;
+   driver's pageable one.  The thread count and the largest chunk
+   default to the values measured best on the H200 machine and adapt to
+   the cores present and to each copy's size;
    GPUMEM_COPY_THREADS (0: never stage), GPUMEM_COPY_CHUNK and
    GPUMEM_COPY_MIN override them, read at the backend's start
-   (gm_staging_init).  */
+   (gm_staging_init).
+
+   The figures in this file's comments were measured on the H200
+   machines; bench/NOTES.md ("The pageable-copy engine") has how, and
+   the probes that measured them.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -51,7 +54,7 @@
 #include "pinned-ranges.h"
 
 #define RING 4
-/* Measured on the H200 machine's 16 cores (bench/NOTES.md): 16 threads
+/* Measured on the H200 machine's 16 cores: 16 threads
    and 16 MiB chunks moved 256 MiB at 43 GB/s to the device and 49 GB/s
    back; 8 threads with 8 MiB chunks, 27 and 28.  */
 #define DEFAULT_THREADS 16
@@ -68,8 +71,7 @@
    us.  Copies from memory not in the
    caches, 1 MiB chunks against CHUNK_MIN's, medians of 3 processes on
    one H200 machine: 2 MiB at 24.9 GB/s against 17.9, 4 MiB 30.4
-   against 27.3, 8 MiB and up the same (bench/NOTES.md, "The staging
-   engine, fourth form").  To the host the DMA engine runs ahead of the
+   against 27.3, 8 MiB and up the same.  To the host the DMA engine runs ahead of the
    threads and small chunks cost nothing.  */
 #define CHUNK_MIN_TO_DEVICE ((size_t) 1 << 20)
 /* Chunks to the device of at least this length are filled through the
@@ -79,7 +81,7 @@
 /* Each thread copies at least this much of a chunk.  At 128 KiB a
    512 KiB chunk kept 4 of the 16 threads busy, and copies of 4 MiB from
    memory not in the caches moved at 17 GB/s to the device; at 32 KiB,
-   with all 16, at 27 (bench/NOTES.md).  */
+   with all 16, at 27.  */
 #define SHARE_MIN ((size_t) 32 << 10)
 /* A worker that finished its piece spins this long for the next one
    before it sleeps: the pieces of one copy come back to back, and
@@ -138,8 +140,7 @@ static struct
    last-level cache still holds at half speed or less: 8 chunks of 512
    KiB moved into the same 4 MiB again and again at 22.3 GB/s, 8 of 2
    MiB into 16 MiB at 39.0, 8 of 8 MiB into 64 MiB at 53.0
-   (bench/probes/dmacost.cu, one H200 machine; bench/NOTES.md, "The staging
-   engine's slow DMA").  */
+   (one H200 machine).  */
 typedef struct ring
 {
   bool ready;
@@ -179,11 +180,9 @@ now_ns (void)
      (one H200 machine).  The copied bytes are in memory, not in the
      caches, when the copy returns.
 
-   bench/NOTES.md ("The staging engine's slow DMA", "The staging
-   engine, third form", run M) has the numbers.  From CACHED_FILL_MIN
-   (the largest chunk, in copies of 128 MiB and more) the ring places
-   are filled through the caches instead.  Each worker then writes over
-   a MiB a chunk, and the lines are mostly in the shared last-level
+   From CACHED_FILL_MIN (the largest chunk, in copies of 128 MiB and
+   more) the ring places are filled through the caches instead.  Each
+   worker then writes over a MiB a chunk, and the lines are mostly in the shared last-level
    cache (300 MiB on the H200 machines) rather than in the writers'
    private ones when the DMA engine reads them; the ring, 64 MiB, is
    not written to memory at all.  Uploads of 256 MiB from memory not in
@@ -191,8 +190,7 @@ now_ns (void)
    non-temporal stores (medians of 3 processes, two machines).  Chunks
    of 8 MiB (64 MiB copies) gained nothing (37.2–39.0 against
    37.7–40.0 GB/s), and smaller ones lose half their speed (8 MiB
-   copies in 1 MiB chunks 19.8 against 31.6 GB/s): bench/NOTES.md,
-   "The staging engine, fourth form".
+   copies in 1 MiB chunks 19.8 against 31.6 GB/s).
 
    Where the CPU has AVX-512, start_pool picks copy_streaming_512
    instead: one store a 64-byte line, not four.  Uploads from memory
@@ -418,7 +416,7 @@ chunk_for (size_t nbytes, bool to_device)
    at 28–32 with the caller filling a piece and queueing after.  To the
    host the caller empties a piece and then queues: queueing while the
    workers emptied (and so with the DMA engine a chunk less ahead) moved
-   16 MiB at 40–44 GB/s, against 44–47 (bench/NOTES.md).  */
+   16 MiB at 40–44 GB/s, against 44–47.  */
 static size_t
 pieces_start (char *dst, const char *src, size_t len, bool with_caller,
               bool streaming)

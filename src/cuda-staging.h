@@ -13,11 +13,11 @@
 #include "gm.h"
 
 /* Copies between pageable memory and a device from this size on are
-   staged (GPUMEM_COPY_MIN overrides it): chosen from the staging
-   section of the benchmark, where in each of runs M to P a staged copy
-   of 128 KiB beat cudaMemcpy both ways (1.1x-1.3x to the device,
-   1.2x-1.6x to the host; 64 KiB: no gain; bench/NOTES.md, "The
-   engine remade for mid sizes" and run P).  */
+   staged (GPUMEM_COPY_MIN overrides it): the smallest size at which a
+   staged copy beats one cudaMemcpy both ways on the H200 machines
+   (128 KiB: 1.1x-1.3x to the device, 1.2x-1.6x to the host; 64 KiB:
+   no gain).  The measurements: bench/NOTES.md, "The pageable-copy
+   engine".  */
 #define GM_STAGING_MIN ((size_t) 128 << 10)
 
 /* Whether a synchronous copy of NBYTES between pageable host memory and
