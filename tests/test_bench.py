@@ -9,6 +9,7 @@ it cannot make."""
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import tempfile
 
@@ -162,6 +163,45 @@ def launch_overhead_needs_cuda():
         assert proc.returncode == 77, proc
         assert "needs the cuda backend" in proc.stderr, proc.stderr
         assert not os.path.exists(out)
+
+
+def probes_in_notes():
+    """The names NOTES.md's "Probes" section gives a line each."""
+    with open(os.path.join(BENCH, "NOTES.md"), encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("## Probes (bench/probes/)")
+    end = text.index("\n## ", start + 1)
+    return set(re.findall(r"^- `([\w.]+)`:", text[start:end], re.M))
+
+
+@case
+def the_suite_apart_from_the_probes():
+    with open(os.path.join(BENCH, "run.sh"), encoding="utf-8") as f:
+        run = f.read()
+    with open(os.path.join(BENCH, "nccl.sh"), encoding="utf-8") as f:
+        run += f.read()
+    probes = sorted(os.listdir(os.path.join(BENCH, "probes")))
+    assert probes, "bench/probes/ is empty"
+    # make bench runs no probe, and every probe says what it answered.
+    for name in probes:
+        assert f"/{name}" not in run and "probes/" not in run, name
+    missing = set(probes) - probes_in_notes()
+    assert not missing, f"probes with no line in bench/NOTES.md: {missing}"
+    stale = probes_in_notes() - set(probes)
+    assert not stale, f"bench/NOTES.md names probes that are gone: {stale}"
+    # What lies beside run.sh is the suite: run, sourced or imported by
+    # it, or its notes.
+    suite = {f for f in os.listdir(BENCH)
+             if os.path.isfile(os.path.join(BENCH, f))}
+    texts = run
+    for f in suite:
+        with open(os.path.join(BENCH, f), encoding="utf-8") as fh:
+            texts += fh.read()
+    for f in suite - {"NOTES.md", "HISTORY.md", "run.sh"}:
+        stem = os.path.splitext(f)[0]
+        used = (f"$here/{f}" in run or f"/{f}" in run
+                or re.search(rf"^\s*(from|import) {stem}\b", texts, re.M))
+        assert used, f"bench/{f}: not run by make bench (a probe?)"
 
 
 @case

@@ -196,4 +196,63 @@ def readme_and_man_page_point_to_the_docs():
             assert doc in text, (f, doc)
 
 
+def section(text, heading):
+    """The lines of TEXT's section HEADING ("## Name"), up to the next
+    heading of its level."""
+    start = text.index(heading + "\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end >= 0 else len(text)]
+
+
+@case
+def readme_performance_is_a_summary_of_docs_performance():
+    readme = read(gmtest.SRCDIR, "README.md")
+    perf = read(DOCS, "performance.md")
+    short = section(readme, "## Performance")
+    assert "docs/performance.md" in short
+    assert len(short.splitlines()) <= 30, "README's Performance: move detail to docs/performance.md"
+    # The README's figures are docs/performance.md's: every number in its
+    # table appears there too.
+    rows = [line for line in short.splitlines()
+            if line.startswith("| ") and not line.startswith("| ---")][1:]
+    assert rows, "README's Performance has no table"
+    for row in rows:
+        for figure in re.findall(r"\d[\d.]* (?:us|GB/s)", row):
+            assert figure in perf, f"README's {figure} not in docs/performance.md"
+    for name in ("make bench", "## The targets", "bench/NOTES.md"):
+        assert name in perf, name
+
+
+@case
+def cited_reports_exist():
+    results = os.path.join(gmtest.SRCDIR, "bench", "results")
+    if not os.path.isdir(results):
+        gmtest.skip("bench/results is not in this tree (a release tarball)")
+    # The current figures' reports, and NOTES.md's list of the current
+    # ones (its history cites older reports, which git keeps).
+    current = section(read(gmtest.SRCDIR, "bench", "NOTES.md"),
+                      "## The current reports (bench/results/)")
+    cited = set(re.findall(r"`([\w.-]+\.md)`", current))
+    for f in ("README.md", os.path.join("docs", "performance.md")):
+        cited.update(re.findall(r"bench/results/([\w.-]+\.md)",
+                                read(gmtest.SRCDIR, f)))
+    assert cited, "no report cited"
+    missing = sorted(n for n in cited
+                     if not os.path.exists(os.path.join(results, n)))
+    assert not missing, f"cited but not in bench/results: {missing}"
+    # Every report kept is one of the current ones NOTES.md lists.
+    unlisted = sorted(n for n in os.listdir(results)
+                      if n.endswith(".md") and n not in current)
+    assert not unlisted, f"reports not in NOTES' current reports: {unlisted}"
+
+
+@case
+def readme_starts_with_the_build_and_check_commands():
+    blocks = re.findall(r"^```sh\n(.*?)^```", read(gmtest.SRCDIR, "README.md"),
+                        re.M | re.S)
+    assert len(blocks) >= 2
+    assert blocks[0].rstrip().endswith("./src/gpumem scripts/stitching.py")
+    assert blocks[1].rstrip().endswith('make -j"$(nproc)" check')
+
+
 gmtest.main()
