@@ -487,7 +487,7 @@ def main(argv):
 
     def multigpu():
         """Peer copies between every ordered pair of devices (up to 16;
-        256 MiB, peer access enabled as CuPy allows) and the request's
+        256 MiB, peer access enabled as CuPy allows) and the stitching workload's
         loop on 1, 2 and all devices, serial and concurrent (a stream
         per device, get() into pinned memory asynchronously, one wait
         per device)."""

@@ -320,7 +320,7 @@ def main(argv):
                              n * 4, traffic, note=note)
 
     def loop_sweep():
-        """The request's loop at image counts decades apart, as
+        """The stitching workload at image counts decades apart, as
         scripts/stitching.py runs it (kernel without stream=, then
         copy_from_gpu, per partition; the stitching; copy_to_gpu), in
         this process on the partitions' first elements; and
@@ -384,7 +384,7 @@ def main(argv):
 
     def multigpu():
         """Peer copies between every ordered pair of devices (up to
-        16; gpumem.copy, 256 MiB, synchronous), and the request's loop
+        16; gpumem.copy, 256 MiB, synchronous), and the stitching workload
         on 1, 2 and all devices (partitions on devices i % D), as calls
         are today: serial."""
         ndev = gpumem.device_count()

@@ -247,7 +247,7 @@ def fill_tiled(dst, block):
 
 def stitching(update, partial):
     """update[i] = p[i][0] + p[i][1] + p[i][2] - p[i][3], in place (the
-    request's stitching, as scripts/stitching.py writes it)."""
+    workload's stitching, as scripts/stitching.py writes it)."""
     p = partial
     update[:] = p[:, 0] + p[:, 1] + p[:, 2] - p[:, 3]
 
@@ -279,7 +279,7 @@ def check_close(got, want, rel, what):
 
 class WorkloadData:
     """The host side of the workload: the 4 x 10 images (0 .. 39, as the
-    request's np.arange(40) split in 4) and the block the 4 x 2^LOG2N
+    stitching workload's np.arange(40) split in 4) and the block the 4 x 2^LOG2N
     partitions are made from (partition i = 2^i x block, exactly)."""
 
     def __init__(self, log2n):

@@ -1,4 +1,4 @@
-"""The request's loop through gpumem with the devices working at the same
+"""The stitching workload through gpumem with the devices working at the same
 time (gpumem.concurrent()), for the multi-GPU section of the benchmark
 (bench/NOTES.md, "Devices at the same time").
 

@@ -636,7 +636,7 @@ fig_algo_bw (bench *b)
   CHECK (cudaFree (partial));
 }
 
-/* The request's stitching: update[i] = p[i][0] + p[i][1] + p[i][2] -
+/* The workload's stitching: update[i] = p[i][0] + p[i][1] + p[i][2] -
    p[i][3], in float, in NumPy's order.  */
 static void
 stitching (float update[4], float partial[4][4])
@@ -1011,7 +1011,7 @@ loop_counts (bench *b, int64_t *counts)
   return k;
 }
 
-/* The request's loop over M images (np.array_split into 4: the first
+/* The stitching workload over M images (np.array_split into 4: the first
    M % 4 partitions one image longer), each partition the start of one
    of the 4 partitions, all on device 0, serial waits: per partition the
    kernel on the default stream and a synchronous copy of its 4 floats
@@ -1095,7 +1095,7 @@ fig_loop_sweep (bench *b)
    (cudaMemcpyPeerAsync on the source device's stream and a wait for it,
    host clock, as gpumem's synchronous copy), the limit for gpumem's
    peer copies; and
-   the request's loop, 4 x 2^log2n with gpumem's launcher and 4 x 10
+   the stitching workload, 4 x 2^log2n with gpumem's launcher and 4 x 10
    (40 images, the script's default) with it too, partitions on devices
    i % D for D = 1, 2 and the count of devices, serial (the kernel and
    a synchronous copy per partition, as on one device) and concurrent

@@ -35,8 +35,8 @@ OWN_SECTIONS = ("algo_sweep", "algo_shape", "loop_sweep", "multigpu",
                 "staging", "kernel_launch", "jit_compile")
 # The issue's anchor for the 4 x 2^28 workload, microseconds.
 ANCHOR_4X2_28 = {"raw": 1081.0, "cupy": 1129.0}
-# Issue 19's "the request's 4 x 10 loop no slower" is read as: gpumem's
-# time over raw C's no higher than in run D (bench/NOTES.md, commit
+# Issue 19's "the stitching workload's 4 x 10 loop no slower" is read
+# as: gpumem's time over raw C's no higher than in run D (bench/NOTES.md, commit
 # b951936), the last run committed before issue 19.  Its records are
 # kept in bench/baseline/: this prefix plus -gpumem.jsonl and -raw.jsonl,
 # whose workload seed_4x10 medians (98.0 and 86.0 us) give the threshold.
@@ -622,7 +622,7 @@ def new_targets(runs, stitching=()):
     baseline = seed_4x10_baseline()
     if baseline:
         limit, then_mine, then_raw = baseline
-        out.append(("19", "the request's 4 x 10 loop no slower: <= "
+        out.append(("19", "the stitching workload's 4 x 10 loop no slower: <= "
                     f"{limit:.2f}x raw C time (the ratio of "
                     f"{SEED_4X10_BASELINE_NAME}: {then_mine * 1e6:.1f} / "
                     f"{then_raw * 1e6:.1f} us)",
@@ -630,14 +630,14 @@ def new_targets(runs, stitching=()):
                               "raw", ("workload", "seed_4x10"), "time",
                               "4 x 10"), "<=", limit))
     else:
-        out.append(("19", "the request's 4 x 10 loop no slower (the "
+        out.append(("19", "the stitching workload's 4 x 10 loop no slower (the "
                     f"baseline, {SEED_4X10_BASELINE_NAME}'s records "
                     f"{SEED_4X10_BASELINE}-*.jsonl, are missing)", [],
                     "<=", 0.0))
     out.append(("19", "algo from 4 M floats up: >= 0.8x the device->device "
                 "copy's bandwidth (raw C's)", algo_points(runs, 4_000_000),
                 ">=", 0.8))
-    out.append(("19", "the request's loop, every image count 40 – 2^30: "
+    out.append(("19", "the stitching workload, every image count 40 – 2^30: "
                 "<= 1.1x raw C time (raw reduction, serial waits)",
                 loop_points(runs), "<=", 1.1))
     # Issue 15, where two or more GPUs ran: with more than two, one row
@@ -844,7 +844,7 @@ def loop_table(runs):
     if not counts:
         return ["No loop sweep records."]
     out = ["Microseconds per iteration (medians); 4 partitions, all on "
-           "device 0, serial waits as the request's loop has them.", "",
+           "device 0, serial waits as the stitching workload has them.", "",
            "| images | raw C, raw reduction | raw C, gpumem's launcher | "
            "gpumem scripts/stitching.py | gpumem, same loop in process | "
            "CuPy (algo.cu RawKernel) | gpumem / raw C |",
@@ -1040,7 +1040,7 @@ def plot_all(runs, directory, base):
         ax.set_yscale("log")
         ax.set_xlabel("images (4 partitions)")
         ax.set_ylabel("us per iteration (median)")
-        ax.set_title("the request's loop against the image count")
+        ax.set_title("the stitching workload against the image count")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         save(fig, "loop")
@@ -1121,7 +1121,7 @@ def write_report(directory, date, tag):
     base = f"{date}-{tag}"
     lines = [f"# Benchmarks, {date}, {tag.upper()}", ""]
     lines += ["Made by `make bench` (bench/run.sh, bench/report.py); the "
-              "method and the floors are in bench/NOTES.md.  Medians; "
+              "method and the lower bounds are in bench/NOTES.md.  Medians; "
               "times in microseconds per operation, bandwidths in GB/s "
               "(10^9 bytes/s).  Ratios are gpumem over the other in the "
               "same run: for times lower is better, for bandwidths higher "
@@ -1242,7 +1242,7 @@ def write_report(directory, date, tag):
                   "(a different shape sums in a different order: the bits "
                   "of the result change with it):", ""] + shapes + [""]
 
-    lines += ["## The request's loop against the image count", ""]
+    lines += ["## The stitching workload against the image count", ""]
     lines += picture("loop")
     lines += loop_table(runs) + [""]
 
@@ -1270,7 +1270,7 @@ def write_report(directory, date, tag):
                   "Peer copies between every ordered pair of devices "
                   "(raw C: "
                   "cudaMemcpyPeerAsync with peer access enabled, the "
-                  "limit); the request's loop with partitions on devices "
+                  "limit); the stitching workload with partitions on devices "
                   "i % D, serial (a kernel and a synchronous copy per "
                   "partition) and concurrent (a stream per device, one "
                   "wait per device per iteration).  4x10 and 4x2^28 run "

@@ -38,7 +38,7 @@
 # starts only with time left, its timeout is cut to what is left, and
 # 30 s stay for the report and the tarball),
 # BENCH_ROUNDS (how many processes of each implementation run the basic
-# section, the request's workload among its figures, and the sweep, in
+# section, the stitching workload among its figures, and the sweep, in
 # turn: raw, gpumem, CuPy, raw, ...; default 3: small calls run at one
 # of two speeds for a whole process, so one process a side decides a
 # small-size ratio, and the 4 x 10 workload's, by chance; the report

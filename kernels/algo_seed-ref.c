@@ -2,7 +2,7 @@
 
 #include "kernels.h"
 
-/* The request's loop, as algo_seed.cu runs it: for every image i and
+/* The stitching workload, as algo_seed.cu runs it: for every image i and
    every k < 4, PARTIAL_UPDATE[k] = IMAGES[i] + UPDATE[k], in the same
    order, so the result (IMAGES[N - 1] + UPDATE[k]; nothing written
    when NUMBER_OF_IMAGES <= 0) matches the device's bit for bit, also

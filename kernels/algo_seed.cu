@@ -1,6 +1,7 @@
-/* algo_seed.cu -- the request's kernel, exactly as written.
+/* algo_seed.cu -- the stitching workload's original kernel, exactly as
+   specified.
 
-   The request's pseudo-code launches this loop <<<1,1>>>:
+   The workload's specification launches this loop <<<1,1>>>:
 
      for i < number_of_images:
        for k < 4:
@@ -10,7 +11,7 @@
    that the reference workload was written around: one thread, every
    iteration kept (PARTIAL_UPDATE may alias the inputs, so the compiler
    cannot skip to the last image), so that a script can reproduce the
-   request as posed.  Its result is IMAGES[N - 1] + UPDATE[k], and
+   workload as specified.  Its result is IMAGES[N - 1] + UPDATE[k], and
    with no images PARTIAL_UPDATE is left as it was.  For a parallel
    kernel that computes something meaningful see algo.cu.  */
 
@@ -27,10 +28,10 @@ algo_seed_kernel (const float *images, const float *update,
       partial_update[k] = images[i] + update[k];
 }
 
-/* Enqueue on STREAM, on the current device, the request's kernel over
-   IMAGES[0:NUMBER_OF_IMAGES], UPDATE[0:4] and PARTIAL_UPDATE[0:4], as
+/* Enqueue on STREAM, on the current device, the stitching workload's
+   original kernel over IMAGES[0:NUMBER_OF_IMAGES], UPDATE[0:4] and PARTIAL_UPDATE[0:4], as
    one block of one thread.  CFG's grid and block are ignored: the
-   request launched it <<<1,1>>>, and more threads would only race on
+   specification launches it <<<1,1>>>, and more threads would only race on
    the same four outputs.  Returns cudaGetLastError () after the launch:
    cudaSuccess once the work is enqueued, a launch error otherwise; a
    kernel fault shows later, at synchronization.  */

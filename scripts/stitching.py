@@ -1,4 +1,4 @@
-"""The request's reference workload, made real.
+"""The stitching workload, the reference workload gpumem is made for.
 
 Images are split into 4 partitions placed on devices i % device_count().
 Each iteration, every partition's device computes a partial update with a
@@ -17,7 +17,7 @@ against the same algorithm run in NumPy, and a short report is printed.
 The partitions' devices work at the same time (gpumem.concurrent());
 --serial runs the same loop one call after another, for comparison.
 
-Note that the request's stitching roughly doubles the update's magnitude
+Note that the workload's stitching roughly doubles the update's magnitude
 every iteration, so float32 values overflow after about 100 iterations of
 small inputs; the check then reports the overflow instead of comparing.
 """
@@ -35,7 +35,7 @@ PARTITIONS = 4
 
 
 def parse_args(argv, prog="gpumem scripts/stitching.py",
-               description="The request's iterative 4-partition workload.",
+               description="The iterative 4-partition stitching workload.",
                seed_help="seed of the random initial update"):
     """The workload's command line (shared with stitching_mpi.py)."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
@@ -90,7 +90,7 @@ class IterationClock:
 
 
 def split(images, parts):
-    """The request's split: PARTS nearly equal consecutive pieces."""
+    """The workload's split: PARTS nearly equal consecutive pieces."""
     return np.array_split(images, parts)
 
 
@@ -112,7 +112,7 @@ def reference(parted_images, update, iterations, kernel):
         # once to float.
         stat = [part.astype(np.float64).mean() for part in parted_images]
     else:
-        # The request's loop leaves the last image's value (in float).
+        # The stitching workload leaves the last image's value (in float).
         stat = [np.float32(part[-1]) for part in parted_images]
     for _ in range(iterations):
         for i in range(PARTITIONS):
@@ -154,7 +154,7 @@ def main(argv):
                            len(parted_images[i]))
 
     clock = IterationClock(args.iterations)
-    # The request's loop.  Inside gpumem.concurrent() the calls are
+    # The stitching workload.  Inside gpumem.concurrent() the calls are
     # queued per device instead of waited for one by one, so the devices
     # work at the same time; devices_at_once.wait() returns when every
     # device is done and partial_update is filled.  The update's copies

@@ -1,4 +1,4 @@
-"""The request's reference workload spread over the processes of an MPI
+"""The stitching workload spread over the processes of an MPI
 job: the same algorithm and result as
 scripts/stitching.py, with its 4 partitions on the ranks.
 
@@ -40,7 +40,7 @@ import stitching as single_process
 def parse_args(argv):
     return single_process.parse_args(
         argv, prog="gpumem scripts/stitching_mpi.py",
-        description="The request's iterative 4-partition workload, its "
+        description="The iterative 4-partition stitching workload, its "
                     "partitions spread over the ranks of an MPI job.",
         seed_help="seed of the random initial update (every rank draws "
                   "the same)")

@@ -1,14 +1,14 @@
-"""soak -- the request's 4 x 10 loop for many iterations with allocation
-churn, watching that nothing grows (docs/RELIABILITY.md, "Soak").
+"""soak -- the 4 x 10 stitching workload for many iterations with
+allocation churn, watching that nothing grows (docs/RELIABILITY.md, "Soak").
 
     gpumem tests/soak.py [--iterations N] [--report-every K] [--seed S]
                          [--statm FILE]
 
-Each iteration runs the request's loop body (the kernel on each of the 4
-partitions, the 4 partial updates copied back, the stitching on the host,
+Each iteration runs the stitching workload's loop body (the kernel on
+each of the 4 partitions, the 4 partial updates copied back, the stitching on the host,
 the update copied to every device) and allocates and frees one array of a
 random size between 1 KiB and 64 MiB on one of the devices.  The update
-is reset to its initial value every 32 iterations (the request's
+is reset to its initial value every 32 iterations (the workload's
 stitching doubles it each iteration and would overflow float32), and the
 state just before each reset is compared with the same arithmetic done in
 NumPy, so a wrong number fails the run too.

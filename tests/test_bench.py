@@ -118,7 +118,7 @@ def records_of_several_processes_merge():
         text
     assert "| 16-byte copy host->device |  | 8.50, 9.00, 11.00 |  |" in text, \
         text
-    # The request's 4 x 10 workload runs in the rounds too (run Q: one
+    # The 4 x 10 stitching workload runs in the rounds too (run Q: one
     # process a side made it 1.49x).
     assert ("| the workload 4 x 10, per iteration |  | 79.00, 80.00, "
             "99.00 |  |") in text, text

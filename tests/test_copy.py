@@ -19,7 +19,7 @@ def device_poisoned(n, dtype, device=None):
 
 @case
 def request_api_round_trip():
-    images = np.arange(40)                          # int64, as the request
+    images = np.arange(40)                          # int64, as the workload
     mem = gpumem.alloc_gpu_memory(40)
     assert mem.dtype == np.float32 and mem.shape == (40,)
     gpumem.copy_to_gpu(images, mem, 40)

@@ -1,4 +1,4 @@
-"""The request's workload end to end (scripts/stitching.py)."""
+"""The stitching workload end to end (scripts/stitching.py)."""
 
 import os
 import subprocess

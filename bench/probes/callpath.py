@@ -1,7 +1,7 @@
 """Where a synchronous call's microseconds go, seen from a script:
 gpumem.synchronize() on an idle device, a launch with its wait, 16-byte
 copies, copies of 1 KiB to 1 MiB each way (page-locked and NumPy memory,
-with and without a synchronize after), and the request's 4 x 10 loop
+with and without a synchronize after), and the stitching workload's 4 x 10 loop
 timed step by step (bench/HISTORY.md, "Where a small copy's microseconds
 went").  Medians, microseconds.  Not part of make bench:
 

@@ -1,5 +1,5 @@
-// loopcost.cu -- the request's 4 x 10 loop as CUDA calls only, step by
-// step: raw C's (a kernel launched and not waited for, then cudaMemcpy
+// loopcost.cu -- the 4 x 10 stitching workload as CUDA calls only, step
+// by step: raw C's (a kernel launched and not waited for, then cudaMemcpy
 // each way) against gpumem's sequence (the kernel waited for, a wait
 // before each copy, the page-locked test, the bounce buffer), and
 // variants that drop one piece or wait another way (bench/HISTORY.md,
