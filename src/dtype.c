@@ -2,7 +2,6 @@
 
 #include "config.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "dlpack-abi.h"
@@ -64,9 +63,17 @@ void
 gm_dtype_typestr (gm_dtype dtype, char buf[8])
 {
   const gm_dtype_info *info = &gm_dtypes[dtype];
+  size_t itemsize = info->itemsize;
+  int n = 0;
 
-  snprintf (buf, 8, "%c%c%zu", info->itemsize == 1 ? '|' : '<', info->kind,
-            info->itemsize);
+  /* Written by hand, not with snprintf: the C API describes every
+     argument of a C++ binding's call with it.  Item sizes are 1 to 16.  */
+  buf[n++] = itemsize == 1 ? '|' : '<';
+  buf[n++] = info->kind;
+  if (itemsize >= 10)
+    buf[n++] = (char) ('0' + itemsize / 10);
+  buf[n++] = (char) ('0' + itemsize % 10);
+  buf[n] = '\0';
 }
 
 int
