@@ -1,0 +1,126 @@
+/* gpumem/nanobind.h -- gpumem::array<T> as a nanobind argument and
+   result, the same as gpumem/pybind11.h gives pybind11: a caster of its
+   own over gpumem's C API (gpumem/array.hpp), not nb::ndarray, so that
+   any __cuda_array_interface__ object is taken, gpumem's checks and
+   messages are kept, and the pending stream is known.
+   docs/cpp-bindings.md is the guide.
+
+     #include <gpumem/nanobind.h>
+     void scale (gpumem::array<float, 1> x, float by);
+     NB_MODULE (mymod, m) { m.def ("scale", &scale); }
+
+   nanobind's casters may not raise: an argument that fails its checks
+   in the converting pass is taken with its error kept, and the error is
+   raised (gpumem's TypeError or ValueError, led by the parameter's type)
+   when the function's arguments are handed over, before it runs.  In
+   the no-conversion pass of an overloaded function it is refused
+   quietly, so that another overload can take it.  */
+
+#ifndef GPUMEM_NANOBIND_H
+#define GPUMEM_NANOBIND_H
+
+#include <nanobind/nanobind.h>
+
+#include <gpumem/array.hpp>
+
+#include <vector>
+
+namespace gpumem
+{
+
+/* A new uninitialized C-contiguous DeviceArray of SHAPE on DEVICE (-1:
+   the current one), to fill and return to Python.  Throws
+   nanobind::python_error (ValueError, OutOfMemoryError).  */
+template <class T, int NDIM = any_ndim>
+array<T, NDIM, c_contig>
+empty (const std::vector<std::int64_t> &shape, int device = -1)
+{
+  array<T, NDIM, c_contig> made;
+  if (made.allocate ((int) shape.size (), shape.data (), device) < 0)
+    throw nanobind::python_error ();
+  return made;
+}
+
+} // namespace gpumem
+
+namespace nanobind
+{
+namespace detail
+{
+
+template <class T, int NDIM, unsigned LAYOUT>
+struct type_caster<gpumem::array<T, NDIM, LAYOUT>>
+{
+  using Array = gpumem::array<T, NDIM, LAYOUT>;
+  using Value = Array;
+  using Element = typename Array::value_type;
+
+  static constexpr auto Name
+      = const_name ("gpumem.DeviceArray[")
+        + const_name<std::is_const<T>::value> (const_name ("const "),
+                                               const_name (""))
+        + const_name (gpumem::dtype<Element>::name)
+        + const_name<(NDIM >= 0)> (
+            const_name (", ndim=")
+                + const_name<(size_t) (NDIM >= 0 ? NDIM : 0)> (),
+            const_name (""))
+        + const_name<(LAYOUT & gpumem::c_contig) != 0> (
+            const_name (", c_contig"), const_name (""))
+        + const_name ("]");
+  template <typename T_> using Cast = movable_cast_t<T_>;
+  template <typename T_> static constexpr bool can_cast () { return true; }
+
+  Array value;
+  /* The error of a failed load in the converting pass, raised when the
+     value is taken (nanobind catches it there).  */
+  object error;
+
+  bool from_python (handle src, uint8_t flags, cleanup_list *) noexcept
+  {
+    if (value.load (src.ptr ()) == 0)
+      return true;
+    if (!(flags & (uint8_t) cast_flags::convert))
+      {
+        PyErr_Clear ();
+        return false;
+      }
+    gpumem::detail::name_error (Array::type_text ());
+    error = steal (gpumem::detail::take_error ());
+    return true;
+  }
+
+  static handle from_cpp (const Array &src, rv_policy, cleanup_list *) noexcept
+  {
+    PyObject *object = src.object ();
+    if (object == nullptr)
+      return none ().release ();
+    Py_INCREF (object);
+    return object;
+  }
+  template <typename T_,
+            enable_if_t<std::is_same_v<std::remove_cv_t<T_>, Value>> = 0>
+  static handle from_cpp (T_ *p, rv_policy policy, cleanup_list *list)
+  {
+    if (!p)
+      return none ().release ();
+    return from_cpp (*p, policy, list);
+  }
+
+  /* Raises the kept error, if any.  */
+  void check ()
+  {
+    if (error.is_valid ())
+      {
+        gpumem::detail::restore_error (error.release ().ptr ());
+        throw python_error ();
+      }
+  }
+  explicit operator Value * () { check (); return &value; }
+  explicit operator Value & () { check (); return (Value &) value; }
+  explicit operator Value && () { check (); return (Value &&) value; }
+};
+
+} // namespace detail
+} // namespace nanobind
+
+#endif /* GPUMEM_NANOBIND_H */

@@ -1,0 +1,100 @@
+/* gpumem/pybind11.h -- gpumem::array<T> as a pybind11 argument and
+   result: a binding takes device memory from a gpumem.DeviceArray, any
+   __cuda_array_interface__ object (CuPy, PyTorch, Numba) or a DLPack
+   producer, with the checks of gpumem/array.hpp, and returns new
+   DeviceArrays (gpumem::empty).  docs/cpp-bindings.md is the guide.
+
+     #include <gpumem/pybind11.h>
+     void scale (gpumem::array<float, 1> x, float by);
+     PYBIND11_MODULE (mymod, m) { m.def ("scale", &scale); }
+
+   help () shows the parameter as gpumem.DeviceArray[float32, ndim=1].
+   An argument that fails its checks raises gpumem's TypeError or
+   ValueError, its message led by the parameter's type; with overloads,
+   each overload is tried first without conversion, and the first whose
+   array fails in the converting pass raises.  */
+
+#ifndef GPUMEM_PYBIND11_H
+#define GPUMEM_PYBIND11_H
+
+#include <pybind11/pybind11.h>
+
+#include <gpumem/array.hpp>
+
+#include <vector>
+
+namespace gpumem
+{
+
+/* A new uninitialized C-contiguous DeviceArray of SHAPE on DEVICE (-1:
+   the current one), to fill and return to Python.  Throws
+   pybind11::error_already_set (ValueError, OutOfMemoryError).  */
+template <class T, int NDIM = any_ndim>
+array<T, NDIM, c_contig>
+empty (const std::vector<std::int64_t> &shape, int device = -1)
+{
+  array<T, NDIM, c_contig> made;
+  if (made.allocate ((int) shape.size (), shape.data (), device) < 0)
+    throw pybind11::error_already_set ();
+  return made;
+}
+
+} // namespace gpumem
+
+namespace pybind11
+{
+namespace detail
+{
+
+template <class T, int NDIM, unsigned LAYOUT>
+struct type_caster<gpumem::array<T, NDIM, LAYOUT>>
+{
+  using Array = gpumem::array<T, NDIM, LAYOUT>;
+  using Value = typename Array::value_type;
+
+  PYBIND11_TYPE_CASTER (
+      Array,
+      const_name ("gpumem.DeviceArray[")
+          + const_name<std::is_const<T>::value> (const_name ("const "),
+                                                 const_name (""))
+          + const_name (gpumem::dtype<Value>::name)
+          + const_name<(NDIM >= 0)> (
+              const_name (", ndim=")
+                  + const_name<(size_t) (NDIM >= 0 ? NDIM : 0)> (),
+              const_name (""))
+          + const_name<(LAYOUT & gpumem::c_contig) != 0> (
+              const_name (", c_contig"), const_name (""))
+          + const_name ("]"));
+
+  /* SRC's memory into value.  True; false in the no-conversion pass of
+     an overloaded function (the next overload is tried); else throws
+     gpumem's exception, led by the parameter's type.  */
+  bool load (handle src, bool convert)
+  {
+    if (value.load (src.ptr ()) == 0)
+      return true;
+    if (!convert)
+      {
+        PyErr_Clear ();
+        return false;
+      }
+    gpumem::detail::name_error (Array::type_text ());
+    throw error_already_set ();
+  }
+
+  /* The array's Python object: the DeviceArray of gpumem::empty, or the
+     object the argument came from.  */
+  static handle cast (const Array &src, return_value_policy, handle)
+  {
+    PyObject *object = src.object ();
+    if (object == nullptr)
+      return none ().release ();
+    Py_INCREF (object);
+    return object;
+  }
+};
+
+} // namespace detail
+} // namespace pybind11
+
+#endif /* GPUMEM_PYBIND11_H */
