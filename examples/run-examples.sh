@@ -3,7 +3,10 @@
 # gpumem installed under PREFIX alone, as a user builds it in a folder
 # of their own, and runs it: plugin/ (make with pkg-config; nvcc when
 # there is one, else the C++ compiler), embed/ (CMake with pkg-config),
-# extension/ (a Python C extension through gpumem._C_API).
+# extension/ (a Python C extension through gpumem._C_API), pybind11/
+# and nanobind/ (the request's algo as C++ modules through
+# gpumem/pybind11.h and gpumem/nanobind.h, built with CMake; the CUDA
+# path where CMake finds a CUDA compiler).
 #
 # PREFIX may be a staged tree (make install DESTDIR=D: give D/usr/local):
 # gpumem.pc is read with its prefix moved there.  Backend: GPUMEM_BACKEND
@@ -51,7 +54,7 @@ run () {   # run NAME COMMAND...: in $work/NAME, logged
   return 1
 }
 
-for name in plugin embed extension; do
+for name in plugin embed extension pybind11 nanobind; do
   cp -R "$here/$name" "$work/$name"
 done
 
@@ -78,5 +81,26 @@ elif run extension make PYTHON_CONFIG="$pyconfig" && \
      run extension make PYTHON_CONFIG="$pyconfig" check; then
   echo "PASS extension (backend $backend)"
 fi
+
+# The C++ binding modules, with the pybind11 or nanobind that the
+# embedded Python imports, its CMake files found through it.  CUDA from
+# gpumem.pc's nvcc where there is one.
+cudacxx=$(pkg-config --variable=nvcc gpumem 2>/dev/null)
+for lib in pybind11 nanobind; do
+  case $lib in
+    pybind11) dirflag=-Dpybind11_DIR cmakedir=--cmakedir ;;
+    nanobind) dirflag=-Dnanobind_DIR cmakedir=--cmake_dir ;;
+  esac
+  if ! command -v cmake >/dev/null; then
+    echo "SKIP $lib: no cmake"
+  elif ! libdir=$("$python" -m $lib $cmakedir 2>/dev/null); then
+    echo "SKIP $lib: $python cannot import $lib (pip install $lib)"
+  elif run $lib env ${cudacxx:+CUDACXX=$cudacxx} cmake -S . -B build \
+         -DPython_EXECUTABLE="$python" "$dirflag=$libdir" && \
+       run $lib cmake --build build && \
+       run $lib env PYTHONPATH=build gpumem test.py algo_$lib; then
+    echo "PASS $lib (backend $backend)"
+  fi
+done
 
 exit $failed
