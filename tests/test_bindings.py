@@ -1,0 +1,195 @@
+"""The C++ binding casters (include/gpumem/array.hpp, pybind11.h,
+nanobind.h): tests/bindings/bindings.cpp is built with each library the
+running Python imports (CMake, at test time), then called on gpumem
+arrays.  Cases that read elements on the CPU run on the host backend."""
+
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+import gmtest
+from gmtest import case, raises
+
+import gpumem
+
+HOST = gpumem.backend == "host"
+LIBRARIES = {"pybind11": "--cmakedir", "nanobind": "--cmake_dir"}
+
+
+def build():
+    """Builds the test modules into a temporary folder on sys.path; the
+    names of those built."""
+    if shutil.which("cmake") is None:
+        gmtest.skip_file("no cmake")
+    if gmtest.sanitized():
+        gmtest.skip_file("a sanitized build (the modules are not)")
+    flags = []
+    for name, option in LIBRARIES.items():
+        found = subprocess.run([sys.executable, "-m", name, option],
+                               capture_output=True, text=True)
+        if found.returncode == 0:
+            flags.append(f"-D{name}_DIR={found.stdout.strip()}")
+    if not flags:
+        gmtest.skip_file(f"{sys.executable} imports neither pybind11 nor "
+                         "nanobind (pip install pybind11 nanobind)")
+    work = tempfile.mkdtemp(prefix="gpumem-bindings.")
+    source = os.path.join(gmtest.SRCDIR, "tests", "bindings")
+    include = os.path.join(gmtest.SRCDIR, "include")
+    for command in (["cmake", "-S", source, "-B", work,
+                     f"-DPython_EXECUTABLE={sys.executable}",
+                     f"-DGPUMEM_INCLUDE_DIR={include}", *flags],
+                    ["cmake", "--build", work, "-j2"]):
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(done.stdout, done.stderr)
+            raise SystemExit(f"building the test modules failed: {command}")
+    sys.path.insert(0, work)
+    return [name for name in LIBRARIES
+            if any(f.startswith(f"gmbind_{name}") for f in os.listdir(work))]
+
+
+MODULES = [importlib.import_module(f"gmbind_{name}") for name in build()]
+
+
+def each(fn):
+    """Registers FN(module) as a case run with every built module."""
+    def run():
+        for module in MODULES:
+            fn(module)
+    run.__name__ = fn.__name__
+    return case(run)
+
+
+def host_only():
+    if not HOST:
+        gmtest.skip("reads elements on the CPU: host backend only")
+
+
+@each
+def dtype_mismatch_names_parameter_and_dtypes(m):
+    exc = raises(TypeError, m.sum_strided, gpumem.zeros(4, "float64"))
+    text = str(exc)
+    assert "gpumem.DeviceArray[const float32, ndim=1]" in text, text
+    assert "float32" in text and "float64" in text, text
+
+
+@each
+def const_takes_readonly_writable_refuses(m):
+    if HOST:
+        ro = np.arange(4, dtype=np.float32)   # taken through DLPack
+        ro.flags.writeable = False
+        try:
+            gpumem.from_dlpack(ro)
+        except Exception as exc:
+            gmtest.skip(f"no read-only host array through DLPack: {exc}")
+    else:
+        a = gpumem.to_device(np.arange(4, dtype=np.float32))
+
+        class ReadOnly:
+            __cuda_array_interface__ = dict(a.__cuda_array_interface__,
+                                            data=(a.ptr, True))
+        ro = ReadOnly()
+    assert m.sum_strided(ro) == 6.0
+    exc = raises(ValueError, m.fill, ro, 1.0)
+    assert "read-only" in str(exc)
+
+
+@each
+def ndim_and_contiguity(m):
+    exc = raises(ValueError, m.sum_strided, gpumem.zeros((2, 2), "float32"))
+    assert "must have 1 dimension, not 2" in str(exc)
+    assert m.matrix(gpumem.zeros((2, 3), "float64")) == 2
+    exc = raises(ValueError, m.sum_contig, gpumem.zeros(8, "float32")[::2])
+    assert "C-contiguous" in str(exc)
+
+
+@each
+def strided_view_walked(m):
+    host_only()
+    host = np.arange(10, dtype=np.float32)
+    a = gpumem.to_device(host)
+    assert m.sum_strided(a[::3]) == float(host[::3].sum())
+    assert m.sum_strided(a[::-2]) == float(host[::-2].sum())
+    assert m.sum_contig(a[2:7]) == float(host[2:7].sum())
+    m.fill(a[1::2], -1.0)
+    host[1::2] = -1.0
+    np.testing.assert_array_equal(a.copy_to_host(), host)
+
+
+@each
+def freed_array(m):
+    a = gpumem.zeros(4, "float32")
+    a.free()
+    exc = raises(ValueError, m.sum_strided, a)
+    assert "freed" in str(exc)
+
+
+@each
+def not_device_memory(m):
+    exc = raises(TypeError, m.sum_strided, 42)
+    assert "gpumem.DeviceArray[const float32, ndim=1]" in str(exc)
+
+
+@each
+def returns_device_array(m):
+    made = m.arange(6, HOST)
+    assert isinstance(made, gpumem.DeviceArray)
+    assert made.shape == (6,) and str(made.dtype) == "float32"
+    if HOST:
+        np.testing.assert_array_equal(made.copy_to_host(),
+                                      np.arange(6, dtype=np.float32))
+
+
+@each
+def keeps_owner_alive(m):
+    a = gpumem.zeros(3, "float32")
+    before = sys.getrefcount(a)
+    for _ in range(100):
+        m.three_arrays(a, a, a)
+    assert sys.getrefcount(a) == before
+    assert m.three_arrays(a, a[:2], gpumem.zeros((2, 2), "float32")) == 9
+
+
+@each
+def help_shows_signature(m):
+    doc = m.sum_contig.__doc__
+    assert "x: gpumem.DeviceArray[const float32, ndim=1, c_contig]" in doc, \
+        doc
+    assert "gpumem.DeviceArray[float32, ndim=1]" in m.fill.__doc__
+
+
+@each
+def stream_is_current(m):
+    a = gpumem.zeros(3, "float32")
+    assert m.stream_of(a) == 0            # no block open: default stream
+    if HOST:
+        return
+    s = gpumem.Stream()
+    with s:
+        assert m.stream_of(a) == s.handle
+
+
+@case
+def algo_matches_numpy():
+    host_only()
+    root = os.path.join(gmtest.SRCDIR, "examples")
+    sys.path.insert(0, os.path.join(root, "pybind11"))
+    for module in MODULES:
+        images = gmtest.rng.random(37, dtype=np.float32)
+        update = gmtest.rng.random(4, dtype=np.float32)
+        expected = (images.astype(np.float64).mean()
+                    + update.astype(np.float64)).astype(np.float32)
+        # The example's CPU path, through sum_strided's caster as algo's
+        # parameters take it: mean and update in double.
+        total = module.sum_strided(gpumem.to_device(images))
+        got = (np.float64(total) / 37 + update.astype(np.float64))
+        np.testing.assert_allclose(got.astype(np.float32), expected,
+                                   rtol=1e-7)
+
+
+gmtest.main()
