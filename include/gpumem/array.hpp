@@ -108,7 +108,6 @@ load (PyObject *obj, gm_buffer *buf, void **stream, const char *dtype,
   const gm_c_api_table *table = api ();
   const char *type;
 
-  std::memset (buf, 0, sizeof *buf);
   *stream = nullptr;
   if (table == nullptr || table->get_buffer (obj, buf) < 0)
     return -1;
@@ -208,33 +207,53 @@ public:
   static constexpr int required_ndim = NDIM;
   static constexpr unsigned required_layout = LAYOUT;
 
-  array () noexcept { std::memset (&buf_, 0, sizeof buf_); }
-  array (const array &other) noexcept : buf_ (other.buf_),
-                                        stream_ (other.stream_)
+  array () noexcept { clear (); }
+  array (const array &other) noexcept
   {
+    take (other);
     Py_XINCREF (buf_.owner);
   }
-  array (array &&other) noexcept : buf_ (other.buf_), stream_ (other.stream_)
+  array (array &&other) noexcept
   {
-    other.buf_.owner = nullptr;
+    take (other);
+    other.clear ();
   }
-  array &operator= (array other) noexcept
+  array &operator= (const array &other) noexcept
   {
-    std::swap (buf_, other.buf_);
-    std::swap (stream_, other.stream_);
+    if (this != &other)
+      {
+        PyObject *old = buf_.owner;
+        take (other);
+        Py_XINCREF (buf_.owner);
+        Py_XDECREF (old);
+      }
+    return *this;
+  }
+  array &operator= (array &&other) noexcept
+  {
+    if (this != &other)
+      {
+        PyObject *old = buf_.owner;
+        take (other);
+        other.clear ();
+        Py_XDECREF (old);
+      }
     return *this;
   }
   ~array () { Py_XDECREF (buf_.owner); }
 
   /* Takes OBJ's memory after the parameter's checks (detail::load).  0,
-     or -1 with a Python exception set and *this empty.  */
+     or -1 with a Python exception set and *this empty.  Loads in place:
+     a caster calls it once an argument, and a gm_buffer is large.  */
   int load (PyObject *obj)
   {
-    array loaded;
-    if (detail::load (obj, &loaded.buf_, &loaded.stream_, dtype_name,
-                      writable, NDIM, LAYOUT) < 0)
-      return -1;
-    *this = std::move (loaded);
+    Py_CLEAR (buf_.owner);
+    if (detail::load (obj, &buf_, &stream_, dtype_name, writable, NDIM,
+                      LAYOUT) < 0)
+      {
+        clear ();
+        return -1;
+      }
     return 0;
   }
 
@@ -318,6 +337,45 @@ public:
   }
 
 private:
+  /* Empty: no memory, no owner.  */
+  void clear () noexcept
+  {
+    buf_.ptr = nullptr;
+    buf_.ndim = 0;
+    buf_.dtype = dtype_name;
+    buf_.itemsize = sizeof (value_type);
+    buf_.size = 0;
+    buf_.device_type = 0;
+    buf_.device = -1;
+    buf_.readonly = 0;
+    buf_.stream = nullptr;
+    buf_.owner = nullptr;
+    buf_.typestr[0] = '\0';
+    stream_ = nullptr;
+  }
+  /* OTHER's description, without its reference: the fields and the
+     NDIM used entries of shape and strides, not the whole
+     GM_BUFFER_MAX_NDIM of them.  */
+  void take (const array &other) noexcept
+  {
+    const gm_buffer &from = other.buf_;
+    buf_.ptr = from.ptr;
+    buf_.ndim = from.ndim;
+    std::memcpy (buf_.shape, from.shape, (size_t) from.ndim * sizeof *from.shape);
+    std::memcpy (buf_.strides, from.strides,
+                 (size_t) from.ndim * sizeof *from.strides);
+    buf_.dtype = from.dtype;
+    std::memcpy (buf_.typestr, from.typestr, sizeof buf_.typestr);
+    buf_.itemsize = from.itemsize;
+    buf_.size = from.size;
+    buf_.device_type = from.device_type;
+    buf_.device = from.device;
+    buf_.readonly = from.readonly;
+    buf_.stream = from.stream;
+    buf_.owner = from.owner;
+    stream_ = other.stream_;
+  }
+
   gm_buffer buf_;
   void *stream_ = nullptr;
 };
