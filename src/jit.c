@@ -18,8 +18,14 @@
      image checksum        32 bytes, SHA-256 of the image
      entry, image          the symbol to launch, the CUBIN or PTX
 
-   and is used only when all of it checks out; a file that does not
-   (truncated, overwritten, another format) counts as corrupt and is
+   and is used only when it is trusted and all of it checks out.  The
+   key and the checksum protect against damage, not against other
+   users: anyone can compute both, so a file is read only from a folder
+   and a file that nobody but the user or root can have written
+   (jit-cache.c, which reads and writes the files, says exactly what
+   is trusted); anything else is compiled again, kept in memory for the
+   process, and nothing is written there.  A trusted file that does not
+   check out (truncated, overwritten, another format) counts as corrupt and is
    replaced by a fresh compile.  Files are written whole to a temporary
    name in the same folder and renamed into place, so a reader never
    sees half a file, and two processes compiling the same kernel each
@@ -340,11 +346,12 @@ gm_status
 gm_jit_compile (const gm_jit_request *request, gm_jit_result *result)
 {
   unsigned char key[32];
-  char path[4200];
+  char name[80];
   const char *dir;
   gm_jit_code *code;
   gm_status status;
-  int major, minor, found = 0;
+  gm_jit_cache_found found;
+  int major, minor;
 
   memset (result, 0, sizeof *result);
   status = gm_jit_check_arch (request->arch);
@@ -361,16 +368,18 @@ gm_jit_compile (const gm_jit_request *request, gm_jit_result *result)
   hex (key, code->key);
 
   dir = gm_jit_cache_dir ();
+  snprintf (name, sizeof name, "%s.bin", code->key);
   if (dir == NULL)
     snprintf (result->cache_problem, sizeof result->cache_problem,
               "no cache folder: set GPUMEM_CACHE_DIR, XDG_CACHE_HOME or "
               "HOME");
   else
     {
-      snprintf (path, sizeof path, "%s/%s.bin", dir, code->key);
-      found = gm_jit_cache_read (path, key, code);
-      result->cache_hit = found == 1;
-      result->cache_corrupt = found < 0;
+      found = gm_jit_cache_read (dir, name, key, code, result->cache_problem,
+                                 sizeof result->cache_problem);
+      result->cache_hit = found == GM_JIT_CACHE_HIT;
+      result->cache_corrupt = found == GM_JIT_CACHE_CORRUPT;
+      result->cache_untrusted = found == GM_JIT_CACHE_UNTRUSTED;
     }
 
   if (!result->cache_hit)
@@ -386,10 +395,15 @@ gm_jit_compile (const gm_jit_request *request, gm_jit_result *result)
           gm_jit_code_free (code);
           return status;
         }
-      if (dir != NULL)
-        result->cache_written
-          = gm_jit_cache_write (dir, path, key, code, result->cache_problem,
-                         sizeof result->cache_problem) == 0;
+      /* Nothing is written where others could have written.  */
+      if (dir != NULL && !result->cache_untrusted)
+        {
+          int written = gm_jit_cache_write (dir, name, key, code,
+                                            result->cache_problem,
+                                            sizeof result->cache_problem);
+          result->cache_written = written == 0;
+          result->cache_untrusted = written == -2;
+        }
     }
   result->code = code;
   return GM_OK;

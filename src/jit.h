@@ -40,6 +40,9 @@ typedef struct gm_jit_result
   gm_jit_code *code;          /* malloc'd; gm_jit_code_free */
   bool cache_hit;             /* read from the cache, not compiled */
   bool cache_corrupt;         /* a cache file was unreadable and replaced */
+  bool cache_untrusted;       /* the folder or file was not the user's
+                                 alone (jit-cache.h): not read, not
+                                 written */
   bool cache_written;         /* what was compiled is now in the cache */
   char cache_problem[512];    /* why the cache was not used, or "" */
   double compile_seconds;     /* NVRTC's time; 0 on a hit */

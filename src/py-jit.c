@@ -18,6 +18,8 @@ static struct
   long cache_hits;         /* read from the disk cache */
   long cache_misses;       /* not in it (compiled, then written) */
   long cache_corrupt;      /* unreadable files replaced */
+  long cache_untrusted;    /* folders or files others could have
+                              written: not read, not written */
   long cache_unwritable;   /* compiled without caching */
   double compile_seconds;  /* NVRTC's time, all runs */
   double last_compile_seconds;
@@ -282,7 +284,19 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     }
   if (result.cache_corrupt)
     stats.cache_corrupt++;
-  if (!result.cache_hit && !result.cache_written)
+  if (result.cache_untrusted)
+    {
+      stats.cache_untrusted++;
+      if (PyErr_WarnFormat (PyExc_RuntimeWarning, 1, "gpumem.jit: %s: it is "
+                            "not trusted, so the kernel is compiled again, "
+                            "kept for this process only, and nothing is "
+                            "written there", result.cache_problem) < 0)
+        {
+          gm_jit_code_free (result.code);
+          goto done;
+        }
+    }
+  else if (!result.cache_hit && !result.cache_written)
     {
       stats.cache_unwritable++;
       if (PyErr_WarnFormat (PyExc_RuntimeWarning, 1, "gpumem.jit: %s; the "
@@ -320,13 +334,14 @@ jitpy_stats (PyObject *module, PyObject *unused)
 {
   const char *dir = gm_jit_cache_dir ();
 
-  return Py_BuildValue ("{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d,s:d,s:s}",
+  return Py_BuildValue ("{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d,s:d,s:s}",
                         "calls", stats.calls, "reused", stats.reused,
                         "compiles", stats.compiles,
                         "cache_hits", stats.cache_hits,
                         "cache_misses", stats.cache_misses,
                         "cache_corrupt", stats.cache_corrupt,
                         "cache_unwritable", stats.cache_unwritable,
+                        "cache_untrusted", stats.cache_untrusted,
                         "compile_seconds", stats.compile_seconds,
                         "last_compile_seconds", stats.last_compile_seconds,
                         "cache_dir", dir ? dir : "");
@@ -343,7 +358,9 @@ PyMethodDef gmpy_jit_methods[] = {
    "must match the source's.  OPTIONS go to NVRTC.  ARCH: 'sm_XY' or\n"
    "'compute_XY'; by default the current device's.  Compiled code is\n"
    "cached on disk under GPUMEM_CACHE_DIR, else $XDG_CACHE_HOME/gpumem,\n"
-   "else ~/.cache/gpumem; the same call again returns the same function.\n"
+   "else ~/.cache/gpumem, and read back only from a folder and a file\n"
+   "that only the user (or root) can write; the same call again\n"
+   "returns the same function.\n"
    "Without grid= and block=, a launch has one thread per element of the\n"
    "longest array (blocks of 256).  Compile errors raise gpumem.Error\n"
    "with NVRTC's log; a bad signature or ARCH ValueError.  Launching\n"
@@ -352,6 +369,8 @@ PyMethodDef gmpy_jit_methods[] = {
    "jit_stats()\n--\n\n"
    "A dict of gpumem.jit's counts in this process: calls, reused,\n"
    "compiles, cache_hits, cache_misses, cache_corrupt, cache_unwritable,\n"
+   "cache_untrusted (cache folders or files that others could have\n"
+   "written, passed over),\n"
    "compile_seconds (all compiles), last_compile_seconds, cache_dir."},
   {NULL, NULL, 0, NULL}
 };

@@ -1,5 +1,6 @@
 """gpumem.jit: compiling with NVRTC (jit.c, py-jit.c) on both backends,
-the disk cache (miss, hit, corrupt file, unwritable folder), compile
+the disk cache (miss, hit, corrupt file, unwritable folder; files and
+folders others could have written passed over), compile
 errors with NVRTC's log, the argument checks JIT kernels share with the
 built-in ones, and launching on the cuda backend."""
 
@@ -194,6 +195,216 @@ def unwritable_cache_compiles_anyway():
     for folder in folders[1:]:
         os.chmod(folder, 0o755)
         shutil.rmtree(folder)
+
+
+ADD = SCALE.replace("__fmul_rn(a, x[i])", "a + x[i]")
+
+
+def with_cache(folder, call):
+    """Runs CALL with GPUMEM_CACHE_DIR set to FOLDER, warnings recorded:
+    returns what it returned, the stats' change and the warnings."""
+    os.environ["GPUMEM_CACHE_DIR"] = folder
+    try:
+        before = gpumem.jit_stats()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = call()
+        return value, stats_delta(before), caught
+    finally:
+        os.environ["GPUMEM_CACHE_DIR"] = CACHE
+
+
+def planted(src):
+    """An attacker's cache file for SRC: the code of ADD (x[i] = a + x[i])
+    under SRC's key, its checksum valid.  Returns the file's name and
+    bytes."""
+    scratch = tempfile.mkdtemp(prefix="gpumem-jit-key-")
+    try:
+        # SRC's key: the name of the file its own compile writes.
+        # (A spelling of the signature of its own: the function is not
+        # remembered for the callers' calls.)
+        with_cache(scratch, lambda: gpumem.jit(src, "scale", "\t" + SCALE_SIG,
+                                               arch=ARCH))
+        name, = cache_files(scratch)
+        os.unlink(os.path.join(scratch, name))
+        with_cache(scratch, lambda: gpumem.jit(fresh("evil").replace(SCALE, ADD), "scale",
+                                               SCALE_SIG, arch=ARCH))
+        evil, = cache_files(scratch)
+        data = open(os.path.join(scratch, evil), "rb").read()
+    finally:
+        shutil.rmtree(scratch)
+    data = data[:8] + bytes.fromhex(name[:-4]) + data[40:]
+    return name, data
+
+
+def check_untrusted(folder, src, spelling, why):
+    """gpumem.jit of SRC with the cache in FOLDER: the planted file is
+    passed over with one warning that names FOLDER and says WHY, the
+    kernel is compiled again and is the real one, and FOLDER is left as
+    it was."""
+    listing = {f: os.lstat(os.path.join(folder, f))
+               for f in os.listdir(folder)}
+    f, d, caught = with_cache(folder, lambda: gpumem.jit(
+        src, "scale", SCALE_SIG + " " * spelling, arch=ARCH))
+    assert d["cache_untrusted"] == 1 and d["compiles"] == 1, d
+    assert d["cache_hits"] == 0 and d["cache_unwritable"] == 0, d
+    assert len(caught) == 1, [str(w.message) for w in caught]
+    message = str(caught[0].message)
+    assert issubclass(caught[0].category, RuntimeWarning), caught[0]
+    assert folder in message and why in message, message
+    assert "nothing is written" in message, message
+    after = {f: os.lstat(os.path.join(folder, f))
+             for f in os.listdir(folder)}
+    assert after.keys() == listing.keys(), (listing, after)
+    for name, st in listing.items():
+        assert (after[name].st_mtime_ns, after[name].st_uid,
+                after[name].st_mode) == (st.st_mtime_ns, st.st_uid,
+                                         st.st_mode), name
+    if CUDA:
+        x = gpumem.to_device(np.full(100, 3, np.float32))
+        f(100, 2.0, x)
+        # 6 from the real kernel; the planted one would give 5.
+        assert np.array_equal(x.copy_to_host(), np.full(100, 6, np.float32))
+    # The same call again is answered in memory, without a new warning.
+    g, d, caught = with_cache(folder, lambda: gpumem.jit(
+        src, "scale", SCALE_SIG + " " * spelling, arch=ARCH))
+    assert g is f and d["compiles"] == 0 and not caught, (d, caught)
+
+
+def plant(folder, src, mode=0o644):
+    name, data = planted(src)
+    path = os.path.join(folder, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    os.write(fd, data)
+    os.close(fd)
+    os.chmod(path, mode)
+    return path
+
+
+def own_folder(tag):
+    return tempfile.mkdtemp(prefix=f"gpumem-jit-{tag}-")
+
+
+@case
+def planted_file_is_read_when_trusted():
+    # The control for the cases below: the same planted file, in a folder
+    # and with a mode the user alone controls, is read (the key and the
+    # checksum alone do not stop it), and runs the planted code.
+    folder = own_folder("trusted")
+    try:
+        src = fresh("trusted")
+        plant(folder, src)
+        f, d, caught = with_cache(folder, lambda: gpumem.jit(
+            src, "scale", SCALE_SIG, arch=ARCH))
+        assert d["cache_hits"] == 1 and d["compiles"] == 0, d
+        assert d["cache_untrusted"] == 0 and not caught, (d, caught)
+        if CUDA:
+            x = gpumem.to_device(np.full(100, 3, np.float32))
+            f(100, 2.0, x)
+            assert np.array_equal(x.copy_to_host(),
+                                  np.full(100, 5, np.float32))
+    finally:
+        shutil.rmtree(folder)
+
+
+@case
+def file_of_another_user_is_ignored():
+    if os.geteuid() != 0:
+        gmtest.skip("planting a file of another user needs root (chown)")
+    folder = own_folder("other-user")
+    try:
+        src = fresh("other-user")
+        path = plant(folder, src)
+        os.chown(path, 65534, 65534)
+        check_untrusted(folder, src, 1, "belongs to another user (uid 65534)")
+    finally:
+        shutil.rmtree(folder)
+
+
+@case
+def folder_of_another_user_is_ignored():
+    if os.geteuid() != 0:
+        gmtest.skip("a folder of another user needs root (chown)")
+    folder = own_folder("other-folder")
+    try:
+        src = fresh("other-folder")
+        plant(folder, src)
+        os.chown(folder, 65534, 65534)
+        check_untrusted(folder, src, 2, "belongs to another user (uid 65534)")
+    finally:
+        shutil.rmtree(folder)
+
+
+@case
+def group_writable_file_is_ignored():
+    folder = own_folder("group")
+    try:
+        src = fresh("group")
+        plant(folder, src, 0o664)
+        check_untrusted(folder, src, 3, "writable by other users")
+    finally:
+        shutil.rmtree(folder)
+
+
+@case
+def symbolic_link_is_ignored():
+    folder, elsewhere = own_folder("link"), own_folder("link-target")
+    try:
+        src = fresh("link")
+        target = plant(elsewhere, src)
+        os.symlink(target, os.path.join(folder, os.path.basename(target)))
+        check_untrusted(folder, src, 4, "symbolic link")
+    finally:
+        shutil.rmtree(folder)
+        shutil.rmtree(elsewhere)
+
+
+@case
+def world_writable_folder_is_ignored():
+    folder = own_folder("world")
+    try:
+        src = fresh("world")
+        plant(folder, src)
+        os.chmod(folder, 0o777)
+        check_untrusted(folder, src, 5, "writable by every user")
+        # Sticky, as /tmp: the user's own file is trusted there, and a
+        # miss is written.
+        os.chmod(folder, 0o1777)
+        _, d, caught = with_cache(folder, lambda: gpumem.jit(
+            src, "scale", SCALE_SIG + " " * 6, arch=ARCH))
+        assert d["cache_hits"] == 1 and not caught, (d, caught)
+        _, d, caught = with_cache(folder, lambda: gpumem.jit(
+            fresh("sticky"), "scale", SCALE_SIG, arch=ARCH))
+        assert d["cache_misses"] == 1 and not caught, (d, caught)
+        assert len(cache_files(folder)) == 2, cache_files(folder)
+    finally:
+        shutil.rmtree(folder)
+
+
+@case
+def cache_folder_and_files_are_private():
+    # The folder is made 0700 (its parents as mkdir -p makes them), each
+    # file 0600; a folder that exists keeps its mode.
+    base = own_folder("modes")
+    try:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        folder = os.path.join(base, "a", "b")
+        with_cache(folder, lambda: gpumem.jit(fresh("modes"), "scale",
+                                              SCALE_SIG, arch=ARCH))
+        assert os.stat(folder).st_mode & 0o7777 == 0o700, \
+            oct(os.stat(folder).st_mode)
+        parent = os.stat(os.path.join(base, "a")).st_mode & 0o7777
+        assert parent == 0o777 & ~umask, (oct(parent), oct(umask))
+        name, = cache_files(folder)
+        assert os.stat(os.path.join(folder, name)).st_mode & 0o777 == 0o600
+        os.chmod(base, 0o750)
+        with_cache(base, lambda: gpumem.jit(fresh("modes"), "scale",
+                                            SCALE_SIG, arch=ARCH))
+        assert os.stat(base).st_mode & 0o7777 == 0o750
+        assert not [f for f in os.listdir(folder) if f.startswith(".tmp")]
+    finally:
+        shutil.rmtree(base)
 
 
 @case
