@@ -22,6 +22,23 @@ typedef struct gm_plugin
   struct gm_plugin *next;
 } gm_plugin;
 
+/* The kernel called NAME among those already loaded, or NULL; *ORIGIN
+   says whose it is.  */
+typedef const gm_kernel *(*gm_plugin_find_fn) (const char *name,
+                                               const char **origin);
+
+/* Reads TABLE, a kernel table in memory, into a new plugin named ORIGIN
+   (its NEXT NULL, in no list), with the checks of gm_plugin_load: a
+   known ABI version, a sane count, no NULL entry, each kernel a name
+   gpumem can call, a signature that parses, a launcher or a reference,
+   and a name that FIND_ANYWHERE and the table's earlier kernels do not
+   know.  GM_ERR_FAILED naming ORIGIN (and the kernel at fault),
+   GM_ERR_HOST_NOMEM; nothing is kept then.  */
+gm_status gm_plugin_table_read (const gm_plugin_info *table,
+                                const char *origin,
+                                gm_plugin_find_fn find_anywhere,
+                                gm_plugin **out);
+
 /* Loads the plugin library PATH (dlopen) and reads its table, once per
    file: loading a file again gives the same plugin.  GM_ERR_FAILED naming
    PATH (and the kernel at fault) when the file does not load, exports no
