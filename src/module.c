@@ -6,6 +6,8 @@
 #include "gm-python.h"
 
 #include <stdint.h>
+#include <string.h>
+#include <unistd.h>
 
 static PyObject *
 gmpy_device_count (PyObject *module, PyObject *unused)
@@ -111,6 +113,63 @@ gmpy_synchronize (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   Py_RETURN_NONE;
 }
 
+/* The folder that holds gpumem/extension.h and the other installed
+   headers, for building extensions against gpumem (as
+   numpy.get_include()).  A module installed by pip has them in the
+   folder gpumem-include beside its file (__file__); the program's
+   built-in module, and a module installed by make install, has them in
+   the configured includedir (GM_INCLUDEDIR, from Makefile.am), which
+   may not exist yet before make install.  */
+static PyObject *
+gmpy_get_include (PyObject *module, PyObject *unused)
+{
+  static const char beside[] = "gpumem-include";
+  static const char header[] = "/gpumem/extension.h";
+  PyObject *file, *file_bytes, *result = NULL;
+  const char *path, *slash;
+  char *candidate;
+  size_t dirlen;
+
+  file = PyObject_GetAttrString (module, "__file__");
+  if (file == NULL)
+    {
+      if (!PyErr_ExceptionMatches (PyExc_AttributeError))
+        return NULL;
+      PyErr_Clear ();
+    }
+  if (file == NULL || !PyUnicode_Check (file))
+    {
+      Py_XDECREF (file);
+      return PyUnicode_DecodeFSDefault (GM_INCLUDEDIR);
+    }
+  file_bytes = PyUnicode_EncodeFSDefault (file);
+  Py_DECREF (file);
+  if (file_bytes == NULL)
+    return NULL;
+  path = PyBytes_AS_STRING (file_bytes);
+  slash = strrchr (path, '/');
+  dirlen = slash != NULL ? (size_t) (slash - path) + 1 : 0;
+  candidate = PyMem_Malloc (dirlen + sizeof beside + sizeof header);
+  if (candidate == NULL)
+    {
+      Py_DECREF (file_bytes);
+      return PyErr_NoMemory ();
+    }
+  memcpy (candidate, path, dirlen);
+  memcpy (candidate + dirlen, beside, sizeof beside);
+  strcat (candidate, header);
+  if (access (candidate, F_OK) == 0)
+    {
+      candidate[dirlen + sizeof beside - 1] = '\0';
+      result = PyUnicode_DecodeFSDefault (candidate);
+    }
+  else
+    result = PyUnicode_DecodeFSDefault (GM_INCLUDEDIR);
+  PyMem_Free (candidate);
+  Py_DECREF (file_bytes);
+  return result;
+}
+
 static PyMethodDef gmpy_methods[] = {
   {"device_count", gmpy_device_count, METH_NOARGS,
    "device_count()\n--\n\nThe number of devices of the backend in use."},
@@ -185,6 +244,10 @@ static PyMethodDef gmpy_methods[] = {
   {"synchronize", (PyCFunction) (void (*) (void)) gmpy_synchronize,
    METH_FASTCALL | METH_KEYWORDS,
    "synchronize(device=None)\n--\n\nWait for all work on the device."},
+  {"get_include", gmpy_get_include, METH_NOARGS,
+   "get_include()\n--\n\n"
+   "The folder holding gpumem/extension.h and gpumem's other C headers,\n"
+   "for building extensions against gpumem (-I or include_dirs)."},
   {NULL, NULL, 0, NULL}
 };
 
