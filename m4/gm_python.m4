@@ -5,13 +5,22 @@
 #   python3.13 ... python3.9, python on PATH that can import numpy.  Stops
 #   with advice when none can.  Sets and substitutes PYTHON_CFLAGS,
 #   PYTHON_LIBS, GM_PYTHON_EXECUTABLE, GM_PYTHON_VERSION, GM_NUMPY_VERSION,
-#   GM_NUMPY_INCLUDE; defines GM_PYTHON_EXECUTABLE, the interpreter whose
+#   GM_NUMPY_INCLUDE (both "unchecked" under --disable-numpy-check:
+#   nothing is compiled against NumPy, scripts need it at run time; pip's
+#   build of the extension module alone, docs/install.md, runs in an
+#   environment without it); defines GM_PYTHON_EXECUTABLE, the interpreter whose
 #   environment (virtual environments included) the program uses at run
 #   time, so that 'import numpy' finds the NumPy it was built against.
 AC_DEFUN([GM_CHECK_PYTHON], [
 AC_ARG_VAR([PYTHON], [the Python interpreter to embed (must have NumPy)])
+AC_ARG_ENABLE([numpy-check],
+  [AS_HELP_STRING([--disable-numpy-check],
+    [accept a Python without NumPy (nothing is built against it; gpumem needs it at run time)])],
+  [], [enable_numpy_check=yes])
+gm_numpy_import=', numpy'
+AS_IF([test "x$enable_numpy_check" = xno], [gm_numpy_import=])
 gm_py_has_numpy () {
-  "$[]1" -c 'import sys, numpy; sys.exit(0 if sys.version_info >= (3, 9) else 1)' >/dev/null 2>&1
+  "$[]1" -c "import sys$gm_numpy_import; sys.exit(0 if sys.version_info >= (3, 9) else 1)" >/dev/null 2>&1
 }
 AC_MSG_CHECKING([for a Python 3.9+ interpreter with NumPy])
 gm_python=
@@ -49,8 +58,13 @@ gm_py_include=`"$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()@<:@"i
 gm_py_libdir=`gm_pyvar LIBDIR`
 gm_py_ldversion=`gm_pyvar LDVERSION`
 gm_py_syslibs="`gm_pyvar LIBS` `gm_pyvar SYSLIBS`"
-GM_NUMPY_VERSION=`"$PYTHON" -c 'import numpy; print(numpy.__version__)'`
-GM_NUMPY_INCLUDE=`"$PYTHON" -c 'import numpy; print(numpy.get_include())'`
+AS_IF([test "x$enable_numpy_check" = xno], [
+  GM_NUMPY_VERSION=unchecked
+  GM_NUMPY_INCLUDE=unchecked
+], [
+  GM_NUMPY_VERSION=`"$PYTHON" -c 'import numpy; print(numpy.__version__)'`
+  GM_NUMPY_INCLUDE=`"$PYTHON" -c 'import numpy; print(numpy.get_include())'`
+])
 
 PYTHON_CFLAGS="-I$gm_py_include"
 PYTHON_LIBS="-L$gm_py_libdir -Wl,-rpath,$gm_py_libdir -lpython$gm_py_ldversion $gm_py_syslibs"

@@ -10,6 +10,9 @@
 #   interpreter's file name ending for extension modules
 #   (".cpython-311-x86_64-linux-gnu.so").  --with-pyexecdir=DIR, or
 #   'make install pyexecdir=DIR', puts the module elsewhere.
+#   Sets gm_pyexecdir_summary for configure's summary: the folder with
+#   ${prefix} and ${exec_prefix} expanded, and whether the configured
+#   Python searches it (else how a plain python3 finds the module).
 AC_DEFUN([GM_PYTHON_MODULE_DIRS], [
 AC_ARG_WITH([pyexecdir],
   [AS_HELP_STRING([--with-pyexecdir=DIR],
@@ -31,4 +34,33 @@ AC_MSG_RESULT([$pyexecdir])
 PYTHON_EXT_SUFFIX=`"$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX") or ".so")'`
 AC_SUBST([pyexecdir])
 AC_SUBST([PYTHON_EXT_SUFFIX])
+gm_pyexecdir_expanded=`GM_EXPAND_DIR(["$pyexecdir"])`
+AS_IF(["$PYTHON" -c '
+import os, sys
+d = os.path.realpath(sys.argv@<:@1@:>@)
+sys.exit(0 if any(os.path.realpath(p) == d for p in sys.path if p) else 1)' \
+  "$gm_pyexecdir_expanded" 2>/dev/null],
+  [gm_pyexecdir_summary="$gm_pyexecdir_expanded
+                     (on Python $GM_PYTHON_VERSION's sys.path)"],
+  [gm_pyexecdir_summary="$gm_pyexecdir_expanded
+                     (not on Python $GM_PYTHON_VERSION's sys.path: a plain python3
+                     imports it with PYTHONPATH set to that folder; or see
+                     'pip install .' in docs/install.md)"])
 ])
+
+# GM_EXPAND_DIR(DIR)
+#   Prints DIR, an installation folder as configure gives it
+#   ('${exec_prefix}/lib'), with ${prefix}, ${exec_prefix} and the
+#   folders made of them (${datarootdir}...) expanded as make install
+#   would, the default prefix standing for an unset --prefix.
+AC_DEFUN([GM_EXPAND_DIR], [(
+  test "x$prefix" = xNONE && prefix=$ac_default_prefix
+  test "x$exec_prefix" = xNONE && exec_prefix=$prefix
+  gm_dir=$1
+  while :; do
+    case $gm_dir in
+      *'${'*) eval "gm_dir=\"$gm_dir\"" ;;
+      *) break ;;
+    esac
+  done
+  echo "$gm_dir")])
