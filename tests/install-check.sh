@@ -149,7 +149,9 @@ check_link () {
     || fail "the program did not load the installed libgpumem"
 }
 
-# A plain python imports the installed extension module.
+# A plain python imports the installed extension module (PYTHONPATH at
+# the folder configure's summary names), and its get_include() names
+# the installed headers' folder.
 check_import () {
   step "python3 -c 'import gpumem' (PYTHONPATH=$pyexec)"
   PYTHONPATH=$pyexec "$python" -c '
@@ -163,7 +165,11 @@ x = gpumem.to_device(np.arange(4, dtype=np.float32))
 y = gpumem.zeros(4)
 gpumem.kernels.saxpy(4, 2.0, x, y)
 assert y.copy_to_host().tolist() == [0.0, 2.0, 4.0, 6.0]
-print("   imported", gpumem.__file__)' "$pyexec" \
+include = gpumem.get_include()
+assert include == sys.argv[2], (include, sys.argv[2])
+assert os.path.isfile(sys.argv[3] + "/gpumem/extension.h"), sys.argv[3]
+print("   imported", gpumem.__file__, "headers", include)' \
+    "$pyexec" "$includedir" "$include" \
     || fail "the installed extension module does not import and run"
 }
 
