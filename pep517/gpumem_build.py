@@ -259,7 +259,10 @@ def build_wheel(wheel_directory, config_settings=None,
             _zip_write(archive, f"{dist_info}/RECORD",
                        ("\n".join(record) + "\n").encode("utf-8"))
     finally:
-        if not kept:
+        if kept:
+            shutil.rmtree(os.path.join(builddir, "wheel-stage"),
+                          ignore_errors=True)
+        else:
             shutil.rmtree(builddir, ignore_errors=True)
     return wheel_name
 
