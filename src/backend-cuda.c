@@ -38,7 +38,7 @@
      followed by a synchronize of the legacy stream.
    Streams other libraries make non-blocking are outside this rule;
    DLPack's stream handshake and the CUDA Array Interface's stream
-   order those.  Collectives keep the rule too: MPI's (comm.c)
+   order those.  Collectives keep the rule too: MPI's (comm-mpi.c)
    synchronize the device first and stage through this backend with
    NULL streams; NCCL's (comm-nccl.c) run on a stream that first waits
    for an event recorded on the legacy stream, and are waited for when

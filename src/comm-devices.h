@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "comm.h"
+#include "comm-job.h"
 
 typedef struct gm_comm_devices_call
 {

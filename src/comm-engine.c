@@ -2,7 +2,7 @@
    and the two settings that steer it (GPUMEM_COMM, GPUMEM_COMM_TIMEOUT).
 
    NCCL moves CUDA device memory between GPUs over NVLink, PCIe or the
-   network, with the GPUs doing the arithmetic; MPI (comm.c) moves any
+   network, with the GPUs doing the arithmetic; MPI (comm-mpi.c) moves any
    memory, staging device memory through pinned host memory.  With
    GPUMEM_COMM=auto (the default) a collective takes NCCL wherever NCCL
    can move its data, on every rank alike, and MPI otherwise.  */

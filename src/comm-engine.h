@@ -1,5 +1,5 @@
 /* comm-engine.h -- which engine moves the data of a collective: NCCL
-   (comm-nccl.c) or MPI and plain copies (comm.c, comm-devices.c), and
+   (comm-nccl.c) or MPI and plain copies (comm-mpi.c, comm-devices.c), and
    the settings that choose it.
 
    No Python, MPI, CUDA or NCCL headers here.  */
@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#include "comm.h"
+#include "comm-job.h"
 
 /* GPUMEM_COMM: auto (NCCL where it can move the data, else MPI), nccl
    (NCCL or an error; reductions of dtypes NCCL has none of still take

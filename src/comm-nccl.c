@@ -285,7 +285,7 @@ nccl_type (gm_dtype dtype, ncclDataType_t *type, size_t *parts)
     }
 }
 
-/* NumPy's meaning of OP on DTYPE (as comm.c's mpi_op): on bool arrays,
+/* NumPy's meaning of OP on DTYPE (as comm-mpi.c's mpi_op): on bool arrays,
    stored as 0 and 1, sum and max are an or, min an and.  */
 static ncclRedOp_t
 nccl_op (gm_dtype dtype, gm_comm_op op)

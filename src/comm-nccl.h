@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm.h"
+#include "comm-job.h"
 #include "comm-devices.h"
 
 /* Copies NBYTES at BYTES from rank 0 to every rank (MPI_Bcast); the

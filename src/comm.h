@@ -1,5 +1,7 @@
 /* comm.h -- the processes of an MPI job working together: the C layer
-   under gpumem.comm.
+   under gpumem.comm, on top of the job's facts (comm-job.h) and the
+   engines that move a collective's data (MPI, comm-mpi.h; NCCL,
+   comm-nccl.h).
 
    No Python and no MPI headers here.  Without MPI built in (configure
    --without-mpi), or when the program was not started by an MPI launcher
@@ -9,10 +11,7 @@
 #ifndef GM_COMM_H
 #define GM_COMM_H
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-
+#include "comm-job.h"
 #include "gm.h"
 
 /* Starts MPI when the program was started by an MPI launcher (its
@@ -31,58 +30,6 @@ gm_status gm_comm_init (void);
    for ever; does not return then.  Returns STATUS.  Call before the
    backend shuts down (a CUDA-aware MPI may still hold device memory).  */
 int gm_comm_finalize (int status);
-
-int gm_comm_rank (void);            /* this process's rank (0 alone) */
-int gm_comm_size (void);            /* the number of processes (1 alone) */
-int gm_comm_local_rank (void);      /* the rank among this node's */
-int gm_comm_local_size (void);      /* the processes on this node */
-bool gm_comm_cuda_aware (void);     /* MPI takes device addresses */
-
-/* The device this process uses by default: its node-local rank modulo
-   the backend's device count (0 without MPI).  After gm_backend_init.  */
-int gm_comm_default_device (void);
-
-typedef enum gm_comm_kind
-{
-  GM_COMM_BARRIER, GM_COMM_BCAST, GM_COMM_ALLREDUCE, GM_COMM_GATHER
-} gm_comm_kind;
-
-typedef enum gm_comm_op
-{
-  GM_COMM_SUM, GM_COMM_MAX, GM_COMM_MIN
-} gm_comm_op;
-
-/* The name of KIND ("bcast") and of OP ("sum").  */
-const char *gm_comm_kind_name (gm_comm_kind kind);
-const char *gm_comm_op_name (gm_comm_op op);
-
-/* GM_OK when arrays of DTYPE can be reduced with OP; else GM_ERR_TYPE
-   saying why (float16 has no MPI type to reduce; complex numbers have
-   no order, so no max or min).  */
-gm_status gm_comm_op_check (gm_dtype dtype, gm_comm_op op);
-
-/* One rank's part in a collective.  */
-typedef struct gm_comm_call
-{
-  gm_comm_kind kind;
-  /* This rank refused its own arguments (and has its own error to
-     report): the collective still meets the other ranks, so that they
-     fail too instead of waiting for this one.  */
-  bool refused;
-  gm_comm_op op;            /* allreduce */
-  int root;                 /* bcast, gather */
-  gm_dtype dtype;
-  int ndim;
-  const int64_t *shape;     /* NDIM dimensions */
-  size_t count;             /* elements */
-  void *data;               /* in place for bcast and allreduce; gather's
-                               source */
-  int device;               /* DATA's device */
-  void *result;             /* gather on the root: size * COUNT elements
-                               on DEVICE */
-  gm_stream *stream;        /* NULL: complete on return; else queued on
-                               this stream of DEVICE where NCCL runs it */
-} gm_comm_call;
 
 /* Runs CALL together with the other ranks' calls.  First every rank
    learns what every other passes (kind, dtype, shape, op, root, refusal)

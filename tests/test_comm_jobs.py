@@ -1,6 +1,6 @@
-"""Whole MPI jobs (comm.c, main.c, scripts/stitching_mpi.py): run as one
-plain process, which is rank 0 of 1, and starting jobs of several ranks
-through tests/gm-mpi-test.sh (mpirun, within a time limit): the
+"""Whole MPI jobs (comm.c, comm-mpi.c, main.c, scripts/stitching_mpi.py):
+run as one plain process, which is rank 0 of 1, and starting jobs of
+several ranks through tests/gm-mpi-test.sh (mpirun, within a time limit): the
 distributed workload gives the single-process result, and a rank that
 fails ends the whole job with a clear message instead of leaving the
 others waiting.

@@ -1,0 +1,108 @@
+/* comm-job.c -- the job gpumem runs in: rank, size, the node's ranks,
+   and the names of the collectives and their ops (comm-job.h).  MPI
+   (comm-mpi.c) fills the facts in once it starts; until then the job
+   is this one process.  */
+
+#include "config.h"
+
+#include "comm-job.h"
+
+static int world_rank, world_size = 1;
+static int local_rank, local_size = 1;
+static bool cuda_aware;
+
+const char *
+gm_comm_kind_name (gm_comm_kind kind)
+{
+  switch (kind)
+    {
+    case GM_COMM_BARRIER:
+      return "barrier";
+    case GM_COMM_BCAST:
+      return "bcast";
+    case GM_COMM_ALLREDUCE:
+      return "allreduce";
+    case GM_COMM_GATHER:
+      return "gather";
+    }
+  return "?";
+}
+
+const char *
+gm_comm_op_name (gm_comm_op op)
+{
+  switch (op)
+    {
+    case GM_COMM_SUM:
+      return "sum";
+    case GM_COMM_MAX:
+      return "max";
+    case GM_COMM_MIN:
+      return "min";
+    }
+  return "?";
+}
+
+gm_status
+gm_comm_op_check (gm_dtype dtype, gm_comm_op op)
+{
+  if (dtype == GM_FLOAT16)
+    return gm_error_set (GM_ERR_TYPE, 0, NULL,
+                         "allreduce cannot reduce float16 arrays: MPI has no "
+                         "float16 type (bcast and gather move them); use "
+                         "float32");
+  if (gm_dtypes[dtype].kind == 'c' && op != GM_COMM_SUM)
+    return gm_error_set (GM_ERR_TYPE, 0, NULL,
+                         "allreduce op='%s' is not defined for %s: complex "
+                         "numbers have no order (op='sum' is)",
+                         gm_comm_op_name (op), gm_dtypes[dtype].name);
+  return GM_OK;
+}
+
+int
+gm_comm_rank (void)
+{
+  return world_rank;
+}
+
+int
+gm_comm_size (void)
+{
+  return world_size;
+}
+
+int
+gm_comm_local_rank (void)
+{
+  return local_rank;
+}
+
+int
+gm_comm_local_size (void)
+{
+  return local_size;
+}
+
+bool
+gm_comm_cuda_aware (void)
+{
+  return cuda_aware;
+}
+
+int
+gm_comm_default_device (void)
+{
+  int count = gm_backend_current ? gm_backend_current->device_count () : 0;
+  return count > 0 ? local_rank % count : 0;
+}
+
+void
+gm_comm_job_set (int rank, int size, int node_rank, int node_size,
+                 bool aware)
+{
+  world_rank = rank;
+  world_size = size;
+  local_rank = node_rank;
+  local_size = node_size;
+  cuda_aware = aware;
+}

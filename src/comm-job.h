@@ -1,0 +1,78 @@
+/* comm-job.h -- the job gpumem runs in: this process's rank among the
+   job's processes and among its node's, and the names of the
+   collectives and their ops.  The layer beneath the collectives'
+   engines (comm-engine.h, comm-nccl.h, comm-devices.h) and the MPI
+   code (comm-mpi.h), which all read it; comm.h, above them, runs
+   collectives.
+
+   No Python and no MPI headers here.  Until MPI starts (and without
+   MPI) the job is this one process: rank 0 of 1.  */
+
+#ifndef GM_COMM_JOB_H
+#define GM_COMM_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gm.h"
+
+int gm_comm_rank (void);            /* this process's rank (0 alone) */
+int gm_comm_size (void);            /* the number of processes (1 alone) */
+int gm_comm_local_rank (void);      /* the rank among this node's */
+int gm_comm_local_size (void);      /* the processes on this node */
+bool gm_comm_cuda_aware (void);     /* MPI takes device addresses */
+
+/* The device this process uses by default: its node-local rank modulo
+   the backend's device count (0 without MPI).  After gm_backend_init.  */
+int gm_comm_default_device (void);
+
+typedef enum gm_comm_kind
+{
+  GM_COMM_BARRIER, GM_COMM_BCAST, GM_COMM_ALLREDUCE, GM_COMM_GATHER
+} gm_comm_kind;
+
+typedef enum gm_comm_op
+{
+  GM_COMM_SUM, GM_COMM_MAX, GM_COMM_MIN
+} gm_comm_op;
+
+/* The name of KIND ("bcast") and of OP ("sum").  */
+const char *gm_comm_kind_name (gm_comm_kind kind);
+const char *gm_comm_op_name (gm_comm_op op);
+
+/* GM_OK when arrays of DTYPE can be reduced with OP; else GM_ERR_TYPE
+   saying why (float16 has no MPI type to reduce; complex numbers have
+   no order, so no max or min).  */
+gm_status gm_comm_op_check (gm_dtype dtype, gm_comm_op op);
+
+/* One rank's part in a collective.  */
+typedef struct gm_comm_call
+{
+  gm_comm_kind kind;
+  /* This rank refused its own arguments (and has its own error to
+     report): the collective still meets the other ranks, so that they
+     fail too instead of waiting for this one.  */
+  bool refused;
+  gm_comm_op op;            /* allreduce */
+  int root;                 /* bcast, gather */
+  gm_dtype dtype;
+  int ndim;
+  const int64_t *shape;     /* NDIM dimensions */
+  size_t count;             /* elements */
+  void *data;               /* in place for bcast and allreduce; gather's
+                               source */
+  int device;               /* DATA's device */
+  void *result;             /* gather on the root: size * COUNT elements
+                               on DEVICE */
+  gm_stream *stream;        /* NULL: complete on return; else queued on
+                               this stream of DEVICE where NCCL runs it */
+} gm_comm_call;
+
+/* Records what MPI said of this process once it started (comm-mpi.c
+   alone calls it): RANK of SIZE processes, NODE_RANK of the NODE_SIZE
+   on this node, and AWARE, whether MPI takes device addresses.  */
+void gm_comm_job_set (int rank, int size, int node_rank, int node_size,
+                      bool aware);
+
+#endif /* GM_COMM_JOB_H */

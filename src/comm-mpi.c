@@ -1,0 +1,491 @@
+/* comm-mpi.c -- MPI: starting and ending it, the ranks' agreement
+   exchanged over it, and the collectives whose data it moves (comm-mpi.h).
+
+   MPI starts only when an MPI launcher started the program (its
+   environment names a rank), because a singleton MPI_Init on a machine
+   without a launcher is slow or fails; otherwise the job is this one
+   process and comm.c runs every collective locally.
+
+   Thread level: MPI_THREAD_SERIALIZED.  The Python layer releases the
+   GIL around every collective, so two Python threads may enter this file
+   at once; one mutex here keeps MPI to one thread at a time, which is
+   what SERIALIZED asks of us, without the locking cost THREAD_MULTIPLE
+   puts on every MPI call.  FUNNELED would not do: a Python thread other
+   than the main one may call gpumem.comm.
+
+   Every collective starts with one small MPI_Allgather of what each rank
+   passes (comm-agree.h), so that a rank with other sizes or dtypes,
+   another collective or a refused argument makes every rank fail alike
+   instead of leaving some waiting for ever or reading past a buffer.  */
+
+#define _POSIX_C_SOURCE 200809L
+#include "config.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+#ifdef HAVE_MPI_EXT_H
+#include <mpi-ext.h>
+#endif
+
+#include "comm-agree.h"
+#include "comm-engine.h"
+#include "comm-mpi.h"
+#ifdef GM_HAVE_NCCL
+#include "comm-nccl.h"
+#endif
+#include "comm-watchdog.h"
+
+/* Data moves in chunks of at most this many bytes (GPUMEM_MPI_CHUNK
+   changes it, for tests): MPI counts are ints, and staging through
+   pinned memory then needs no more than this.  */
+#define COMM_CHUNK ((size_t) 64 << 20)
+/* A gather's root stages one chunk from every rank; chunks shrink with
+   the job to keep that near the chunk size, down to this.  */
+#define COMM_MIN_GATHER_CHUNK ((size_t) 1 << 20)
+
+static bool mpi_started;
+static bool staging_forced;
+static size_t chunk_bytes = COMM_CHUNK;
+static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Host memory to stage device data through, kept between collectives.  */
+static char *staging;
+static size_t staging_bytes;
+static bool staging_pinned;
+
+static void staging_release (void);
+static void fatal (const char *what);
+
+/* Whether to start MPI, in *YES: GPUMEM_MPI when set (gm_env_bool's
+   spellings; any other value is an error), else whether an MPI launcher
+   started this process.  */
+static gm_status
+launched (bool *yes)
+{
+  static const char *const names[] = {
+    "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"
+  };
+  const char *force = getenv ("GPUMEM_MPI");
+
+  if (force != NULL && *force != '\0')
+    return gm_env_bool ("GPUMEM_MPI", false, yes);
+  *yes = false;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (getenv (names[i]) != NULL)
+      *yes = true;
+  return GM_OK;
+}
+
+/* GPUMEM_MPI_CUDA_AWARE, read before MPI starts: whether it is set, and
+   its value.  */
+static bool aware_forced, aware_setting;
+
+/* Whether MPI reads and writes device addresses: GPUMEM_MPI_CUDA_AWARE
+   when set, else what the library says of itself.  False when set also
+   stages the host backend's memory, so that tests without a GPU run the
+   staging code.  */
+static bool
+query_cuda_aware (void)
+{
+  if (aware_forced)
+    {
+      staging_forced = !aware_setting;
+      return aware_setting;
+    }
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+  return MPIX_Query_cuda_support () == 1;
+#else
+  return false;
+#endif
+}
+
+gm_status
+gm_mpi_start (void)
+{
+  MPI_Comm node;
+  int provided = MPI_THREAD_SINGLE;
+  const char *aware_env = getenv ("GPUMEM_MPI_CUDA_AWARE");
+  int rank = 0, size = 1, node_rank = 0, node_size = 1;
+  bool start;
+
+  if (launched (&start) != GM_OK)
+    return GM_ERR_UNAVAILABLE;
+  if (!start)
+    return GM_OK;
+  aware_forced = aware_env != NULL && *aware_env != '\0';
+  if (gm_env_bool ("GPUMEM_MPI_CUDA_AWARE", false, &aware_setting) != GM_OK)
+    return GM_ERR_UNAVAILABLE;
+  if (gm_env_size ("GPUMEM_MPI_CHUNK", COMM_CHUNK, 16, COMM_CHUNK,
+                   &chunk_bytes) != GM_OK)
+    return GM_ERR_UNAVAILABLE;
+  if (MPI_Init_thread (NULL, NULL, MPI_THREAD_SERIALIZED, &provided)
+      != MPI_SUCCESS)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "MPI_Init_thread failed");
+  mpi_started = true;
+  MPI_Comm_rank (MPI_COMM_WORLD, &rank);
+  MPI_Comm_size (MPI_COMM_WORLD, &size);
+  /* The ranks that share this node's memory share its devices.  */
+  if (MPI_Comm_split_type (MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+                           MPI_INFO_NULL, &node) == MPI_SUCCESS)
+    {
+      MPI_Comm_rank (node, &node_rank);
+      MPI_Comm_size (node, &node_size);
+      MPI_Comm_free (&node);
+    }
+  gm_comm_job_set (rank, size, node_rank, node_size, query_cuda_aware ());
+  if (size > 1
+      && gm_comm_watchdog_start (gm_comm_timeout_ms (), fatal) != GM_OK)
+    return GM_ERR_UNAVAILABLE;
+  if (provided < MPI_THREAD_SERIALIZED && rank == 0)
+    fprintf (stderr, "gpumem: the MPI library offers thread level %d only; "
+             "call gpumem.comm from the main thread alone\n", provided);
+  return GM_OK;
+}
+
+void
+gm_mpi_finalize (int status)
+{
+  if (!mpi_started)
+    return;
+  if (status != 0 && gm_comm_size () > 1)
+    {
+      fflush (stdout);
+      fprintf (stderr, "gpumem: rank %d failed (exit %d); aborting the job\n",
+               gm_comm_rank (), status);
+      fflush (stderr);
+      MPI_Abort (MPI_COMM_WORLD, status);
+    }
+  staging_release ();
+  MPI_Finalize ();
+  mpi_started = false;
+}
+
+/* Ends the whole job after printing WHAT: for the rare failures (no
+   host memory) after which this rank cannot stay in step with the
+   others.  Does not return.  */
+static void
+fatal (const char *what)
+{
+  fflush (stdout);
+  fprintf (stderr, "gpumem: rank %d: %s; aborting the job\n", gm_comm_rank (),
+           what);
+  fflush (stderr);
+  MPI_Abort (MPI_COMM_WORLD, 1);
+  abort ();
+}
+
+/* Copies NBYTES at BYTES from rank 0 to every rank: how the NCCL
+   engine shares its unique id.  */
+static gm_status
+share_bytes (void *bytes, size_t nbytes)
+{
+  if (MPI_Bcast (bytes, (int) nbytes, MPI_BYTE, 0, MPI_COMM_WORLD)
+      != MPI_SUCCESS)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "MPI_Bcast of NCCL's unique id failed");
+  return GM_OK;
+}
+
+/* Exchanges CALL's description with every rank and compares them; then
+   chooses the engine (gm_comm_choose_engine sets *LAYOUT).  */
+static gm_status
+agree (const gm_comm_call *call, uint64_t *layout)
+{
+  gm_comm_desc mine, *all;
+  gm_status status;
+
+  gm_comm_describe (call, chunk_bytes, &mine);
+  all = malloc (sizeof *all * (size_t) gm_comm_size ());
+  if (all == NULL)
+    fatal ("out of host memory for the ranks' descriptions");
+  MPI_Allgather (&mine, GM_COMM_DESC_WORDS, MPI_INT64_T, all,
+                 GM_COMM_DESC_WORDS,
+                 MPI_INT64_T, MPI_COMM_WORLD);
+  status = gm_comm_compare (all, gm_comm_size ());
+  if (status == GM_OK)
+    status = gm_comm_choose_engine (all, gm_comm_size (), layout);
+  free (all);
+  return status;
+}
+
+static MPI_Datatype
+mpi_type (gm_dtype dtype)
+{
+  switch (dtype)
+    {
+    case GM_BOOL:
+      return MPI_C_BOOL;
+    case GM_INT8:
+      return MPI_INT8_T;
+    case GM_INT16:
+      return MPI_INT16_T;
+    case GM_INT32:
+      return MPI_INT32_T;
+    case GM_INT64:
+      return MPI_INT64_T;
+    case GM_UINT8:
+      return MPI_UINT8_T;
+    case GM_UINT16:
+    case GM_FLOAT16:          /* moved as bits, never reduced */
+      return MPI_UINT16_T;
+    case GM_UINT32:
+      return MPI_UINT32_T;
+    case GM_UINT64:
+      return MPI_UINT64_T;
+    case GM_FLOAT32:
+      return MPI_FLOAT;
+    case GM_FLOAT64:
+      return MPI_DOUBLE;
+    case GM_COMPLEX64:
+      return MPI_C_FLOAT_COMPLEX;
+    case GM_COMPLEX128:
+      return MPI_C_DOUBLE_COMPLEX;
+    default:
+      return MPI_DATATYPE_NULL;
+    }
+}
+
+/* NumPy's meaning of OP on DTYPE: on bool arrays a sum is a logical or
+   (as a += b is), max an or and min an and.  */
+static MPI_Op
+mpi_op (gm_dtype dtype, gm_comm_op op)
+{
+  if (dtype == GM_BOOL)
+    return op == GM_COMM_MIN ? MPI_LAND : MPI_LOR;
+  switch (op)
+    {
+    case GM_COMM_MAX:
+      return MPI_MAX;
+    case GM_COMM_MIN:
+      return MPI_MIN;
+    default:
+      return MPI_SUM;
+    }
+}
+
+/* Whether MPI must see DEVICE memory through host copies.  */
+static bool
+needs_staging (void)
+{
+  return staging_forced
+         || (gm_backend_current->mpi_needs_staging && !gm_comm_cuda_aware ());
+}
+
+static void
+staging_release (void)
+{
+  if (staging != NULL && staging_pinned)
+    gm_backend_current->host_free (staging);
+  else
+    free (staging);
+  staging = NULL;
+  staging_bytes = 0;
+}
+
+/* Host memory of at least NBYTES to stage through, kept for later
+   calls: pinned where the backend gives it, else plain memory (slower
+   copies).  Without it this rank cannot stay in step with the others,
+   so running out of host memory ends the job.  */
+static char *
+staging_get (size_t nbytes)
+{
+  void *ptr = NULL;
+
+  if (nbytes <= staging_bytes)
+    return staging;
+  staging_release ();
+  staging_pinned = gm_backend_current->host_alloc (nbytes, &ptr) == GM_OK;
+  if (!staging_pinned)
+    ptr = malloc (nbytes);
+  if (ptr == NULL)
+    fatal ("out of host memory for staging");
+  staging = ptr;
+  staging_bytes = nbytes;
+  return staging;
+}
+
+/* One staging copy, unless an earlier one failed: the collective goes on
+   with the other ranks either way, and *STATUS keeps the first error.  */
+static void
+stage (gm_status *status, void *dst, int dst_device, const void *src,
+       int src_device, size_t nbytes)
+{
+  if (*status == GM_OK && nbytes > 0)
+    *status = gm_backend_current->copy (dst, dst_device, src, src_device,
+                                        nbytes, NULL);
+}
+
+static size_t
+min_size (size_t a, size_t b)
+{
+  return a < b ? a : b;
+}
+
+/* Broadcasts CALL's array from the root, in chunks.  */
+static gm_status
+run_bcast (const gm_comm_call *call, bool staged)
+{
+  size_t itemsize = gm_dtypes[call->dtype].itemsize;
+  size_t chunk = chunk_bytes / itemsize;
+  MPI_Datatype type = mpi_type (call->dtype);
+  bool root = gm_comm_rank () == call->root;
+  gm_status status = GM_OK;
+  char *host = NULL;
+
+  if (staged && call->count > 0)
+    host = staging_get (min_size (call->count, chunk) * itemsize);
+  for (size_t off = 0; off < call->count; off += chunk)
+    {
+      size_t n = min_size (call->count - off, chunk);
+      char *data = (char *) call->data + off * itemsize;
+      char *buf = staged ? host : data;
+
+      if (staged && root)
+        stage (&status, buf, -1, data, call->device, n * itemsize);
+      MPI_Bcast (buf, (int) n, type, call->root, MPI_COMM_WORLD);
+      if (staged && !root)
+        stage (&status, data, call->device, buf, -1, n * itemsize);
+    }
+  return status;
+}
+
+/* Reduces CALL's array over the ranks, in place, in chunks.  */
+static gm_status
+run_allreduce (const gm_comm_call *call, bool staged)
+{
+  size_t itemsize = gm_dtypes[call->dtype].itemsize;
+  size_t chunk = chunk_bytes / itemsize;
+  MPI_Datatype type = mpi_type (call->dtype);
+  MPI_Op op = mpi_op (call->dtype, call->op);
+  gm_status status = GM_OK;
+  char *host = NULL;
+
+  if (staged && call->count > 0)
+    host = staging_get (min_size (call->count, chunk) * itemsize);
+  for (size_t off = 0; off < call->count; off += chunk)
+    {
+      size_t n = min_size (call->count - off, chunk);
+      char *data = (char *) call->data + off * itemsize;
+      char *buf = staged ? host : data;
+
+      if (staged)
+        stage (&status, buf, -1, data, call->device, n * itemsize);
+      MPI_Allreduce (MPI_IN_PLACE, buf, (int) n, type, op, MPI_COMM_WORLD);
+      if (staged)
+        stage (&status, data, call->device, buf, -1, n * itemsize);
+    }
+  return status;
+}
+
+/* Gathers every rank's array into the root's result, row R from rank R,
+   in chunks: chunk C of every rank's array at once.  */
+static gm_status
+run_gather (const gm_comm_call *call, bool staged)
+{
+  size_t itemsize = gm_dtypes[call->dtype].itemsize;
+  size_t rows = (size_t) gm_comm_size ();
+  size_t bytes = chunk_bytes / rows, chunk;
+  MPI_Datatype type = mpi_type (call->dtype);
+  bool root = gm_comm_rank () == call->root;
+  gm_status status = GM_OK;
+  char *host = NULL;
+
+  if (bytes < min_size (chunk_bytes, COMM_MIN_GATHER_CHUNK))
+    bytes = min_size (chunk_bytes, COMM_MIN_GATHER_CHUNK);
+  chunk = bytes / itemsize;
+  if (staged && call->count > 0)
+    host = staging_get (min_size (call->count, chunk) * itemsize
+                        * (root ? rows : 1));
+  for (size_t off = 0; off < call->count; off += chunk)
+    {
+      size_t n = min_size (call->count - off, chunk);
+      size_t nbytes = n * itemsize;
+      char *data = (char *) call->data + off * itemsize;
+
+      if (!staged && root)
+        {
+          /* Each rank's chunk lands at its place in the result: a
+             receive type of N elements whose extent is a whole row.  */
+          MPI_Datatype row, placed;
+          MPI_Type_contiguous ((int) n, type, &row);
+          MPI_Type_create_resized (row, 0,
+                                   (MPI_Aint) (call->count * itemsize),
+                                   &placed);
+          MPI_Type_commit (&placed);
+          MPI_Gather (data, (int) n, type,
+                      (char *) call->result + off * itemsize, 1, placed,
+                      call->root, MPI_COMM_WORLD);
+          MPI_Type_free (&placed);
+          MPI_Type_free (&row);
+        }
+      else if (!staged)
+        MPI_Gather (data, (int) n, type, NULL, 0, type, call->root,
+                    MPI_COMM_WORLD);
+      else if (root)
+        {
+          stage (&status, host + (size_t) gm_comm_rank () * nbytes, -1, data,
+                 call->device, nbytes);
+          MPI_Gather (MPI_IN_PLACE, (int) n, type, host, (int) n, type,
+                      call->root, MPI_COMM_WORLD);
+          for (size_t r = 0; r < rows; r++)
+            stage (&status,
+                   (char *) call->result + (r * call->count + off) * itemsize,
+                   call->device, host + r * nbytes, -1, nbytes);
+        }
+      else
+        {
+          stage (&status, host, -1, data, call->device, nbytes);
+          MPI_Gather (host, (int) n, type, NULL, 0, type, call->root,
+                      MPI_COMM_WORLD);
+        }
+    }
+  return status;
+}
+
+gm_status
+gm_mpi_run (const gm_comm_call *call)
+{
+  gm_status status, moved;
+  uint64_t layout;
+  bool staged;
+
+  pthread_mutex_lock (&mpi_lock);
+  gm_comm_watchdog_arm (gm_comm_kind_name (call->kind));
+  status = agree (call, &layout);
+  if (status != GM_OK || call->kind == GM_COMM_BARRIER)
+    goto done;
+#ifdef GM_HAVE_NCCL
+  if (layout != 0)
+    {
+      bool broken;
+      status = gm_nccl_run_rank (call, layout, gm_comm_rank (),
+                                 gm_comm_size (), share_bytes, &broken);
+      if (broken)
+        fatal (gm_last_error ()->message);
+      goto done;
+    }
+#endif
+  /* MPI reads the memory behind the device's back: the work queued on
+     it must be done first.  */
+  status = gm_backend_current->device_synchronize (call->device);
+  staged = needs_staging ();
+  /* A failed synchronize is reported after the collective, which still
+     meets the other ranks.  */
+  if (call->kind == GM_COMM_BCAST)
+    moved = run_bcast (call, staged);
+  else if (call->kind == GM_COMM_ALLREDUCE)
+    moved = run_allreduce (call, staged);
+  else
+    moved = run_gather (call, staged);
+  if (status == GM_OK)
+    status = moved;
+done:
+  gm_comm_watchdog_disarm ();
+  pthread_mutex_unlock (&mpi_lock);
+  return status;
+}
+
