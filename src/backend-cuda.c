@@ -3,10 +3,10 @@
    Device memory comes from each device's stream-ordered pool
    (cudaMallocAsync on the device's default memory pool, which keeps
    freed memory cached), so repeated allocations cost microseconds.
-   Every CUDA call goes through CUDA_CHECK, which records the error and
-   maps it to a gm_status; an error that loses the context (an illegal
-   address in a kernel, say) is remembered, and every later call refuses
-   with a message that says so.
+   Every CUDA call goes through GM_CUDA_CHECK (cuda-status.h), which
+   records the error and maps it to a gm_status; an error that loses the
+   context (an illegal address in a kernel, say) is remembered, and every
+   later call refuses with a message that says so.
 
    Ordering: the rule every call without a stream keeps.  A call with a
    NULL gm_stream (Python: no stream=) is complete when it returns and
@@ -60,6 +60,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda-staging.h"
+#include "cuda-status.h"
 #include "dlpack-abi.h"
 #include "gm.h"
 #include "jit.h"
@@ -121,89 +122,6 @@ static atomic_ulong *idle_ops;
    straight to cudaMemcpy, for comparing the two paths).  */
 static bool small_copies = true;
 
-/* The error that lost the context, once one has.  */
-static cudaError_t lost_error = cudaSuccess;
-
-static bool
-is_sticky (cudaError_t err)
-{
-  switch (err)
-    {
-    case cudaErrorIllegalAddress:
-    case cudaErrorLaunchFailure:
-    case cudaErrorIllegalInstruction:
-    case cudaErrorMisalignedAddress:
-    case cudaErrorInvalidAddressSpace:
-    case cudaErrorInvalidPc:
-    case cudaErrorHardwareStackError:
-    case cudaErrorAssert:
-    case cudaErrorLaunchTimeout:
-    case cudaErrorECCUncorrectable:
-      return true;
-    default:
-      return false;
-    }
-}
-
-static gm_status
-context_lost (void)
-{
-  return gm_error_set (GM_ERR_CUDA, lost_error, cudaGetErrorName (lost_error),
-                       "the CUDA context was lost after %s (%s): no more "
-                       "device work can run in this process; start it again",
-                       cudaGetErrorName (lost_error),
-                       cudaGetErrorString (lost_error));
-}
-
-/* Records ERR from CALL at FILE:LINE as the last error and returns its
-   status: GM_ERR_NOMEM for allocation failures, GM_ERR_CUDA otherwise.
-   Clears a non-sticky error so the next call starts clean, and remembers
-   a sticky one.  */
-static gm_status
-cuda_fail (cudaError_t err, const char *call, const char *file, int line)
-{
-  if (is_sticky (err) && lost_error == cudaSuccess)
-    lost_error = err;
-  else
-    cudaGetLastError ();
-  if (err == cudaErrorMemoryAllocation)
-    return gm_error_set (GM_ERR_NOMEM, err, cudaGetErrorName (err),
-                         "%s: %s", cudaGetErrorName (err),
-                         cudaGetErrorString (err));
-  if (is_sticky (err))
-    return gm_error_set (GM_ERR_CUDA, err, cudaGetErrorName (err),
-                         "%s (%s) in %s at %s:%d; the CUDA context is lost: "
-                         "no more device work can run in this process",
-                         cudaGetErrorName (err), cudaGetErrorString (err),
-                         call, file, line);
-  return gm_error_set (GM_ERR_CUDA, err, cudaGetErrorName (err),
-                       "%s (%s) in %s at %s:%d", cudaGetErrorName (err),
-                       cudaGetErrorString (err), call, file, line);
-}
-
-#define CUDA_CHECK(CALL)                                                \
-  do                                                                    \
-    {                                                                   \
-      cudaError_t cuda_check_err = (CALL);                              \
-      if (cuda_check_err != cudaSuccess)                                \
-        {                                                               \
-          status = cuda_fail (cuda_check_err, #CALL, __FILE__, __LINE__); \
-          goto done;                                                    \
-        }                                                               \
-    }                                                                   \
-  while (0)
-
-#define CHECK_ALIVE()                                                   \
-  do                                                                    \
-    {                                                                   \
-      if (lost_error != cudaSuccess)                                    \
-        {                                                               \
-          status = context_lost ();                                     \
-          goto done;                                                    \
-        }                                                               \
-    }                                                                   \
-  while (0)
-
 /* Makes DEVICE current for this thread, setting its pool up on first
    use: the pool keeps freed memory (release threshold: no limit) so the
    next allocation of a like size is served without the driver.  */
@@ -214,18 +132,18 @@ use_device (int device)
 
   int current = -1;
 
-  CHECK_ALIVE ();
+  GM_CUDA_CHECK_ALIVE ();
   /* Asked every time: other libraries in the script (CuPy, PyTorch)
      change the current device too.  */
-  CUDA_CHECK (cudaGetDevice (&current));
+  GM_CUDA_CHECK (cudaGetDevice (&current));
   if (current != device)
-    CUDA_CHECK (cudaSetDevice (device));
+    GM_CUDA_CHECK (cudaSetDevice (device));
   if (!device_ready[device])
     {
       cudaMemPool_t pool;
       uint64_t threshold = UINT64_MAX;
-      CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
-      CUDA_CHECK (cudaMemPoolSetAttribute (pool,
+      GM_CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
+      GM_CUDA_CHECK (cudaMemPoolSetAttribute (pool,
                                            cudaMemPoolAttrReleaseThreshold,
                                            &threshold));
       device_ready[device] = true;
@@ -279,7 +197,7 @@ cuda_init (void)
     {
       struct cudaDeviceProp p;
       gm_device_props *out = &props_cache[d];
-      CUDA_CHECK (cudaGetDeviceProperties (&p, d));
+      GM_CUDA_CHECK (cudaGetDeviceProperties (&p, d));
       snprintf (out->name, sizeof out->name, "%s", p.name);
       out->total_memory = p.totalGlobalMem;
       out->cc_major = p.major;
@@ -320,7 +238,7 @@ cuda_mem_info (int device, size_t *free_bytes, size_t *total)
 
   if (status != GM_OK)
     return status;
-  CUDA_CHECK (cudaMemGetInfo (free_bytes, total));
+  GM_CUDA_CHECK (cudaMemGetInfo (free_bytes, total));
 done:
   return status;
 }
@@ -376,7 +294,7 @@ cuda_malloc (int device, size_t nbytes, gm_stream *stream, void **ptr)
 
   if (status != GM_OK)
     return status;
-  CUDA_CHECK (cudaMallocAsync (ptr, nbytes, handle_of (stream)));
+  GM_CUDA_CHECK (cudaMallocAsync (ptr, nbytes, handle_of (stream)));
 done:
   return status;
 }
@@ -390,7 +308,7 @@ cuda_free (int device, void *ptr, gm_stream *stream)
   /* A lost context took its memory with it; freeing is moot, and
      deallocs must stay quiet about it, as they must while the runtime
      unloads at exit.  */
-  if (lost_error != cudaSuccess)
+  if (gm_cuda_lost ())
     return GM_OK;
   status = use_device (device);
   if (status != GM_OK)
@@ -398,7 +316,7 @@ cuda_free (int device, void *ptr, gm_stream *stream)
   err = cudaFreeAsync (ptr, handle_of (stream));
   if (err == cudaErrorCudartUnloading)
     return GM_OK;
-  CUDA_CHECK (err);
+  GM_CUDA_CHECK (err);
 done:
   return status;
 }
@@ -411,10 +329,10 @@ cuda_reserved (int device, size_t *bytes)
   uint64_t value = 0;
 
   *bytes = 0;
-  if (lost_error != cudaSuccess || !device_ready[device])
+  if (gm_cuda_lost () || !device_ready[device])
     return GM_OK;
-  CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
-  CUDA_CHECK (cudaMemPoolGetAttribute (pool, cudaMemPoolAttrReservedMemCurrent,
+  GM_CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
+  GM_CUDA_CHECK (cudaMemPoolGetAttribute (pool, cudaMemPoolAttrReservedMemCurrent,
                                        &value));
   *bytes = (size_t) value;
 done:
@@ -431,9 +349,9 @@ cuda_release_cached (int device, size_t *reserved_after)
     return status;
   /* Frees queued on streams must land before the pool can give their
      memory back.  */
-  CUDA_CHECK (cudaDeviceSynchronize ());
-  CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
-  CUDA_CHECK (cudaMemPoolTrimTo (pool, 0));
+  GM_CUDA_CHECK (cudaDeviceSynchronize ());
+  GM_CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
+  GM_CUDA_CHECK (cudaMemPoolTrimTo (pool, 0));
   status = cuda_reserved (device, reserved_after);
 done:
   return status;
@@ -463,14 +381,14 @@ map_peers (void)
   pthread_mutex_lock (&lock);
   if (atomic_load (&mapped))
     goto unlock;
-  CHECK_ALIVE ();
-  CUDA_CHECK (cudaGetDevice (&current));
+  GM_CUDA_CHECK_ALIVE ();
+  GM_CUDA_CHECK (cudaGetDevice (&current));
   for (int d = 0; d < device_count; d++)
     for (int p = 0; p < device_count; p++)
       {
         int can = 0;
         if (p != d)
-          CUDA_CHECK (cudaDeviceCanAccessPeer (&can, d, p));
+          GM_CUDA_CHECK (cudaDeviceCanAccessPeer (&can, d, p));
         peer_state[d * device_count + p] = can ? 1 : -1;
       }
   for (int owner = 0; owner < device_count; owner++)
@@ -485,7 +403,7 @@ map_peers (void)
         status = use_device (owner);
         if (status != GM_OK)
           goto done;
-        CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, owner));
+        GM_CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, owner));
         memset (&desc, 0, sizeof desc);
         desc.location.type = cudaMemLocationTypeDevice;
         desc.location.id = user;
@@ -508,8 +426,8 @@ map_peers (void)
            host memory, as before, and can_access_peer says False.  */
         if (err != cudaSuccess)
           {
-            if (is_sticky (err))
-              CUDA_CHECK (err);
+            if (gm_cuda_is_sticky (err))
+              GM_CUDA_CHECK (err);
             cudaGetLastError ();
             peer_state[user * device_count + owner] = -1;
           }
@@ -549,12 +467,12 @@ follow_device (int device, int other)
 
   if (status != GM_OK)
     return status;
-  CUDA_CHECK (cudaEventCreateWithFlags (&event, cudaEventDisableTiming));
-  CUDA_CHECK (cudaEventRecord (event, cudaStreamLegacy));
+  GM_CUDA_CHECK (cudaEventCreateWithFlags (&event, cudaEventDisableTiming));
+  GM_CUDA_CHECK (cudaEventRecord (event, cudaStreamLegacy));
   status = use_device (device);
   if (status != GM_OK)
     goto done;
-  CUDA_CHECK (cudaStreamWaitEvent (cudaStreamLegacy, event, 0));
+  GM_CUDA_CHECK (cudaStreamWaitEvent (cudaStreamLegacy, event, 0));
 done:
   /* The wait already enqueued holds what it needs.  */
   if (event != NULL && cudaEventDestroy (event) != cudaSuccess)
@@ -570,7 +488,7 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
   int device = dst_device >= 0 ? dst_device : src_device;
   cudaStream_t handle = handle_of (stream);
 
-  CHECK_ALIVE ();
+  GM_CUDA_CHECK_ALIVE ();
   if (nbytes == 0)
     goto done;
   if (stream != NULL)
@@ -596,15 +514,15 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
         status = use_device (device);
       if (status != GM_OK)
         goto done;
-      CUDA_CHECK (cudaMemcpyPeerAsync (dst, dst_device, src, src_device,
+      GM_CUDA_CHECK (cudaMemcpyPeerAsync (dst, dst_device, src, src_device,
                                        nbytes, handle));
       if (stream == NULL)
-        CUDA_CHECK (cudaStreamSynchronize (handle));
+        GM_CUDA_CHECK (cudaStreamSynchronize (handle));
       goto done;
     }
   if (stream != NULL)
     {
-      CUDA_CHECK (cudaMemcpyAsync (dst, src, nbytes, cudaMemcpyDefault,
+      GM_CUDA_CHECK (cudaMemcpyAsync (dst, src, nbytes, cudaMemcpyDefault,
                                    handle));
       goto done;
     }
@@ -620,22 +538,22 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
       bool to_device = dst_device >= 0;
 
       if (nbytes <= GM_SMALL_MAX && small_copies)
-        CUDA_CHECK (gm_staging_small_copy (dst, src, nbytes, device,
+        GM_CUDA_CHECK (gm_staging_small_copy (dst, src, nbytes, device,
                                            device_count, to_device));
       else if (gm_staging_wanted (nbytes))
-        CUDA_CHECK (gm_staging_copy (dst, src, nbytes, device, device_count,
+        GM_CUDA_CHECK (gm_staging_copy (dst, src, nbytes, device, device_count,
                                      to_device));
       else
         {
-          CUDA_CHECK (cudaMemcpy (dst, src, nbytes, cudaMemcpyDefault));
+          GM_CUDA_CHECK (cudaMemcpy (dst, src, nbytes, cudaMemcpyDefault));
           if (to_device)
-            CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
+            GM_CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
         }
       goto done;
     }
   if (dst_device < 0 && src_device < 0)
     {
-      CUDA_CHECK (cudaMemcpy (dst, src, nbytes, cudaMemcpyDefault));
+      GM_CUDA_CHECK (cudaMemcpy (dst, src, nbytes, cudaMemcpyDefault));
       goto done;
     }
   /* Page-locked host memory, or a copy within one device: queued on the
@@ -643,9 +561,9 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
      us against 6.9 for 16 bytes from page-locked memory, and cudaMemcpy
      into device memory needs a synchronize after it too;
      bench/NOTES.md).  */
-  CUDA_CHECK (cudaMemcpyAsync (dst, src, nbytes, cudaMemcpyDefault,
+  GM_CUDA_CHECK (cudaMemcpyAsync (dst, src, nbytes, cudaMemcpyDefault,
                                cudaStreamLegacy));
-  CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
+  GM_CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
 done:
   return status;
 }
@@ -658,9 +576,9 @@ cuda_memset (void *dst, int device, int value, size_t nbytes,
 
   if (status != GM_OK || nbytes == 0)
     return status;
-  CUDA_CHECK (cudaMemsetAsync (dst, value, nbytes, handle_of (stream)));
+  GM_CUDA_CHECK (cudaMemsetAsync (dst, value, nbytes, handle_of (stream)));
   if (stream == NULL)
-    CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
+    GM_CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
 done:
   return status;
 }
@@ -686,7 +604,7 @@ launch_jit (const gm_kernel *kernel, const gm_arg *args,
     {
       cudaLibrary_t library;
       cudaKernel_t function;
-      CUDA_CHECK (cudaLibraryLoadData (&library, code->image, NULL, NULL, 0,
+      GM_CUDA_CHECK (cudaLibraryLoadData (&library, code->image, NULL, NULL, 0,
                                        NULL, NULL, 0));
       if (cudaLibraryGetKernel (&function, library, code->entry)
           != cudaSuccess)
@@ -717,7 +635,7 @@ launch_jit (const gm_kernel *kernel, const gm_arg *args,
   {
     dim3 grid_dim = {grid[0], grid[1], grid[2]};
     dim3 block_dim = {block[0], block[1], block[2]};
-    CUDA_CHECK (cudaLaunchKernel ((const void *) code->function, grid_dim,
+    GM_CUDA_CHECK (cudaLaunchKernel ((const void *) code->function, grid_dim,
                                   block_dim, params, 0,
                                   queue_on (device, stream)));
   }
@@ -734,7 +652,7 @@ cuda_copy2d (void *dst, size_t dpitch, int dst_device, const void *src,
   int device = stream != NULL ? stream->device
                : dst_device >= 0 ? dst_device : src_device;
 
-  CHECK_ALIVE ();
+  GM_CUDA_CHECK_ALIVE ();
   if (width == 0 || height == 0)
     goto done;
   if (device >= 0)
@@ -747,15 +665,15 @@ cuda_copy2d (void *dst, size_t dpitch, int dst_device, const void *src,
   if (height == 1)
     dpitch = spitch = width;
   if (stream == NULL)
-    CUDA_CHECK (cudaMemcpy2D (dst, dpitch, src, spitch, width, height,
+    GM_CUDA_CHECK (cudaMemcpy2D (dst, dpitch, src, spitch, width, height,
                               cudaMemcpyDefault));
   else
-    CUDA_CHECK (cudaMemcpy2DAsync (dst, dpitch, src, spitch, width, height,
+    GM_CUDA_CHECK (cudaMemcpy2DAsync (dst, dpitch, src, spitch, width, height,
                                    cudaMemcpyDefault, stream->handle));
   /* Into device memory cudaMemcpy2D may return before the bytes land,
      as cudaMemcpy may (see Ordering).  */
   if (stream == NULL && dst_device >= 0)
-    CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
+    GM_CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
 done:
   return status;
 }
@@ -783,7 +701,7 @@ cuda_launch (const gm_kernel *kernel, const gm_arg *args,
   err = (cudaError_t) kernel->launch_cuda (args, &full,
                                            (void *) queue_on (device, stream));
   if (err != cudaSuccess)
-    status = cuda_fail (err, kernel->name, __FILE__, __LINE__);
+    status = gm_cuda_status (err, kernel->name, __FILE__, __LINE__);
   return status;
 }
 
@@ -821,7 +739,7 @@ poll_until (cudaError_t (*query) (void *), void *handle, long timeout_us)
       if (err == cudaSuccess)
         goto done;
       if (err != cudaErrorNotReady)
-        CUDA_CHECK (err);
+        GM_CUDA_CHECK (err);
       elapsed = now_us () - start;
       if (elapsed >= (double) timeout_us)
         return GM_ERR_NOT_READY;
@@ -868,7 +786,7 @@ cuda_wait (int device, gm_stream *stream, long timeout_us)
   cudaEvent_t mark;
   unsigned long ops, all_ops;
 
-  CHECK_ALIVE ();
+  GM_CUDA_CHECK_ALIVE ();
   if (stream != NULL)
     {
       status = use_device (stream->device);
@@ -905,7 +823,7 @@ cuda_wait (int device, gm_stream *stream, long timeout_us)
     err = cudaEventRecord (queue_marks[device], cudaStreamLegacy);
   mark = queue_marks[device];
   pthread_mutex_unlock (&marks_lock);
-  CUDA_CHECK (err);
+  GM_CUDA_CHECK (err);
   status = poll_until (query_event, (void *) mark, timeout_us);
   if (status == GM_OK)
     {
@@ -926,7 +844,7 @@ cuda_device_synchronize (int device)
   if (status != GM_OK)
     return status;
   all_ops = queued_ops (device);
-  CUDA_CHECK (cudaDeviceSynchronize ());
+  GM_CUDA_CHECK (cudaDeviceSynchronize ());
   note_covered (idle_ops, device, all_ops);
 done:
   return status;
@@ -945,7 +863,7 @@ cuda_stream_create (int device, gm_stream **stream)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for a stream");
   created->device = device;
   created->owned = true;
-  CUDA_CHECK (cudaStreamCreate (&created->handle));
+  GM_CUDA_CHECK (cudaStreamCreate (&created->handle));
   *stream = created;
   created = NULL;
 done:
@@ -963,12 +881,12 @@ cuda_stream_wrap (int device, void *handle, gm_stream **stream)
   if (status != GM_OK)
     return status;
   /* Asking for the flags checks that the handle names a live stream.  */
-  CUDA_CHECK (cudaStreamGetFlags ((cudaStream_t) handle, &flags));
+  GM_CUDA_CHECK (cudaStreamGetFlags ((cudaStream_t) handle, &flags));
 #if CUDART_VERSION >= 12080
   if ((uintptr_t) handle > 2)
     {
       int owner;
-      CUDA_CHECK (cudaStreamGetDevice ((cudaStream_t) handle, &owner));
+      GM_CUDA_CHECK (cudaStreamGetDevice ((cudaStream_t) handle, &owner));
       if (owner != device)
         {
           status = gm_error_set (GM_ERR_VALUE, 0, NULL, "stream %p belongs "
@@ -992,7 +910,7 @@ done:
 static void
 cuda_stream_destroy (gm_stream *stream)
 {
-  if (stream->owned && lost_error == cudaSuccess
+  if (stream->owned && !gm_cuda_lost ()
       && cudaStreamDestroy (stream->handle) != cudaSuccess)
     cudaGetLastError ();
   free (stream);
@@ -1004,11 +922,11 @@ cuda_stream_query (gm_stream *stream, bool *done_flag)
   gm_status status = GM_OK;
   cudaError_t err;
 
-  CHECK_ALIVE ();
+  GM_CUDA_CHECK_ALIVE ();
   err = cudaStreamQuery (stream->handle);
   *done_flag = err == cudaSuccess;
   if (err != cudaErrorNotReady)
-    CUDA_CHECK (err);
+    GM_CUDA_CHECK (err);
 done:
   return status;
 }
@@ -1030,7 +948,7 @@ cuda_stream_wait_event (int device, gm_stream *stream, gm_event *event)
 
   if (status != GM_OK)
     return status;
-  CUDA_CHECK (cudaStreamWaitEvent (queue_on (device, stream), event->handle,
+  GM_CUDA_CHECK (cudaStreamWaitEvent (queue_on (device, stream), event->handle,
                                    0));
 done:
   return status;
@@ -1048,7 +966,7 @@ cuda_event_create (int device, unsigned flags, gm_event **event)
   if (created == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for an event");
   created->device = device;
-  CUDA_CHECK (cudaEventCreateWithFlags (
+  GM_CUDA_CHECK (cudaEventCreateWithFlags (
     &created->handle,
     ((flags & GM_EVENT_TIMING) ? 0u : cudaEventDisableTiming)
       | ((flags & GM_EVENT_BLOCKING) ? cudaEventBlockingSync : 0u)));
@@ -1062,7 +980,7 @@ done:
 static void
 cuda_event_destroy (gm_event *event)
 {
-  if (lost_error == cudaSuccess
+  if (!gm_cuda_lost ()
       && cudaEventDestroy (event->handle) != cudaSuccess)
     cudaGetLastError ();
   free (event);
@@ -1075,7 +993,7 @@ cuda_event_record (gm_event *event, gm_stream *stream)
 
   if (status != GM_OK)
     return status;
-  CUDA_CHECK (cudaEventRecord (event->handle, handle_of (stream)));
+  GM_CUDA_CHECK (cudaEventRecord (event->handle, handle_of (stream)));
 done:
   return status;
 }
@@ -1086,11 +1004,11 @@ cuda_event_query (gm_event *event, bool *done_flag)
   gm_status status = GM_OK;
   cudaError_t err;
 
-  CHECK_ALIVE ();
+  GM_CUDA_CHECK_ALIVE ();
   err = cudaEventQuery (event->handle);
   *done_flag = err == cudaSuccess;
   if (err != cudaErrorNotReady)
-    CUDA_CHECK (err);
+    GM_CUDA_CHECK (err);
 done:
   return status;
 }
@@ -1100,7 +1018,7 @@ cuda_event_wait (gm_event *event, long timeout_us)
 {
   gm_status status = GM_OK;
 
-  CHECK_ALIVE ();
+  GM_CUDA_CHECK_ALIVE ();
   return poll_until (query_event, (void *) event->handle, timeout_us);
 done:
   return status;
@@ -1111,8 +1029,8 @@ cuda_event_elapsed_ms (gm_event *start, gm_event *end, float *ms)
 {
   gm_status status = GM_OK;
 
-  CHECK_ALIVE ();
-  CUDA_CHECK (cudaEventElapsedTime (ms, start->handle, end->handle));
+  GM_CUDA_CHECK_ALIVE ();
+  GM_CUDA_CHECK (cudaEventElapsedTime (ms, start->handle, end->handle));
 done:
   return status;
 }
@@ -1123,8 +1041,8 @@ cuda_host_alloc (size_t nbytes, void **ptr)
   gm_status status = GM_OK;
   size_t size = nbytes ? nbytes : 1;
 
-  CHECK_ALIVE ();
-  CUDA_CHECK (cudaMallocHost (ptr, size));
+  GM_CUDA_CHECK_ALIVE ();
+  GM_CUDA_CHECK (cudaMallocHost (ptr, size));
   /* Not listed (out of memory): copies ask CUDA about it instead.  */
   gm_pinned_ranges_add (*ptr, size);
 done:
@@ -1137,7 +1055,7 @@ cuda_host_free (void *ptr)
   cudaError_t err;
 
   gm_pinned_ranges_remove (ptr);
-  if (lost_error != cudaSuccess)
+  if (gm_cuda_lost ())
     return;
   err = cudaFreeHost (ptr);
   if (err != cudaSuccess)
@@ -1163,8 +1081,8 @@ cuda_foreign_stream_sync (void *handle)
   gm_status status = GM_OK;
   cudaStream_t stream = foreign_stream (handle);
 
-  CHECK_ALIVE ();
-  CUDA_CHECK (cudaStreamSynchronize (stream));
+  GM_CUDA_CHECK_ALIVE ();
+  GM_CUDA_CHECK (cudaStreamSynchronize (stream));
 done:
   return status;
 }
@@ -1182,13 +1100,13 @@ cuda_foreign_stream_wait (int device, gm_stream *stream, void *handle)
   /* A stream is ordered after its own work already.  */
   if (waiter == source)
     return GM_OK;
-  CUDA_CHECK (cudaEventCreateWithFlags (&event, cudaEventDisableTiming));
-  CUDA_CHECK (cudaEventRecord (event, source));
+  GM_CUDA_CHECK (cudaEventCreateWithFlags (&event, cudaEventDisableTiming));
+  GM_CUDA_CHECK (cudaEventRecord (event, source));
   /* The legacy default stream now waits for SOURCE's work: see
      legacy_ops.  */
   if (waiter == cudaStreamLegacy)
     atomic_fetch_add (&legacy_ops[stream ? stream->device : device], 1);
-  CUDA_CHECK (cudaStreamWaitEvent (waiter, event, 0));
+  GM_CUDA_CHECK (cudaStreamWaitEvent (waiter, event, 0));
 done:
   /* The wait already enqueued holds on to what it needs: the event can
      go at once.  */
@@ -1203,9 +1121,9 @@ cuda_pointer_device (const void *ptr, int *device)
   gm_status status = GM_OK;
   struct cudaPointerAttributes attr;
 
-  CHECK_ALIVE ();
+  GM_CUDA_CHECK_ALIVE ();
   *device = -1;
-  CUDA_CHECK (cudaPointerGetAttributes (&attr, ptr));
+  GM_CUDA_CHECK (cudaPointerGetAttributes (&attr, ptr));
   if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)
     *device = attr.device;
 done:
@@ -1224,9 +1142,9 @@ cuda_shutdown (void)
      exit").  So gpumem never resets a device: it waits for its work,
      releases what it owns (staging buffers, the pool's cached memory) and
      leaves the context to the driver, which ends it with the process.  */
-  gm_staging_shutdown (lost_error == cudaSuccess);
+  gm_staging_shutdown (!gm_cuda_lost ());
   gm_pinned_ranges_clear ();
-  if (lost_error != cudaSuccess)
+  if (gm_cuda_lost ())
     return;
   for (int d = 0; d < device_count; d++)
     if (device_ready[d] && cudaSetDevice (d) == cudaSuccess)
