@@ -538,11 +538,11 @@ cuda_copy (void *dst, int dst_device, const void *src, int src_device,
       bool to_device = dst_device >= 0;
 
       if (nbytes <= GM_SMALL_MAX && small_copies)
-        GM_CUDA_CHECK (gm_staging_small_copy (dst, src, nbytes, device,
-                                           device_count, to_device));
+        status = gm_staging_small_copy (dst, src, nbytes, device,
+                                        device_count, to_device);
       else if (gm_staging_wanted (nbytes))
-        GM_CUDA_CHECK (gm_staging_copy (dst, src, nbytes, device, device_count,
-                                     to_device));
+        status = gm_staging_copy (dst, src, nbytes, device, device_count,
+                                  to_device);
       else
         {
           GM_CUDA_CHECK (cudaMemcpy (dst, src, nbytes, cudaMemcpyDefault));

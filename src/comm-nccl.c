@@ -46,6 +46,7 @@
 
 #include "comm-engine.h"
 #include "comm-nccl.h"
+#include "cuda-status.h"
 
 #define NCCL_MAX_GROUPS 64
 #define NCCL_MAX_KEYS 64         /* devices whose key is remembered */
@@ -77,29 +78,6 @@ static nccl_group groups[NCCL_MAX_GROUPS];
 static int group_count;
 static nccl_lane *lanes;
 static int lane_count;
-
-static gm_status
-cuda_failed (cudaError_t err, const char *call)
-{
-  cudaGetLastError ();
-  return gm_error_set (err == cudaErrorMemoryAllocation ? GM_ERR_NOMEM
-                                                        : GM_ERR_CUDA,
-                       err, cudaGetErrorName (err), "%s (%s) in %s",
-                       cudaGetErrorName (err), cudaGetErrorString (err),
-                       call);
-}
-
-#define CUDA_TRY(CALL)                                                  \
-  do                                                                    \
-    {                                                                   \
-      cudaError_t cuda_try_err = (CALL);                                \
-      if (cuda_try_err != cudaSuccess)                                  \
-        {                                                               \
-          status = cuda_failed (cuda_try_err, #CALL);                   \
-          goto done;                                                    \
-        }                                                               \
-    }                                                                   \
-  while (0)
 
 static gm_status
 nccl_failed (ncclResult_t result, const char *what, ncclComm_t comm)
@@ -171,7 +149,7 @@ wait_streams (int n, const cudaStream_t *streams, const ncclComm_t *comms,
           if (err == cudaErrorNotReady)
             done = false;
           else if (err != cudaSuccess)
-            CUDA_TRY (err);
+            GM_CUDA_CHECK (err);
           if (ncclCommGetAsyncError (comms[i], &async) != ncclSuccess
               || (async != ncclSuccess && async != ncclInProgress))
             return nccl_failed (async, what, comms[i]);
@@ -196,7 +174,7 @@ lane_get (int device, nccl_lane **lane)
   if (lanes == NULL)
     {
       int count = 0;
-      CUDA_TRY (cudaGetDeviceCount (&count));
+      GM_CUDA_CHECK (cudaGetDeviceCount (&count));
       lanes = calloc ((size_t) (count > 0 ? count : 1), sizeof *lanes);
       if (lanes == NULL)
         return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
@@ -209,14 +187,14 @@ lane_get (int device, nccl_lane **lane)
   found = &lanes[device];
   if (!found->ready)
     {
-      CUDA_TRY (cudaSetDevice (device));
-      CUDA_TRY (cudaStreamCreateWithFlags (&found->stream,
+      GM_CUDA_CHECK (cudaSetDevice (device));
+      GM_CUDA_CHECK (cudaStreamCreateWithFlags (&found->stream,
                                            cudaStreamNonBlocking));
       if (cudaEventCreateWithFlags (&found->queued, cudaEventDisableTiming)
           != cudaSuccess)
         {
           cudaStreamDestroy (found->stream);
-          CUDA_TRY (cudaGetLastError ());
+          GM_CUDA_CHECK (cudaGetLastError ());
         }
       found->ready = true;
     }
@@ -231,9 +209,9 @@ lane_follow (int device, nccl_lane *lane)
 {
   gm_status status = GM_OK;
 
-  CUDA_TRY (cudaSetDevice (device));
-  CUDA_TRY (cudaEventRecord (lane->queued, cudaStreamLegacy));
-  CUDA_TRY (cudaStreamWaitEvent (lane->stream, lane->queued, 0));
+  GM_CUDA_CHECK (cudaSetDevice (device));
+  GM_CUDA_CHECK (cudaEventRecord (lane->queued, cudaStreamLegacy));
+  GM_CUDA_CHECK (cudaStreamWaitEvent (lane->stream, lane->queued, 0));
 done:
   return status;
 }
@@ -419,7 +397,7 @@ rank_comm (uint64_t layout, int device, int rank, int size,
       *broken = true;       /* the others go on to ncclCommInitRank */
       return gm_last_error ()->status;
     }
-  CUDA_TRY (cudaSetDevice (device));
+  GM_CUDA_CHECK (cudaSetDevice (device));
   result = ncclCommInitRank (&group->comms[0], size, shared.id, rank);
   if (result != ncclSuccess)
     {
@@ -468,9 +446,20 @@ enqueue_rank (const gm_comm_call *call, int rank, int size, ncclComm_t comm,
           {
             char *row = (char *) call->result + (size_t) r * nbytes;
             if (r == rank)
-              result = cudaMemcpyAsync (row, call->data, nbytes,
-                                        cudaMemcpyDeviceToDevice, stream)
-                       == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+              {
+                cudaError_t err = cudaMemcpyAsync (row, call->data, nbytes,
+                                                   cudaMemcpyDeviceToDevice,
+                                                   stream);
+                /* Recorded through the one mapper, so that a lost
+                   context is remembered; NCCL's status names the
+                   failure to the caller.  */
+                if (err != cudaSuccess)
+                  {
+                    gm_cuda_status (err, "cudaMemcpyAsync", __FILE__,
+                                    __LINE__);
+                    result = ncclUnhandledCudaError;
+                  }
+              }
             else
               result = ncclRecv (row, nbytes, ncclUint8, r, comm, stream);
           }
@@ -515,7 +504,8 @@ gm_nccl_run_rank (const gm_comm_call *call, uint64_t layout, int rank,
       stream = lane != NULL ? lane->stream : NULL;
     }
   if (status == GM_OK && cudaSetDevice (call->device) != cudaSuccess)
-    status = cuda_failed (cudaGetLastError (), "cudaSetDevice");
+    status = gm_cuda_status (cudaGetLastError (), "cudaSetDevice",
+                             __FILE__, __LINE__);
   /* The other ranks go on into NCCL: from here a failure breaks the
      job.  */
   if (status != GM_OK)

@@ -50,6 +50,7 @@
 #endif
 
 #include "cuda-staging.h"
+#include "cuda-status.h"
 #include "gm.h"
 #include "pinned-ranges.h"
 
@@ -536,7 +537,7 @@ static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 static void **bounces;
 static int bounce_count;
 
-cudaError_t
+gm_status
 gm_staging_small_copy (void *dst, const void *src, size_t nbytes, int device,
                        int device_count, bool to_device)
 {
@@ -566,7 +567,9 @@ gm_staging_small_copy (void *dst, const void *src, size_t nbytes, int device,
   if (err == cudaSuccess && !to_device)
     memcpy (dst, bounces[device], nbytes);
   pthread_mutex_unlock (&engine_lock);
-  return err;
+  if (err != cudaSuccess)
+    return gm_cuda_status (err, "gm_staging_small_copy", __FILE__, __LINE__);
+  return GM_OK;
 }
 
 /* The place in ring R for the next chunk of SIZE bytes (at most a
@@ -601,7 +604,7 @@ chunk_len (size_t nbytes, size_t chunk, size_t i)
   return nbytes - off < chunk ? nbytes - off : chunk;
 }
 
-cudaError_t
+gm_status
 gm_staging_copy (void *dst, const void *src, size_t nbytes, int device,
                  int device_count, bool to_device)
 {
@@ -617,7 +620,9 @@ gm_staging_copy (void *dst, const void *src, size_t nbytes, int device,
                               != cudaSuccess)
     cudaGetLastError ();
   pthread_mutex_unlock (&engine_lock);
-  return err;
+  if (err != cudaSuccess)
+    return gm_cuda_status (err, "gm_staging_copy", __FILE__, __LINE__);
+  return GM_OK;
 }
 
 static cudaError_t

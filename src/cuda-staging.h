@@ -38,9 +38,9 @@ bool gm_staging_pageable (const void *host);
    saying which way, on DEVICE's legacy default stream (so after all
    work queued before it on gpumem's streams); returns when the copy is
    complete, and on failure only once none of its chunks still moves.
-   DEVICE_COUNT sizes the per-device rings on first use.  A
-   cudaError_t.  */
-cudaError_t gm_staging_copy (void *dst, const void *src, size_t nbytes,
+   DEVICE_COUNT sizes the per-device rings on first use.  GM_OK, or
+   the status gm_cuda_status makes of the first CUDA error.  */
+gm_status gm_staging_copy (void *dst, const void *src, size_t nbytes,
                              int device, int device_count, bool to_device);
 
 /* Synchronous copies of at most this many bytes between pageable
@@ -53,10 +53,11 @@ cudaError_t gm_staging_copy (void *dst, const void *src, size_t nbytes,
    DEVICE's page-locked bounce buffer, on the legacy default stream as
    cudaMemcpy would; complete on return (the DMA engine's own path is
    shorter than the driver's pageable one, and cudaMemcpy into a device
-   returns before the bytes land).  A cudaError_t.  */
-cudaError_t gm_staging_small_copy (void *dst, const void *src, size_t nbytes,
-                                   int device, int device_count,
-                                   bool to_device);
+   returns before the bytes land).  GM_OK, or the status gm_cuda_status
+   makes of the first CUDA error.  */
+gm_status gm_staging_small_copy (void *dst, const void *src, size_t nbytes,
+                                 int device, int device_count,
+                                 bool to_device);
 
 /* Reads GPUMEM_COPY_THREADS, GPUMEM_COPY_CHUNK and GPUMEM_COPY_MIN
    (gm_env_size): GM_OK, or GM_ERR_VALUE with the error set for a value
