@@ -189,7 +189,7 @@ lane_get (int device, nccl_lane **lane)
     {
       GM_CUDA_CHECK (cudaSetDevice (device));
       GM_CUDA_CHECK (cudaStreamCreateWithFlags (&found->stream,
-                                           cudaStreamNonBlocking));
+                                                cudaStreamNonBlocking));
       if (cudaEventCreateWithFlags (&found->queued, cudaEventDisableTiming)
           != cudaSuccess)
         {

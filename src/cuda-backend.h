@@ -1,0 +1,125 @@
+/* cuda-backend.h -- the private interface between the files of the CUDA
+   backend: backend-cuda.c (the table of operations, start and shutdown)
+   on top; cuda-copy.c, cuda-launch.c and cuda-memory.c beneath it;
+   cuda-streams.c beneath those; cuda-devices.c at the bottom.  Calls
+   run downward only.  The gm_cuda_* functions named after a gm_backend
+   member do what that member says (gm.h).  Nothing outside the CUDA
+   backend includes this.  */
+
+#ifndef GM_CUDA_BACKEND_H
+#define GM_CUDA_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gm.h"
+
+struct gm_stream
+{
+  int device;
+  cudaStream_t handle;
+  bool owned;           /* made by stream_create, not wrapped */
+};
+
+struct gm_event
+{
+  int device;
+  cudaEvent_t handle;
+};
+
+/* cuda-devices.c */
+
+/* Finds the devices: GM_OK, or GM_ERR_UNAVAILABLE saying why there are
+   none (no driver, or one too old; no device).  First of all.  */
+gm_status gm_cuda_devices_find (void);
+
+/* Reads every device's properties, after gm_cuda_devices_find: GM_OK,
+   or GM_ERR_UNAVAILABLE saying why not.  */
+gm_status gm_cuda_devices_init (void);
+
+/* Frees what gm_cuda_devices_init took.  */
+void gm_cuda_devices_shutdown (void);
+
+/* DEVICE's properties, read once by gm_cuda_devices_init.  */
+const gm_device_props *gm_cuda_props (int device);
+
+/* Whether DEVICE was made current once (its pool is set up).  */
+bool gm_cuda_device_ready (int device);
+
+gm_status gm_cuda_use_device (int device);
+gm_status gm_cuda_map_peers (void);
+int gm_cuda_device_count (void);
+gm_status gm_cuda_device_props (int device, gm_device_props *props);
+gm_status gm_cuda_mem_info (int device, size_t *free_bytes, size_t *total);
+gm_status gm_cuda_can_access_peer (int device, int peer, bool *can);
+
+/* cuda-streams.c */
+
+/* Takes the per-device counts and marks for COUNT devices: GM_OK, or
+   GM_ERR_UNAVAILABLE (no host memory).  */
+gm_status gm_cuda_streams_init (int count);
+
+/* Destroys DEVICE's mark (DEVICE current, its work done).  */
+void gm_cuda_streams_device_done (int device);
+
+/* Frees what gm_cuda_streams_init took.  */
+void gm_cuda_streams_shutdown (void);
+
+cudaStream_t gm_cuda_handle_of (gm_stream *stream);
+cudaStream_t gm_cuda_queue_on (int device, gm_stream *stream);
+gm_status gm_cuda_wait (int device, gm_stream *stream, long timeout_us);
+gm_status gm_cuda_device_synchronize (int device);
+gm_status gm_cuda_stream_create (int device, gm_stream **stream);
+gm_status gm_cuda_stream_wrap (int device, void *handle, gm_stream **stream);
+void gm_cuda_stream_destroy (gm_stream *stream);
+gm_status gm_cuda_stream_query (gm_stream *stream, bool *done_flag);
+void *gm_cuda_stream_handle (gm_stream *stream);
+gm_status gm_cuda_stream_wait_event (int device, gm_stream *stream,
+                                     gm_event *event);
+gm_status gm_cuda_event_create (int device, unsigned flags,
+                                gm_event **event);
+void gm_cuda_event_destroy (gm_event *event);
+gm_status gm_cuda_event_record (gm_event *event, gm_stream *stream);
+gm_status gm_cuda_event_query (gm_event *event, bool *done_flag);
+gm_status gm_cuda_event_wait (gm_event *event, long timeout_us);
+gm_status gm_cuda_event_elapsed_ms (gm_event *start, gm_event *end,
+                                    float *ms);
+gm_status gm_cuda_foreign_stream_sync (void *handle);
+gm_status gm_cuda_foreign_stream_wait (int device, gm_stream *stream,
+                                       void *handle);
+
+/* cuda-memory.c */
+
+gm_status gm_cuda_malloc (int device, size_t nbytes, gm_stream *stream,
+                          void **ptr);
+gm_status gm_cuda_free (int device, void *ptr, gm_stream *stream);
+gm_status gm_cuda_reserved (int device, size_t *bytes);
+gm_status gm_cuda_release_cached (int device, size_t *reserved_after);
+gm_status gm_cuda_host_alloc (size_t nbytes, void **ptr);
+void gm_cuda_host_free (void *ptr);
+gm_status gm_cuda_pointer_device (const void *ptr, int *device);
+
+/* cuda-copy.c */
+
+/* Reads GPUMEM_SMALL_COPIES (a boolean; false sends small copies to the
+   host straight to cudaMemcpy, for comparing the two paths): GM_OK, or
+   GM_ERR_VALUE with the error set.  */
+gm_status gm_cuda_copy_init (void);
+
+gm_status gm_cuda_copy (void *dst, int dst_device, const void *src,
+                        int src_device, size_t nbytes, gm_stream *stream);
+gm_status gm_cuda_copy2d (void *dst, size_t dpitch, int dst_device,
+                          const void *src, size_t spitch, int src_device,
+                          size_t width, size_t height, gm_stream *stream);
+gm_status gm_cuda_memset (void *dst, int device, int value, size_t nbytes,
+                          gm_stream *stream);
+
+/* cuda-launch.c */
+
+gm_status gm_cuda_launch (const gm_kernel *kernel, const gm_arg *args,
+                          const gm_launch_cfg *cfg, int device,
+                          gm_stream *stream);
+
+#endif /* GM_CUDA_BACKEND_H */

@@ -1,0 +1,103 @@
+/* cuda-launch.c -- the CUDA backend's kernel launches: built-in
+   kernels through their launchers, JIT kernels (jit.c) loaded into the
+   device on first use.  */
+
+#define _POSIX_C_SOURCE 200809L
+#include "config.h"
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda-backend.h"
+#include "cuda-status.h"
+#include "jit.h"
+
+/* Launches JIT KERNEL (jit.c compiled it) with ARGS on STREAM of the
+   current device: its code is loaded on first use, into every device
+   (cudaLibraryLoadData), and found by its lowered name.  Without grid
+   and block in CFG, blocks of 256 threads, and enough of them for one
+   thread per element of the longest minimum length among the arrays.
+   GM_ERR_CUDA when the code does not load (another architecture) or the
+   launch fails.  */
+static gm_status
+launch_jit (const gm_kernel *kernel, const gm_arg *args,
+            const gm_launch_cfg *cfg, int device, gm_stream *stream)
+{
+  gm_jit_code *code = kernel->jit;
+  unsigned int grid[3], block[3];
+  void *params[GM_MAX_KERNEL_PARAMS];
+  gm_status status = GM_OK;
+  uint64_t n = 0;
+
+  if (code->function == NULL)
+    {
+      cudaLibrary_t library;
+      cudaKernel_t function;
+      GM_CUDA_CHECK (cudaLibraryLoadData (&library, code->image, NULL, NULL, 0,
+                                          NULL, NULL, 0));
+      if (cudaLibraryGetKernel (&function, library, code->entry)
+          != cudaSuccess)
+        {
+          cudaGetLastError ();
+          cudaLibraryUnload (library);
+          return gm_error_set (GM_ERR_VALUE, 0, NULL, "jit: kernel '%s': the "
+                               "compiled code has no kernel '%s'",
+                               kernel->name, code->entry);
+        }
+      code->library = library;
+      code->function = function;
+    }
+  for (int i = 0; i < kernel->nparams; i++)
+    {
+      int64_t need = 0;
+      if (kernel->params[i].kind != GM_PARAM_SCALAR
+          && gm_kernel_eval_length (kernel, kernel->params[i].length, args,
+                                    &need) == GM_OK
+          && need > 0 && (uint64_t) need > n)
+        n = (uint64_t) need;
+      params[i] = (void *) &args[i];
+    }
+  if (gm_launch_shape (cfg, n, 256, 0, grid, block) != 0)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s: %llu threads need more "
+                         "than 2^31 - 1 blocks: give grid= and block=",
+                         kernel->name, (unsigned long long) n);
+  {
+    dim3 grid_dim = {grid[0], grid[1], grid[2]};
+    dim3 block_dim = {block[0], block[1], block[2]};
+    GM_CUDA_CHECK (cudaLaunchKernel ((const void *) code->function, grid_dim,
+                                     block_dim, params, 0,
+                                     gm_cuda_queue_on (device, stream)));
+  }
+done:
+  return status;
+}
+
+gm_status
+gm_cuda_launch (const gm_kernel *kernel, const gm_arg *args,
+             const gm_launch_cfg *cfg, int device, gm_stream *stream)
+{
+  gm_status status = gm_cuda_use_device (device);
+  gm_launch_cfg full = *cfg;
+  cudaError_t err;
+
+  if (status != GM_OK)
+    return status;
+  full.sm_count = gm_cuda_props (device)->sm_count;
+  full.max_threads_per_block
+    = gm_cuda_props (device)->max_threads_per_block;
+  if (kernel->jit != NULL)
+    return launch_jit (kernel, args, &full, device, stream);
+  if (kernel->launch_cuda == NULL)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "kernel '%s' (%s) has "
+                         "only a C reference, no CUDA launcher: the cuda "
+                         "backend cannot run it (the host backend can)",
+                         kernel->name,
+                         kernel->origin ? kernel->origin : "built in");
+  err = (cudaError_t) kernel->launch_cuda (args, &full,
+                                           (void *) gm_cuda_queue_on (device,
+                                                                      stream));
+  if (err != cudaSuccess)
+    status = gm_cuda_status (err, kernel->name, __FILE__, __LINE__);
+  return status;
+}

@@ -1,0 +1,129 @@
+/* cuda-memory.c -- the CUDA backend's memory: device memory from each
+   device's stream-ordered pool (cudaMallocAsync on its default pool,
+   which keeps freed memory cached, so repeated allocations cost
+   microseconds), what the pools hold, page-locked host memory, and
+   which device an address belongs to.  */
+
+#define _POSIX_C_SOURCE 200809L
+#include "config.h"
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda-backend.h"
+#include "cuda-status.h"
+#include "pinned-ranges.h"
+
+gm_status
+gm_cuda_malloc (int device, size_t nbytes, gm_stream *stream, void **ptr)
+{
+  gm_status status = gm_cuda_use_device (device);
+
+  if (status != GM_OK)
+    return status;
+  GM_CUDA_CHECK (cudaMallocAsync (ptr, nbytes, gm_cuda_handle_of (stream)));
+done:
+  return status;
+}
+
+gm_status
+gm_cuda_free (int device, void *ptr, gm_stream *stream)
+{
+  gm_status status = GM_OK;
+  cudaError_t err;
+
+  /* A lost context took its memory with it; freeing is moot, and
+     deallocs must stay quiet about it, as they must while the runtime
+     unloads at exit.  */
+  if (gm_cuda_lost ())
+    return GM_OK;
+  status = gm_cuda_use_device (device);
+  if (status != GM_OK)
+    return status;
+  err = cudaFreeAsync (ptr, gm_cuda_handle_of (stream));
+  if (err == cudaErrorCudartUnloading)
+    return GM_OK;
+  GM_CUDA_CHECK (err);
+done:
+  return status;
+}
+
+gm_status
+gm_cuda_reserved (int device, size_t *bytes)
+{
+  gm_status status = GM_OK;
+  cudaMemPool_t pool;
+  uint64_t value = 0;
+
+  *bytes = 0;
+  if (gm_cuda_lost () || !gm_cuda_device_ready (device))
+    return GM_OK;
+  GM_CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
+  GM_CUDA_CHECK (cudaMemPoolGetAttribute (pool,
+                                          cudaMemPoolAttrReservedMemCurrent,
+                                          &value));
+  *bytes = (size_t) value;
+done:
+  return status;
+}
+
+gm_status
+gm_cuda_release_cached (int device, size_t *reserved_after)
+{
+  gm_status status = gm_cuda_use_device (device);
+  cudaMemPool_t pool;
+
+  if (status != GM_OK)
+    return status;
+  /* Frees queued on streams must land before the pool can give their
+     memory back.  */
+  GM_CUDA_CHECK (cudaDeviceSynchronize ());
+  GM_CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
+  GM_CUDA_CHECK (cudaMemPoolTrimTo (pool, 0));
+  status = gm_cuda_reserved (device, reserved_after);
+done:
+  return status;
+}
+
+gm_status
+gm_cuda_host_alloc (size_t nbytes, void **ptr)
+{
+  gm_status status = GM_OK;
+  size_t size = nbytes ? nbytes : 1;
+
+  GM_CUDA_CHECK_ALIVE ();
+  GM_CUDA_CHECK (cudaMallocHost (ptr, size));
+  /* Not listed (out of memory): copies ask CUDA about it instead.  */
+  gm_pinned_ranges_add (*ptr, size);
+done:
+  return status;
+}
+
+void
+gm_cuda_host_free (void *ptr)
+{
+  cudaError_t err;
+
+  gm_pinned_ranges_remove (ptr);
+  if (gm_cuda_lost ())
+    return;
+  err = cudaFreeHost (ptr);
+  if (err != cudaSuccess)
+    cudaGetLastError ();
+}
+
+gm_status
+gm_cuda_pointer_device (const void *ptr, int *device)
+{
+  gm_status status = GM_OK;
+  struct cudaPointerAttributes attr;
+
+  GM_CUDA_CHECK_ALIVE ();
+  *device = -1;
+  GM_CUDA_CHECK (cudaPointerGetAttributes (&attr, ptr));
+  if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)
+    *device = attr.device;
+done:
+  return status;
+}
