@@ -1,5 +1,5 @@
-"""gpumem.comm under mpirun (py-comm.c, comm.c): every collective against
-NumPy, and every mismatch raising on every rank.
+"""gpumem.comm under mpirun (py-comm.c, comm-mpi.c, comm-agree.c): every
+collective against NumPy, and every mismatch raising on every rank.
 
 Run by tests/gm-mpi-test.sh as `mpirun -n 4 gpumem test_comm.py`.  Each
 rank's data comes from the shared seed and its rank, so every rank can

@@ -1,7 +1,7 @@
 """Every copy path gives exact data at every size-class boundary: each
 threshold where a copy changes path, at one element below, at and above
 it, for every dtype size (1, 2, 4, 8 and 16 bytes), into views that
-leave one element untouched on each side (py-copy.c, backend-cuda.c,
+leave one element untouched on each side (py-copy.c, cuda-copy.c,
 cuda-staging.c).
 
 The thresholds, in bytes (where the CUDA backend changes path; the host
