@@ -146,6 +146,9 @@ PyObject *gmpy_kernels_namespace (const char *name, const char *doc,
    -1.  */
 int gmpy_capi_init (PyObject *module);
 
+/* Module functions of the memory books (py-memory.c): memory_stats,
+   set_memory_limit, empty_cache.  */
+extern PyMethodDef gmpy_memory_methods[];
 /* Module functions of the kernel rooms: load_kernels (py-plugin.c),
    jit and jit_stats (py-jit.c).  */
 extern PyMethodDef gmpy_plugin_methods[];

@@ -21,80 +21,6 @@ gmpy_current_device_fn (PyObject *module, PyObject *unused)
   return gmpy_device_get (gmpy_current_device ());
 }
 
-static PyObject *
-gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
-{
-  static char *keywords[] = {"device", NULL};
-  PyObject *device_obj = Py_None, *limit;
-  gm_mem_stats stats;
-  gm_status status;
-  int device;
-
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:memory_stats", keywords,
-                                    &device_obj)
-      || gmpy_device_arg (device_obj, &device) < 0)
-    return NULL;
-  status = gm_mem_stats_get (device, &stats);
-  if (status != GM_OK)
-    return gmpy_raise (status);
-  limit = stats.limit == SIZE_MAX ? Py_NewRef (Py_None)
-                                  : PyLong_FromSize_t (stats.limit);
-  if (limit == NULL)
-    return NULL;
-  return Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N}",
-                        "allocated_bytes", (Py_ssize_t) stats.allocated_bytes,
-                        "peak_allocated_bytes",
-                        (Py_ssize_t) stats.peak_allocated_bytes,
-                        "reserved_bytes", (Py_ssize_t) stats.reserved_bytes,
-                        "allocations", (Py_ssize_t) stats.allocations,
-                        "total_allocations",
-                        (Py_ssize_t) stats.total_allocations,
-                        "limit", limit);
-}
-
-static PyObject *
-gmpy_set_memory_limit (PyObject *module, PyObject *args, PyObject *kwargs)
-{
-  static char *keywords[] = {"nbytes", "device", NULL};
-  PyObject *limit_obj, *device_obj = Py_None;
-  Py_ssize_t limit;
-  gm_status status;
-  int device;
-
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|O:set_memory_limit",
-                                    keywords, &limit_obj, &device_obj)
-      || gmpy_device_arg (device_obj, &device) < 0)
-    return NULL;
-  if (limit_obj == Py_None)
-    limit = -1;
-  else if (gmpy_size_arg (limit_obj, "nbytes", &limit) < 0)
-    return NULL;
-  status = gm_mem_set_limit (device, limit < 0 ? SIZE_MAX : (size_t) limit);
-  if (status != GM_OK)
-    return gmpy_raise (status);
-  Py_RETURN_NONE;
-}
-
-static PyObject *
-gmpy_empty_cache (PyObject *module, PyObject *args, PyObject *kwargs)
-{
-  static char *keywords[] = {"device", NULL};
-  PyObject *device_obj = Py_None;
-  gm_status status;
-  int device;
-
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:empty_cache", keywords,
-                                    &device_obj)
-      || gmpy_device_arg (device_obj, &device) < 0)
-    return NULL;
-  Py_BEGIN_ALLOW_THREADS
-  status = gm_mem_empty_cache (device);
-  Py_END_ALLOW_THREADS
-  if (status != GM_OK)
-    return gmpy_raise (status);
-  Py_RETURN_NONE;
-}
-
 /* A loop's call (a copy, then a synchronize): the fast-call parser,
    which builds no tuple (py-utils.c says why it is our own).  */
 static PyObject *
@@ -221,20 +147,6 @@ static PyMethodDef gmpy_methods[] = {
    METH_VARARGS | METH_KEYWORDS,
    "pinned_empty(shape, dtype='float32')\n--\n\n"
    "A numpy.ndarray in page-locked host memory, freed with the array."},
-  {"memory_stats", (PyCFunction) (void (*) (void)) gmpy_memory_stats,
-   METH_VARARGS | METH_KEYWORDS,
-   "memory_stats(device=None)\n--\n\n"
-   "A dict of the device's memory statistics: allocated_bytes,\n"
-   "peak_allocated_bytes, reserved_bytes, allocations (live),\n"
-   "total_allocations, limit (None when unset)."},
-  {"set_memory_limit", (PyCFunction) (void (*) (void)) gmpy_set_memory_limit,
-   METH_VARARGS | METH_KEYWORDS,
-   "set_memory_limit(nbytes, device=None)\n--\n\n"
-   "Refuse allocations past NBYTES in use on the device (None: no limit)."},
-  {"empty_cache", (PyCFunction) (void (*) (void)) gmpy_empty_cache,
-   METH_VARARGS | METH_KEYWORDS,
-   "empty_cache(device=None)\n--\n\n"
-   "Return the pool's cached, unused memory to the driver."},
   {"current_stream", (PyCFunction) (void (*) (void)) gmpy_current_stream_fn,
    METH_VARARGS | METH_KEYWORDS,
    "current_stream(device=None)\n--\n\n"
@@ -332,6 +244,7 @@ gmpy_exec (PyObject *module)
       || gmpy_concurrent_init (module, state) < 0
       || gmpy_kernels_init (module, state) < 0
       || gmpy_comm_devices_init (module, state) < 0
+      || PyModule_AddFunctions (module, gmpy_memory_methods) < 0
       || PyModule_AddFunctions (module, gmpy_plugin_methods) < 0
       || PyModule_AddFunctions (module, gmpy_jit_methods) < 0
       || gmpy_capi_init (module) < 0)
