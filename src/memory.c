@@ -1,27 +1,51 @@
-/* memory.c -- the books of device memory: statistics and limits.
+/* memory.c -- the books of device memory: statistics per owner,
+   limits, and the memory history's recording.
 
-   Every device allocation of both backends goes through gm_mem_alloc and
-   gm_mem_free, so memory_stats, set_memory_limit and --stats hold for
-   either.  The pool itself is the backend's (CUDA's stream-ordered
+   Every device allocation of both backends goes through gm_mem_alloc_as
+   and gm_mem_free_as, so memory_stats, set_memory_limit, --stats and
+   the history hold for either.  The pool itself is the backend's (CUDA's stream-ordered
    allocator, or the host's malloc).  The books have a lock of their
    own (books_lock): C code that holds no GIL (a DLPack consumer letting
    go, the MPI layer, the embedding API) may allocate and free too.  The
    backend is called outside it.  */
 
+#define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "gm.h"
+#include "mem-history.h"
 
 #define GM_MAX_DEVICES 1024
 
 static gm_mem_stats books[GM_MAX_DEVICES];
 static bool books_ready[GM_MAX_DEVICES];
 static pthread_mutex_t books_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The history: HISTORY under books_lock; HISTORY_ENABLED mirrors
+   whether it is set, read without the lock so that the path without a
+   history is one predictable branch.  */
+static gm_hist *history;
+static atomic_bool history_enabled;
+static atomic_bool history_stacks;
+static _Atomic (const gm_mem_stack_hooks *) stack_hooks;
+
+/* Frees OLD, a history no longer reachable, outside books_lock.  */
+static void
+release_history (gm_hist *old)
+{
+  const gm_mem_stack_hooks *hooks
+    = atomic_load_explicit (&stack_hooks, memory_order_acquire);
+
+  gm_hist_free (old, hooks ? hooks->release : NULL);
+}
 
 /* DEVICE's books.  With books_lock held.  */
 static gm_mem_stats *
@@ -47,90 +71,349 @@ check_device (int device)
   return GM_OK;
 }
 
+const char *const gm_mem_owner_names[GM_MEM_NOWNERS] = {
+  "gpumem", "torch", "cupy", "numba"
+};
+
+static gm_status
+check_owner (gm_mem_owner owner)
+{
+  if ((unsigned) owner >= GM_MEM_NOWNERS)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "memory owner %d does not "
+                         "exist", (int) owner);
+  return GM_OK;
+}
+
+/* The caller's stack into FRAMES when the history records stacks; the
+   number of frames.  Outside books_lock: the hooks may look at the
+   interpreter.  */
+static size_t
+capture_stack (gm_mem_frame *frames)
+{
+  const gm_mem_stack_hooks *hooks
+    = atomic_load_explicit (&stack_hooks, memory_order_acquire);
+
+  if (hooks == NULL
+      || !atomic_load_explicit (&history_stacks, memory_order_relaxed))
+    return 0;
+  return (size_t) hooks->capture (frames);
+}
+
+/* Records an event of ACTION for the block at ADDRESS in the history,
+   and lists or forgets the block.  With books_lock held; STATS is
+   DEVICE's books after the event.  */
+static void
+history_note (gm_mem_action action, gm_mem_owner owner, int device,
+              uintptr_t address, size_t nbytes, gm_stream *stream,
+              const gm_mem_frame *frames, size_t nframes, size_t reserved,
+              const gm_mem_stats *stats)
+{
+  const gm_mem_stack_hooks *hooks
+    = atomic_load_explicit (&stack_hooks, memory_order_relaxed);
+  struct timespec now;
+  gm_mem_event event;
+
+  if (history == NULL)
+    return;
+  clock_gettime (CLOCK_MONOTONIC, &now);
+  event.time_ns = (uint64_t) now.tv_sec * 1000000000u
+                  + (uint64_t) now.tv_nsec;
+  event.address = address;
+  event.size = nbytes;
+  event.stream = (uintptr_t) stream;
+  event.allocated_bytes = stats->allocated_bytes;
+  event.reserved_bytes = reserved;
+  event.device = device;
+  event.stack = nframes == 0 ? -1
+                : gm_hist_intern (history, frames, nframes,
+                                  hooks ? hooks->retain : NULL);
+  event.action = (uint8_t) action;
+  event.owner = (uint8_t) owner;
+  gm_hist_record (history, &event);
+  if (action == GM_MEM_ACTION_ALLOC)
+    {
+      gm_mem_block block = {
+        .time_ns = event.time_ns, .address = address, .size = nbytes,
+        .stream = event.stream, .device = device, .stack = event.stack,
+        .owner = (uint8_t) owner
+      };
+      gm_hist_block_add (history, &block);
+    }
+  else
+    gm_hist_block_remove (history, address);
+}
+
+/* Records the out-of-memory error of NBYTES asked by OWNER on DEVICE and
+   returns GM_ERR_NOMEM.  BY_LIMIT: the set limit refused (else the
+   device did, its error the thread's last).  The message names the
+   request, the device's free bytes, what the pool keeps idle, each
+   owner's bytes in use and, with the history on, the five largest live
+   blocks with the line that made each.  Takes books_lock itself.  */
+static gm_status
+out_of_memory (gm_mem_owner owner, int device, size_t nbytes, bool by_limit)
+{
+  enum { NLARGEST = 5 };
+  const gm_mem_stack_hooks *hooks
+    = atomic_load_explicit (&stack_hooks, memory_order_acquire);
+  int cuda_code = by_limit ? 0 : gm_last_error ()->cuda_code;
+  char cuda_name[sizeof gm_last_error ()->cuda_name] = "";
+  gm_mem_block largest[NLARGEST];
+  gm_mem_frame frames[NLARGEST][GM_MEM_STACK_DEPTH];
+  size_t nframes[NLARGEST], nlargest = 0;
+  size_t free_bytes = 0, total = 0, reserved = 0;
+  bool history_on;
+  gm_mem_stats stats;
+  char message[GM_ERROR_MESSAGE_MAX], text[3][32];
+  size_t used = 0;
+
+  if (!by_limit)
+    snprintf (cuda_name, sizeof cuda_name, "%s", gm_last_error ()->cuda_name);
+  pthread_mutex_lock (&books_lock);
+  stats = *book (device);
+  history_on = history != NULL;
+  if (history_on)
+    {
+      nlargest = gm_hist_largest (history, device, largest, NLARGEST);
+      for (size_t i = 0; i < nlargest; i++)
+        nframes[i] = gm_hist_stack (history, largest[i].stack, frames[i]);
+    }
+  pthread_mutex_unlock (&books_lock);
+  gm_backend_current->mem_info (device, &free_bytes, &total);
+  gm_backend_current->reserved (device, &reserved);
+
+#define APPEND(...)                                                        \
+  do                                                                       \
+    {                                                                      \
+      if (used < sizeof message)                                           \
+        {                                                                  \
+          int n_ = snprintf (message + used, sizeof message - used,        \
+                             __VA_ARGS__);                                 \
+          used += n_ > 0 ? (size_t) n_ : 0;                                \
+        }                                                                  \
+    }                                                                      \
+  while (0)
+
+  gm_format_bytes (nbytes, text[0], sizeof text[0]);
+  APPEND ("out of memory: %zu bytes (%s) requested on device %d by %s",
+          nbytes, text[0], device, gm_mem_owner_names[owner]);
+  gm_format_bytes (stats.allocated_bytes, text[0], sizeof text[0]);
+  if (by_limit)
+    {
+      gm_format_bytes (stats.limit, text[1], sizeof text[1]);
+      APPEND (", which has %zu bytes (%s) in use of its limit of %zu bytes "
+              "(%s)", stats.allocated_bytes, text[0], stats.limit, text[1]);
+    }
+  else
+    APPEND (", which has %zu bytes (%s) in use by gpumem's pool, %s",
+            stats.allocated_bytes, text[0],
+            stats.limit == SIZE_MAX ? "no limit set" : "under the set limit");
+  gm_format_bytes (free_bytes, text[1], sizeof text[1]);
+  gm_format_bytes (reserved > stats.allocated_bytes
+                   ? reserved - stats.allocated_bytes : 0,
+                   text[2], sizeof text[2]);
+  APPEND ("; the device has %zu bytes (%s) free of %zu; the pool keeps %s "
+          "idle (reserved, not allocated); in use by owner:", free_bytes,
+          text[1], total, text[2]);
+  for (int o = 0; o < GM_MEM_NOWNERS; o++)
+    {
+      gm_format_bytes (stats.owners[o].allocated_bytes, text[0],
+                       sizeof text[0]);
+      APPEND ("%s %s %s in %zu blocks", o ? "," : "", gm_mem_owner_names[o],
+              text[0], stats.owners[o].allocations);
+    }
+  if (!history_on)
+    APPEND ("; gpumem.memory_history() records where blocks are made");
+  else if (nlargest > 0)
+    {
+      APPEND ("; largest live blocks:");
+      for (size_t i = 0; i < nlargest; i++)
+        {
+          char where[256] = "";
+          gm_format_bytes (largest[i].size, text[0], sizeof text[0]);
+          if (nframes[i] == 0 || hooks == NULL
+              || !hooks->describe (&frames[i][0], where, sizeof where))
+            snprintf (where, sizeof where, "an unrecorded place");
+          APPEND ("%s %s (%s) at %s", i ? "," : "", text[0],
+                  gm_mem_owner_names[largest[i].owner], where);
+        }
+    }
+#undef APPEND
+  return gm_error_set (GM_ERR_NOMEM, cuda_code, cuda_name, "%s", message);
+}
+
 gm_status
-gm_mem_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr)
+gm_mem_alloc_as (gm_mem_owner owner, int device, size_t nbytes,
+                 gm_stream *stream, void **ptr)
 {
   gm_status status = check_device (device);
+  gm_mem_frame frames[GM_MEM_STACK_DEPTH];
+  size_t nframes = 0, reserved = 0;
+  bool history_on;
   gm_mem_stats *stats;
+  gm_mem_owner_stats *mine;
 
   *ptr = NULL;
+  if (status == GM_OK)
+    status = check_owner (owner);
   if (status != GM_OK)
     return status;
   /* Zero bytes take no memory and stay out of the books, so that an
      empty array, which never calls gm_mem_free, leaves no count behind.  */
   if (nbytes == 0)
     return GM_OK;
+  history_on = atomic_load_explicit (&history_enabled, memory_order_relaxed);
+  if (__builtin_expect (history_on, 0))
+    nframes = capture_stack (frames);
   pthread_mutex_lock (&books_lock);
   stats = book (device);
   if (nbytes > stats->limit || stats->allocated_bytes > stats->limit - nbytes)
     {
-      size_t in_use = stats->allocated_bytes, limit_bytes = stats->limit;
-      char want[32], used[32], limit[32];
       pthread_mutex_unlock (&books_lock);
-      gm_format_bytes (nbytes, want, sizeof want);
-      gm_format_bytes (in_use, used, sizeof used);
-      gm_format_bytes (limit_bytes, limit, sizeof limit);
-      return gm_error_set (GM_ERR_NOMEM, 0, NULL,
-                           "out of memory: %zu bytes (%s) requested on "
-                           "device %d, which has %zu bytes (%s) in use of "
-                           "its limit of %zu bytes (%s)",
-                           nbytes, want, device, in_use, used, limit_bytes,
-                           limit);
+      return out_of_memory (owner, device, nbytes, true);
     }
   /* Booked before the backend is asked, so that two threads cannot
      both pass the limit with the room for one.  */
   stats->allocated_bytes += nbytes;
   pthread_mutex_unlock (&books_lock);
   status = gm_backend_current->malloc (device, nbytes, stream, ptr);
+  if (status == GM_ERR_NOMEM)
+    {
+      /* What the pool keeps idle may be what the device lacks.  */
+      size_t left;
+      if (gm_backend_current->release_cached (device, &left) == GM_OK)
+        status = gm_backend_current->malloc (device, nbytes, stream, ptr);
+    }
+  if (__builtin_expect (history_on, 0) && status == GM_OK)
+    gm_backend_current->reserved (device, &reserved);
   pthread_mutex_lock (&books_lock);
   if (status != GM_OK)
     {
-      size_t in_use, limit_bytes;
       stats->allocated_bytes -= nbytes;
-      in_use = stats->allocated_bytes;
-      limit_bytes = stats->limit;
       pthread_mutex_unlock (&books_lock);
-      if (status == GM_ERR_NOMEM)
-        {
-          char want[32], used[32];
-          size_t free_bytes = 0, total = 0;
-          gm_format_bytes (nbytes, want, sizeof want);
-          gm_format_bytes (in_use, used, sizeof used);
-          gm_backend_current->mem_info (device, &free_bytes, &total);
-          return gm_error_set (GM_ERR_NOMEM, gm_last_error ()->cuda_code,
-                               gm_last_error ()->cuda_name,
-                               "out of memory: %zu bytes (%s) requested on "
-                               "device %d, which has %zu bytes (%s) in use "
-                               "by gpumem, %zu bytes free of %zu, %s",
-                               nbytes, want, device, in_use, used,
-                               free_bytes, total,
-                               limit_bytes == SIZE_MAX
-                               ? "no limit set" : "under the set limit");
-        }
-      return status;
+      return status == GM_ERR_NOMEM
+             ? out_of_memory (owner, device, nbytes, false) : status;
     }
   if (stats->allocated_bytes > stats->peak_allocated_bytes)
     stats->peak_allocated_bytes = stats->allocated_bytes;
   stats->allocations++;
   stats->total_allocations++;
+  mine = &stats->owners[owner];
+  mine->allocated_bytes += nbytes;
+  if (mine->allocated_bytes > mine->peak_allocated_bytes)
+    mine->peak_allocated_bytes = mine->allocated_bytes;
+  mine->allocations++;
+  mine->total_allocations++;
+  if (__builtin_expect (history_on, 0))
+    history_note (GM_MEM_ACTION_ALLOC, owner, device, (uintptr_t) *ptr,
+                  nbytes, stream, frames, nframes, reserved, stats);
   pthread_mutex_unlock (&books_lock);
   return GM_OK;
 }
 
 gm_status
-gm_mem_free (int device, void *ptr, size_t nbytes, gm_stream *stream)
+gm_mem_free_as (gm_mem_owner owner, int device, void *ptr, size_t nbytes,
+                gm_stream *stream)
 {
+  gm_mem_frame frames[GM_MEM_STACK_DEPTH];
+  size_t nframes = 0, reserved = 0;
   gm_mem_stats *stats;
-  gm_status status = GM_OK;
+  bool history_on;
 
   if (ptr == NULL && nbytes == 0)
     return GM_OK;
-  if (ptr != NULL)
-    status = gm_backend_current->free (device, ptr, stream);
+  if ((unsigned) owner >= GM_MEM_NOWNERS)
+    return check_owner (owner);
+  history_on = atomic_load_explicit (&history_enabled, memory_order_relaxed);
+  if (__builtin_expect (history_on, 0))
+    {
+      nframes = capture_stack (frames);
+      gm_backend_current->reserved (device, &reserved);
+    }
+  /* Booked before the backend frees, so that the history cannot hear of
+     the address's next allocation (another thread's) before this free.  */
   pthread_mutex_lock (&books_lock);
   stats = book (device);
   stats->allocated_bytes -= nbytes;
   stats->allocations--;
+  stats->owners[owner].allocated_bytes -= nbytes;
+  stats->owners[owner].allocations--;
+  if (__builtin_expect (history_on, 0))
+    history_note (GM_MEM_ACTION_FREE, owner, device, (uintptr_t) ptr,
+                  nbytes, stream, frames, nframes, reserved, stats);
+  pthread_mutex_unlock (&books_lock);
+  if (ptr == NULL)
+    return GM_OK;
+  return gm_backend_current->free (device, ptr, stream);
+}
+
+gm_status
+gm_mem_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr)
+{
+  return gm_mem_alloc_as (GM_MEM_OWNER_GPUMEM, device, nbytes, stream, ptr);
+}
+
+gm_status
+gm_mem_free (int device, void *ptr, size_t nbytes, gm_stream *stream)
+{
+  return gm_mem_free_as (GM_MEM_OWNER_GPUMEM, device, ptr, nbytes, stream);
+}
+
+void
+gm_mem_set_stack_hooks (const gm_mem_stack_hooks *hooks)
+{
+  atomic_store_explicit (&stack_hooks, hooks, memory_order_release);
+}
+
+gm_status
+gm_mem_history_start (size_t max_entries, bool stacks)
+{
+  gm_hist *fresh, *old;
+  gm_status status = gm_hist_new (max_entries, &fresh);
+
+  if (status != GM_OK)
+    return status;
+  pthread_mutex_lock (&books_lock);
+  old = history;
+  history = fresh;
+  atomic_store_explicit (&history_stacks, stacks, memory_order_relaxed);
+  atomic_store_explicit (&history_enabled, true, memory_order_relaxed);
+  pthread_mutex_unlock (&books_lock);
+  release_history (old);
+  return GM_OK;
+}
+
+void
+gm_mem_history_stop (void)
+{
+  gm_hist *old;
+
+  pthread_mutex_lock (&books_lock);
+  old = history;
+  history = NULL;
+  atomic_store_explicit (&history_enabled, false, memory_order_relaxed);
+  pthread_mutex_unlock (&books_lock);
+  release_history (old);
+}
+
+bool
+gm_mem_history_on (void)
+{
+  return atomic_load_explicit (&history_enabled, memory_order_relaxed);
+}
+
+gm_status
+gm_mem_history_get (gm_mem_history_copy *copy)
+{
+  gm_status status = GM_OK;
+
+  memset (copy, 0, sizeof *copy);
+  pthread_mutex_lock (&books_lock);
+  if (history != NULL)
+    {
+      status = gm_hist_copy (history, copy);
+      copy->stacks_on = atomic_load_explicit (&history_stacks,
+                                              memory_order_relaxed);
+    }
   pthread_mutex_unlock (&books_lock);
   return status;
 }

@@ -9,7 +9,7 @@ static PyObject *
 gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"device", NULL};
-  PyObject *device_obj = Py_None, *limit;
+  PyObject *device_obj = Py_None, *limit, *owners;
   gm_mem_stats stats;
   gm_status status;
   int device;
@@ -25,7 +25,32 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
                                   : PyLong_FromSize_t (stats.limit);
   if (limit == NULL)
     return NULL;
-  return Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N}",
+  owners = PyDict_New ();
+  if (owners == NULL)
+    {
+      Py_DECREF (limit);
+      return NULL;
+    }
+  for (int o = 0; o < GM_MEM_NOWNERS; o++)
+    {
+      const gm_mem_owner_stats *mine = &stats.owners[o];
+      PyObject *entry = Py_BuildValue (
+        "{s:n,s:n,s:n,s:n}",
+        "allocated_bytes", (Py_ssize_t) mine->allocated_bytes,
+        "peak_allocated_bytes", (Py_ssize_t) mine->peak_allocated_bytes,
+        "allocations", (Py_ssize_t) mine->allocations,
+        "total_allocations", (Py_ssize_t) mine->total_allocations);
+      if (entry == NULL
+          || PyDict_SetItemString (owners, gm_mem_owner_names[o], entry) < 0)
+        {
+          Py_XDECREF (entry);
+          Py_DECREF (owners);
+          Py_DECREF (limit);
+          return NULL;
+        }
+      Py_DECREF (entry);
+    }
+  return Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N,s:N}",
                         "allocated_bytes", (Py_ssize_t) stats.allocated_bytes,
                         "peak_allocated_bytes",
                         (Py_ssize_t) stats.peak_allocated_bytes,
@@ -33,7 +58,7 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
                         "allocations", (Py_ssize_t) stats.allocations,
                         "total_allocations",
                         (Py_ssize_t) stats.total_allocations,
-                        "limit", limit);
+                        "limit", limit, "owners", owners);
 }
 
 static PyObject *
@@ -85,7 +110,10 @@ PyMethodDef gmpy_memory_methods[] = {
    "memory_stats(device=None)\n--\n\n"
    "A dict of the device's memory statistics: allocated_bytes,\n"
    "peak_allocated_bytes, reserved_bytes, allocations (live),\n"
-   "total_allocations, limit (None when unset)."},
+   "total_allocations, limit (None when unset), all sums over the\n"
+   "owners; owners: {'gpumem', 'torch', 'cupy', 'numba'} -> a dict of\n"
+   "that owner's allocated_bytes, peak_allocated_bytes, allocations,\n"
+   "total_allocations."},
   {"set_memory_limit", (PyCFunction) (void (*) (void)) gmpy_set_memory_limit,
    METH_VARARGS | METH_KEYWORDS,
    "set_memory_limit(nbytes, device=None)\n--\n\n"
