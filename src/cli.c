@@ -24,6 +24,9 @@ gm_cli_parse_backend (const char *name, gm_backend_choice *choice)
   return true;
 }
 
+/* The value of a long option without a short one.  */
+enum { OPT_MEMORY_REPORT = 0x100 };
+
 /* Records a usage error in OPTIONS; returns GM_CLI_USAGE_ERROR.  */
 static gm_cli_status
 usage_error (gm_cli_options *options, const char *fmt, const char *arg)
@@ -45,6 +48,7 @@ gm_cli_parse (int argc, char **argv, gm_cli_options *options)
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {"kernels", required_argument, NULL, 'K'},
+    {"memory-report", required_argument, NULL, OPT_MEMORY_REPORT},
     {NULL, 0, NULL, 0}
   };
   const char *env_backend = getenv ("GPUMEM_BACKEND");
@@ -96,6 +100,9 @@ gm_cli_parse (int argc, char **argv, gm_cli_options *options)
         break;
       case 'q':
         options->quiet = true;
+        break;
+      case OPT_MEMORY_REPORT:
+        options->memory_report = optarg;
         break;
       case 'K':
         if (options->nkernel_paths == GM_CLI_MAX_KERNELS)

@@ -32,6 +32,7 @@ typedef struct gm_cli_options
   bool show_kernels;             /* -k */
   bool stats;                    /* -s */
   bool quiet;                    /* -q */
+  const char *memory_report;     /* --memory-report=FILE, or NULL */
   const char *kernels_env;       /* GPUMEM_KERNELS, or NULL */
   const char *kernel_paths[GM_CLI_MAX_KERNELS];   /* --kernels=PATH, in order */
   int nkernel_paths;

@@ -77,3 +77,22 @@ bad:
                        "digits, alone or followed by K, M or G (KiB, MiB, "
                        "GiB), from %zu to %zu", name, text, min, max);
 }
+
+gm_status
+gm_env_switch_size (const char *name, size_t on_value, size_t min, size_t max,
+                    size_t *value)
+{
+  bool on;
+
+  *value = 0;
+  if (gm_env_bool (name, false, &on) == GM_OK)
+    {
+      *value = on ? on_value : 0;
+      return GM_OK;
+    }
+  if (gm_env_size (name, 0, min, max, value) == GM_OK)
+    return GM_OK;
+  return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s='%s' is neither a switch "
+                       "(1, yes, true, on; 0, no, false, off) nor a count "
+                       "from %zu to %zu", name, getenv (name), min, max);
+}

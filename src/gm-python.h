@@ -149,6 +149,11 @@ int gmpy_capi_init (PyObject *module);
 /* Module functions of the memory books (py-memory.c): memory_stats,
    set_memory_limit, empty_cache.  */
 extern PyMethodDef gmpy_memory_methods[];
+/* Installs the memory history's stack hooks, adds memory_history,
+   memory_snapshot, dump_snapshot and memory_report to MODULE, starts the
+   history GPUMEM_MEMORY_HISTORY asks for, and registers what the
+   program asks at exit (py-mem-history.c).  0 or -1.  */
+int gmpy_mem_history_init (PyObject *module);
 /* Module functions of the kernel rooms: load_kernels (py-plugin.c),
    jit and jit_stats (py-jit.c).  */
 extern PyMethodDef gmpy_plugin_methods[];

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gm-launch.h"
 
@@ -75,6 +76,12 @@ gm_status gm_env_bool (const char *name, bool fallback, bool *value);
    accepted and the range (*VALUE is FALLBACK then).  */
 gm_status gm_env_size (const char *name, size_t fallback, size_t min,
                        size_t max, size_t *value);
+/* Reads NAME, a switch or a count: a true spelling of gm_env_bool gives
+   ON_VALUE, a false one or none 0, a size as gm_env_size reads it (MIN
+   to MAX) itself.  GM_ERR_VALUE, naming the variable, for anything
+   else.  */
+gm_status gm_env_switch_size (const char *name, size_t on_value, size_t min,
+                              size_t max, size_t *value);
 
 /* Element types.  */
 typedef enum gm_dtype
@@ -534,6 +541,30 @@ bool gm_mem_history_on (void);
    where the copy cannot be allocated (*COPY is then empty).  */
 gm_status gm_mem_history_get (gm_mem_history_copy *copy);
 void gm_mem_history_copy_free (gm_mem_history_copy *copy);
+/* The installed stack hooks, or NULL.  */
+const gm_mem_stack_hooks *gm_mem_stack_hooks_get (void);
+/* The history's size when GPUMEM_MEMORY_HISTORY or --memory-report
+   turn it on without a count.  */
+#define GM_MEM_HISTORY_DEFAULT_ENTRIES 100000
+/* Starts the history as GPUMEM_MEMORY_HISTORY says (a switch, or the
+   number of entries; env.c's gm_env_switch_size), with call stacks; read
+   once, at the first call.  GM_ERR_VALUE for a bad value.  */
+gm_status gm_mem_history_from_env (void);
+
+/* The memory report (mem-report.c).  Writes the HTML page of the
+   history and books to PATH (GM_ERR_VALUE where it cannot); the stack
+   hooks' describe must be able to run.  */
+gm_status gm_mem_report_write (const char *path);
+/* Prints the blocks the history saw allocated and still live, largest
+   first, with where each was made, to OUT; nothing with the history
+   off or no such block.  */
+void gm_mem_print_leaks (FILE *out);
+/* What the layer above does as its interpreter ends: write the HTML
+   report to HTML_PATH (NULL: none), print the leaks (LEAKS).  Set by
+   the program's options before the interpreter starts.  */
+void gm_mem_report_at_exit (const char *html_path, bool leaks);
+const char *gm_mem_exit_report_path (void);
+bool gm_mem_exit_leaks (void);
 
 /* Formats NBYTES as "1.5 GiB" into BUF.  */
 void gm_format_bytes (size_t nbytes, char *buf, size_t size);

@@ -46,6 +46,10 @@ static const char usage_text[] =
   "  -K, --kernels=PATH            add the kernels of plugin library PATH to\n"
   "                                gpumem.kernels (repeatable)\n"
   "  -s, --stats                   print per-device memory statistics at exit\n"
+  "                                (and, with the memory history on, the\n"
+  "                                blocks still live and where each was made)\n"
+  "      --memory-report=FILE      record the memory history and write an HTML\n"
+  "                                report of it to FILE at exit\n"
   "  -q, --quiet                   no notices on standard error\n"
   "  -h, --help                    print this help and exit\n"
   "  -V, --version                 print the version and exit\n"
@@ -53,7 +57,8 @@ static const char usage_text[] =
   "Environment: GPUMEM_BACKEND (as --backend), GPUMEM_KERNELS (plugin\n"
   "libraries, colon-separated, as --kernels), GPUMEM_PYTHON (the Python\n"
   "interpreter or virtual environment to use), GPUMEM_HOST_DEVICES (devices\n"
-  "of the host backend, default 4), CUDA_VISIBLE_DEVICES.\n"
+  "of the host backend, default 4), GPUMEM_MEMORY_HISTORY (1, or a number of\n"
+  "entries: record the memory history from the start), CUDA_VISIBLE_DEVICES.\n"
   "\n"
   "Exit status: 0 on success, the script's SystemExit code, 1 for an\n"
   "uncaught exception, 2 for a usage error, 3 when the requested backend is\n"
@@ -294,6 +299,20 @@ main (int argc, char **argv)
       gm_backend_shutdown ();
       return 0;
     }
+
+  /* The history from the start, so that the report sees every block;
+     the module writes the report and the leaks as the script ends.  */
+  if (cli.memory_report != NULL
+      && gm_mem_history_start (GM_MEM_HISTORY_DEFAULT_ENTRIES, true)
+         != GM_OK)
+    {
+      fprintf (stderr, "gpumem: --memory-report: %s\n",
+               gm_last_error ()->message);
+      gm_comm_finalize (0);
+      gm_backend_shutdown ();
+      return GM_EXIT_UNAVAILABLE;
+    }
+  gm_mem_report_at_exit (cli.memory_report, print_stats);
 
   /* Children (multiprocessing, subprocess) import gpumem on this
      backend.  */

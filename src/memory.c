@@ -395,6 +395,30 @@ gm_mem_history_stop (void)
   release_history (old);
 }
 
+const gm_mem_stack_hooks *
+gm_mem_stack_hooks_get (void)
+{
+  return atomic_load_explicit (&stack_hooks, memory_order_acquire);
+}
+
+gm_status
+gm_mem_history_from_env (void)
+{
+  static bool read;
+  size_t entries;
+  gm_status status;
+
+  if (read)
+    return GM_OK;
+  read = true;
+  status = gm_env_switch_size ("GPUMEM_MEMORY_HISTORY",
+                               GM_MEM_HISTORY_DEFAULT_ENTRIES, 2,
+                               (size_t) 1 << 30, &entries);
+  if (status != GM_OK || entries == 0 || gm_mem_history_on ())
+    return status;
+  return gm_mem_history_start (entries, true);
+}
+
 bool
 gm_mem_history_on (void)
 {
