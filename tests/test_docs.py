@@ -144,7 +144,8 @@ def help_options():
                          text=True, check=True).stdout
     options = set()
     for line in out.splitlines():
-        m = re.match(r"^  (-\w)(?:, (--[\w-]+))?", line)
+        # "  -x, --long", or "      --long" for a long option alone.
+        m = re.match(r"^  (?:(-\w)(?:, (--[\w-]+))?|    (--[\w-]+))", line)
         if m:
             options.update(o for o in m.groups() if o)
     return options

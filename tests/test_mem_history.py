@@ -1,0 +1,418 @@
+"""The memory history, snapshots, the HTML report and the out-of-memory
+message (memory.c, mem-history.c, mem-report.c, py-mem-history.c)."""
+
+import gc
+import html.parser
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import gmtest
+from gmtest import case, raises
+
+import gpumem
+
+HERE = os.path.abspath(__file__)
+
+
+def make(n, dtype="uint8", device=None):
+    """One allocation of N elements, from a line the tests look for."""
+    return gpumem.empty(n, dtype, device=device)        # MAKE-LINE
+
+
+MAKE_LINE = next(i for i, text in enumerate(open(HERE), 1)
+                 if "# MAKE-LINE" in text and "next(" not in text)
+
+
+@case
+def history_lists_allocations_and_frees():
+    gpumem.memory_history(True, stacks="python", max_entries=1000)
+    try:
+        a = make(1000)
+        b = make(3000, device=gpumem.device_count() - 1)
+        address_a = a.__cuda_array_interface__["data"][0] \
+            if gpumem.backend == "cuda" else None
+        del a
+        gc.collect()
+        snap = gpumem.memory_snapshot()
+    finally:
+        gpumem.memory_history(False)
+    assert snap["enabled"] and snap["stacks_on"]
+    assert snap["owners"] == ("gpumem", "torch", "cupy", "numba")
+    assert snap["actions"] == ("alloc", "free")
+    events = snap["events"]
+    assert [int(e) for e in events["action"]] == [0, 0, 1], events
+    assert [int(s) for s in events["size"]] == [1000, 3000, 1000]
+    assert int(events["device"][1]) == gpumem.device_count() - 1
+    assert events["address"][0] == events["address"][2] != 0
+    if address_a is not None:
+        assert int(events["address"][0]) == address_a
+    assert (events["owner"] == 0).all()
+    assert (events["time_ns"][1:] >= events["time_ns"][:-1]).all()
+    # The books after each event: the sum over owners on that device.
+    assert int(events["allocated_bytes"][2]) \
+        == int(events["allocated_bytes"][0]) - 1000
+    blocks = snap["blocks"]
+    assert len(blocks) == 1 and int(blocks["size"][0]) == 3000
+    assert int(blocks["address"][0]) == int(events["address"][1])
+    stack = snap["stacks"][int(blocks["stack"][0])]
+    assert stack[0] == (HERE, MAKE_LINE, "make"), stack
+    assert stack[1][0] == HERE and stack[1][2] \
+        == "history_lists_allocations_and_frees", stack
+    assert len(stack) <= 8
+    del b
+    # Stopped: forgotten, and nothing recorded.
+    c = make(100)
+    snap = gpumem.memory_snapshot()
+    assert not snap["enabled"] and len(snap["events"]) == 0
+    del c
+
+
+@case
+def history_without_stacks_and_off_the_gil_records_none():
+    gpumem.memory_history(stacks=None, max_entries=10)
+    try:
+        a = make(10)
+        snap = gpumem.memory_snapshot()
+    finally:
+        gpumem.memory_history(False)
+    assert not snap["stacks_on"] and snap["stacks"] == []
+    assert int(snap["events"]["stack"][0]) == -1
+    del a
+    raises(ValueError, gpumem.memory_history, stacks="c++")
+    raises(ValueError, gpumem.memory_history, max_entries=0)
+
+
+@case
+def ring_keeps_the_last_entries():
+    gpumem.memory_history(max_entries=7)
+    try:
+        for n in range(1, 11):
+            make(n * 16)        # allocated and freed at once: 20 events
+        snap = gpumem.memory_snapshot()
+    finally:
+        gpumem.memory_history(False)
+    events = snap["events"]
+    assert len(events) == 7 and snap["dropped"] == 13
+    assert snap["max_entries"] == 7
+    # The newest seven: the free of 7 * 16, then 8, 9, 10 allocated and freed.
+    assert [int(s) for s in events["size"]] == [112, 128, 128, 144, 144,
+                                                160, 160]
+    assert [int(a) for a in events["action"]] == [1, 0, 1, 0, 1, 0, 1]
+    assert len(snap["blocks"]) == 0
+
+
+@case
+def snapshot_of_many_live_blocks_is_fast():
+    gpumem.memory_history(stacks=None, max_entries=1000)
+    try:
+        keep = [make(8) for _ in range(100000)]
+        best = min(_timed(gpumem.memory_snapshot) for _ in range(5))
+        snap = gpumem.memory_snapshot()
+    finally:
+        gpumem.memory_history(False)
+    assert len(snap["blocks"]) == 100000
+    assert len(set(int(a) for a in snap["blocks"]["address"][:1000])) == 1000
+    del keep
+    print(f"# snapshot of 100000 live blocks: {best * 1e3:.2f} ms")
+    # The target is 10 ms; the bound leaves room for a loaded machine.
+    assert best < 0.1, best
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+@case
+def history_cost():
+    """Prints what the history costs an allocation and free."""
+    def loop():
+        start = time.perf_counter()
+        for _ in range(20000):
+            make(64)
+        return time.perf_counter() - start
+    off = min(loop() for _ in range(5))
+    gpumem.memory_history(max_entries=100000)
+    try:
+        on = min(loop() for _ in range(5))
+    finally:
+        gpumem.memory_history(False)
+    print(f"# allocation + free: {off / 20000 * 1e9:.0f} ns off, "
+          f"{on / 20000 * 1e9:.0f} ns with Python stacks ({on / off:.2f}x)")
+    assert on < off * 6, (on, off)
+
+
+def _torch_viz_fields(snapshot):
+    """Reads SNAPSHOT as torch/cuda/_memory_viz.py and the memory_viz page
+    do (the fields they access), raising where one is missing."""
+    assert set(snapshot) >= {"segments", "device_traces"}
+    for seg in snapshot["segments"]:
+        for key in ("device", "address", "total_size", "allocated_size",
+                    "active_size", "stream", "segment_type", "blocks"):
+            assert key in seg, key
+        active = 0
+        for block in seg["blocks"]:
+            assert block["state"] in ("active_allocated", "inactive")
+            assert block["size"] >= block["requested_size"]
+            for frame in block["frames"]:
+                assert isinstance(frame["filename"], str)
+                assert isinstance(frame["line"], int)
+                assert isinstance(frame["name"], str)
+            active += block["size"] if block["state"] == "active_allocated" \
+                else 0
+        assert active == seg["active_size"] <= seg["total_size"]
+    assert len(snapshot["device_traces"]) == gpumem.device_count()
+    for trace in snapshot["device_traces"]:
+        live = set()
+        for entry in trace:
+            assert entry["action"] in ("alloc", "free_requested",
+                                       "free_completed", "segment_alloc",
+                                       "segment_free", "oom")
+            for key in ("addr", "size", "stream", "time_us", "frames"):
+                assert key in entry, key
+            if entry["action"] == "alloc":
+                live.add(entry["addr"])
+            elif entry["action"] == "free_completed":
+                assert entry["addr"] in live     # each free follows its alloc
+                live.discard(entry["addr"])
+
+
+@case
+def dump_snapshot_is_pytorchs_format():
+    gpumem.memory_history(max_entries=4)
+    try:
+        early = make(100)
+        for n in (200, 300, 400):
+            make(n)
+        kept = make(5000)
+        path = os.path.join(tempfile.mkdtemp(), "snapshot.pickle")
+        gpumem.dump_snapshot(path)
+    finally:
+        gpumem.memory_history(False)
+    with open(path, "rb") as f:
+        snapshot = pickle.load(f)
+    _torch_viz_fields(snapshot)
+    sizes = sorted(seg["total_size"] for seg in snapshot["segments"])
+    assert sizes == [100, 5000], sizes
+    seg = next(s for s in snapshot["segments"] if s["total_size"] == 5000)
+    assert seg["blocks"][0]["frames"][0] == {"filename": HERE,
+                                             "line": MAKE_LINE,
+                                             "name": "make"}
+    trace = snapshot["device_traces"][0]
+    # The ring kept 4 events (free 300, alloc 400, free 400, alloc 5000):
+    # the free whose allocation it lost is left out.
+    assert [(e["action"], e["size"]) for e in trace] == [
+        ("alloc", 400), ("free_requested", 400), ("free_completed", 400),
+        ("alloc", 5000)], trace
+    del early, kept
+    try:
+        import torch.cuda._memory_viz as viz
+    except ImportError:
+        gmtest.skip("torch is not importable: _memory_viz not run")
+    out = path + ".html"
+    subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz",
+                    "trace_plot", path, "-o", out], check=True)
+    assert os.path.getsize(out) > 1000
+    assert "snapshot.pickle" in open(out).read()
+    assert viz.trace(snapshot).count("\n") >= 4
+
+
+class _Page(html.parser.HTMLParser):
+    """Checks nesting; collects the scripts and any outside reference."""
+    VOID = {"meta", "br", "img", "link", "input", "hr", "col"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.scripts, self.outside = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name in ("src", "href") and value:
+                self.outside.append(value)
+        if tag not in self.VOID:
+            self.stack.append(tag)
+        if tag == "script":
+            self.scripts.append("")
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, (self.stack, tag)
+        self.stack.pop()
+
+    def handle_data(self, data):
+        if self.stack and self.stack[-1] == "script":
+            self.scripts[-1] += data
+
+
+def _report(path):
+    gpumem.memory_history(max_entries=1000)
+    try:
+        keep = [make(n * 100000) for n in range(1, 6)]
+        del keep[1]
+        big = make(3 << 20, device=1 % gpumem.device_count())
+        gpumem.memory_report(path)
+    finally:
+        gpumem.memory_history(False)
+    del keep, big
+
+
+@case
+def memory_report_is_a_self_contained_page():
+    path = os.path.join(tempfile.mkdtemp(), "report.html")
+    _report(path)
+    text = open(path).read()
+    page = _Page()
+    page.feed(text)
+    page.close()
+    assert page.stack == [], page.stack
+    assert page.outside == [], page.outside
+    assert "http" not in text.replace("http://www.w3.org/2000/svg", "")
+    data = json.loads(page.scripts[0])
+    assert data["history"] and data["events"] == 7
+    assert [d["device"] for d in data["devices"]] == \
+        list(range(gpumem.device_count()))
+    points = data["devices"][0]["points"]
+    assert [p[1] for p in points] == [100000, 300000, 600000, 1000000,
+                                      1500000, 1300000], points
+    assert data["devices"][0]["history_peak"] == 1500000
+    blocks = data["blocks"]
+    assert blocks[0]["size"] == 3 << 20
+    assert blocks[0]["where"] == f"{HERE}:{MAKE_LINE} in make"
+    assert [b["size"] for b in blocks[1:]] == [500000, 400000, 300000,
+                                               100000]
+
+
+@case
+def report_in_a_headless_browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        gmtest.skip("no chromium: the page is not rendered")
+    folder = tempfile.mkdtemp()
+    path = os.path.join(folder, "report.html")
+    _report(path)
+    shot = os.environ.get("GM_MEMORY_SCREENSHOT",
+                          os.path.join(folder, "report.png"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu",
+             "--hide-scrollbars", f"--user-data-dir={folder}/profile"]
+    dom = subprocess.run([chromium, *flags, "--dump-dom",
+                          "file://" + path], capture_output=True, text=True,
+                         timeout=120).stdout
+    # The script ran: each device's timeline drawn, the peak marked, the
+    # table filled.
+    assert dom.count('class="timeline"') == gpumem.device_count(), dom[:500]
+    assert 'class="alloc"' in dom and 'class="res"' in dom
+    assert 'class="peak"' in dom and "peak 1.4 MiB" in dom
+    assert f"{HERE}:{MAKE_LINE} in make" in dom
+    subprocess.run([chromium, *flags, f"--screenshot={shot}",
+                    "--window-size=1000,900", "file://" + path],
+                   capture_output=True, timeout=120)
+    with open(shot, "rb") as f:
+        png = f.read()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10000
+
+
+@case
+def out_of_memory_names_owners_idle_and_largest_blocks():
+    dev = 0
+    gpumem.memory_history(max_entries=100)
+    used = gpumem.memory_stats(dev)["allocated_bytes"]
+    try:
+        keep = [make(n << 16) for n in (1, 7, 3, 5, 2, 6, 4)]
+        gpumem.set_memory_limit(used + (28 << 16) + 100, device=dev)
+        exc = raises(gpumem.OutOfMemoryError, make, 1000)
+    finally:
+        gpumem.set_memory_limit(None, device=dev)
+        gpumem.memory_history(False)
+    text = str(exc)
+    assert "1000 bytes (1000 B) requested on device 0 by gpumem" in text
+    assert "limit" in text and "free of" in text, text
+    assert "idle (reserved, not allocated)" in text, text
+    for owner in ("gpumem 1.8 MiB in", "torch 0 B in 0 blocks",
+                  "cupy 0 B in 0 blocks", "numba 0 B in 0 blocks"):
+        assert owner in text, (owner, text)
+    largest = text.split("largest live blocks: ")[1].split(", ")
+    where = f"at {HERE}:{MAKE_LINE} in make"
+    assert largest == [f"{size} KiB (gpumem) {where}"
+                       for size in ("448.0", "384.0", "320.0", "256.0",
+                                    "192.0")], largest
+    del keep
+    # Without the history: the totals still, and how to get the lines.
+    gpumem.set_memory_limit(used, device=dev)
+    try:
+        text = str(raises(gpumem.OutOfMemoryError, make, 1000))
+    finally:
+        gpumem.set_memory_limit(None, device=dev)
+    assert "in use by owner: gpumem " in text, text
+    assert "largest live blocks" not in text, text
+    assert "memory_history() records where blocks are made" in text
+
+
+@case
+def owners_in_memory_stats():
+    stats = gpumem.memory_stats()
+    assert set(stats["owners"]) == {"gpumem", "torch", "cupy", "numba"}
+    before = stats["owners"]["gpumem"]
+    a = make(4096)
+    after = gpumem.memory_stats()["owners"]["gpumem"]
+    assert after["allocated_bytes"] == before["allocated_bytes"] + 4096
+    assert after["allocations"] == before["allocations"] + 1
+    assert after["total_allocations"] == before["total_allocations"] + 1
+    for name in ("torch", "cupy", "numba"):
+        assert gpumem.memory_stats()["owners"][name]["allocated_bytes"] == 0
+    total = gpumem.memory_stats()
+    assert total["allocated_bytes"] == sum(
+        o["allocated_bytes"] for o in total["owners"].values())
+    del a
+
+
+@case
+def program_writes_report_and_leaks_at_exit():
+    if gmtest.GPUMEM_TEST == "gpumem" and not shutil.which("gpumem"):
+        gmtest.skip("no gpumem program to run")
+    folder = tempfile.mkdtemp()
+    report = os.path.join(folder, "exit.html")
+    script = os.path.join(folder, "leaky.py")
+    with open(script, "w") as f:
+        f.write("import gpumem\n"
+                "kept = gpumem.empty(12345, 'uint8')\n"
+                "gpumem.empty(99, 'uint8')\n")
+    env = dict(os.environ, GPUMEM_BACKEND=gpumem.backend)
+    got = subprocess.run([gmtest.GPUMEM, "--stats", "-q",
+                          f"--memory-report={report}", script],
+                         capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert got.returncode == 0, got.stderr
+    assert "1 block allocated while the memory history was on still live" \
+        in got.stderr, got.stderr
+    assert f"12.1 KiB on device 0 (gpumem), made at {script}:2 in <module>" \
+        in got.stderr, got.stderr
+    assert "gpumem memory statistics" in got.stderr
+    text = open(report).read()
+    data = json.loads(text.split('type="application/json">')[1]
+                      .split("</script>")[0])
+    assert [p[1] for p in data["devices"][0]["points"]] == [12345, 12444,
+                                                            12345]
+    # GPUMEM_MEMORY_HISTORY: on from the import, and checked.
+    env["GPUMEM_MEMORY_HISTORY"] = "64"
+    got = subprocess.run([gmtest.GPUMEM, "-q", "-c",
+                          "import gpumem; s = gpumem.memory_snapshot(); "
+                          "print(s['enabled'], s['max_entries'])"],
+                         capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert got.stdout.split() == ["True", "64"], (got.stdout, got.stderr)
+    env["GPUMEM_MEMORY_HISTORY"] = "lots"
+    got = subprocess.run([gmtest.GPUMEM, "-q", "-c", "import gpumem"],
+                         capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert got.returncode != 0 and "GPUMEM_MEMORY_HISTORY='lots'" \
+        in got.stderr, got.stderr
+
+
+if __name__ == "__main__":
+    gmtest.main()
