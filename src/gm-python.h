@@ -207,6 +207,13 @@ int gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream);
 PyObject *gmpy_stream_current (int device);
 /* Whether a `with stream:` block of any device is open in this thread.  */
 bool gmpy_stream_context_open (void);
+/* Opens a `with stream:` block of STREAM (a gpumem.Stream) in this
+   thread: its device's calls without stream= go to it until
+   gmpy_stream_context_pop.  0 or -1.  */
+int gmpy_stream_context_push (PyObject *stream);
+/* Closes the innermost block of STREAM's device in this thread, which
+   must be STREAM's (else RuntimeError).  0 or -1.  */
+int gmpy_stream_context_pop (PyObject *stream);
 /* gpumem.current_stream(device=None).  */
 PyObject *gmpy_current_stream_fn (PyObject *module, PyObject *args,
                                   PyObject *kwargs);

@@ -279,6 +279,50 @@ streampy_from_handle (PyObject *cls, PyObject *args, PyObject *kwargs)
   return (PyObject *) self;
 }
 
+int
+gmpy_stream_context_push (PyObject *stream)
+{
+  PyObject *stack = context_stack (((streampy_object *) stream)->device,
+                                   true);
+  int rc;
+
+  if (stack == NULL)
+    return -1;
+  rc = PyList_Append (stack, stream);
+  Py_DECREF (stack);
+  if (rc < 0)
+    return -1;
+  open_blocks++;
+  return 0;
+}
+
+int
+gmpy_stream_context_pop (PyObject *stream)
+{
+  PyObject *stack = context_stack (((streampy_object *) stream)->device,
+                                   false);
+  Py_ssize_t n;
+
+  if (stack == NULL)
+    return -1;
+  n = stack == Py_None ? 0 : PyList_GET_SIZE (stack);
+  if (n == 0 || PyList_GET_ITEM (stack, n - 1) != stream)
+    {
+      Py_DECREF (stack);
+      PyErr_SetString (PyExc_RuntimeError, "this stream's with block is not "
+                       "the innermost one of its device in this thread");
+      return -1;
+    }
+  if (PyList_SetSlice (stack, n - 1, n, NULL) < 0)
+    {
+      Py_DECREF (stack);
+      return -1;
+    }
+  Py_DECREF (stack);
+  open_blocks--;
+  return 0;
+}
+
 /* Refused inside a gpumem.concurrent() block of this thread, as that
    block is refused inside this one (py-concurrent.c): the stream would
    take the block's calls for its device, unordered with the block's
@@ -286,9 +330,6 @@ streampy_from_handle (PyObject *cls, PyObject *args, PyObject *kwargs)
 static PyObject *
 streampy_enter (PyObject *self, PyObject *unused)
 {
-  PyObject *stack;
-  int rc;
-
   if (gmpy_concurrent_active ())
     {
       PyErr_SetString (PyExc_RuntimeError, "a `with stream:` block cannot "
@@ -298,41 +339,16 @@ streampy_enter (PyObject *self, PyObject *unused)
                        "to the calls that should go there instead");
       return NULL;
     }
-  stack = context_stack (((streampy_object *) self)->device, true);
-  if (stack == NULL)
+  if (gmpy_stream_context_push (self) < 0)
     return NULL;
-  rc = PyList_Append (stack, self);
-  Py_DECREF (stack);
-  if (rc < 0)
-    return NULL;
-  open_blocks++;
   return Py_NewRef (self);
 }
 
 static PyObject *
 streampy_exit (PyObject *self, PyObject *args)
 {
-  PyObject *stack = context_stack (((streampy_object *) self)->device,
-                                   false);
-  Py_ssize_t n;
-
-  if (stack == NULL)
+  if (gmpy_stream_context_pop (self) < 0)
     return NULL;
-  n = stack == Py_None ? 0 : PyList_GET_SIZE (stack);
-  if (n == 0 || PyList_GET_ITEM (stack, n - 1) != self)
-    {
-      Py_DECREF (stack);
-      PyErr_SetString (PyExc_RuntimeError, "this stream's with block is not "
-                       "the innermost one of its device in this thread");
-      return NULL;
-    }
-  if (PyList_SetSlice (stack, n - 1, n, NULL) < 0)
-    {
-      Py_DECREF (stack);
-      return NULL;
-    }
-  Py_DECREF (stack);
-  open_blocks--;
   Py_RETURN_FALSE;
 }
 
