@@ -202,6 +202,11 @@ typedef struct streampy_object
    the default stream.  If DEVICE is >= 0 a given stream must belong to
    it.  0 or -1.  */
 int gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream);
+/* gpumem.current_stream(device=None).  */
+PyObject *gmpy_current_stream_fn (PyObject *module, PyObject *args,
+                                  PyObject *kwargs);
+
+/* The thread's stream context (py-stream-context.c).  */
 /* The Stream of the innermost open `with stream:` block of DEVICE in
    this thread, or None: a new reference, NULL with an exception.  */
 PyObject *gmpy_stream_current (int device);
@@ -214,9 +219,6 @@ int gmpy_stream_context_push (PyObject *stream);
 /* Closes the innermost block of STREAM's device in this thread, which
    must be STREAM's (else RuntimeError).  0 or -1.  */
 int gmpy_stream_context_pop (PyObject *stream);
-/* gpumem.current_stream(device=None).  */
-PyObject *gmpy_current_stream_fn (PyObject *module, PyObject *args,
-                                  PyObject *kwargs);
 
 /* gpumem.DeviceArray.  */
 typedef struct arraypy_object
