@@ -263,16 +263,62 @@ int gmpy_array_check (PyObject *obj);
 /* The owner whose allocation ARRAY uses (ARRAY itself for an owner), or
    NULL for foreign memory (py-utils.c).  */
 arraypy_object *gmpy_array_owner (arraypy_object *array);
+/* 0 when ARRAY's memory may be used, else -1 with ValueError (freed)
+   (py-utils.c).  */
+int gmpy_array_usable (arraypy_object *array);
+
+/* The DeviceArray core (py-array-core.c): what the type's methods and the
+   interop files build on.  */
+/* A new owner array of SHAPE and DTYPE on DEVICE (uninitialized).  */
+arraypy_object *gmpy_array_new (int ndim, const Py_ssize_t *shape,
+                                gm_dtype dtype, int device,
+                                gm_stream *stream);
+/* ARRAY's bytes: its size times its item size.  */
+size_t gmpy_array_nbytes (const arraypy_object *array);
 /* A view of SOURCE's memory at byte OFFSET from its data, of NDIM
    dimensions SHAPE and STRIDES (bytes): a new reference or NULL.  */
 PyObject *gmpy_array_view (arraypy_object *source, Py_ssize_t offset,
                            int ndim, const Py_ssize_t *shape,
                            const Py_ssize_t *strides);
-
+/* A new array of SHAPE and DTYPE on DEVICE over memory gpumem did not
+   allocate, at DATA; it holds a strong reference to BASE, which keeps
+   that memory alive.  New reference or NULL.  */
+PyObject *gmpy_array_wrap (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
+                           int device, void *data, bool readonly,
+                           PyObject *base);
+/* Records that work queued on STREAM_OBJ (a gpumem.Stream; NULL or None
+   stands for the current stream of OBJ's device, see
+   gmpy_stream_current, and records nothing when there is none: the
+   default stream's work completes before the call returns) writes OBJ's
+   memory, when OBJ is a DeviceArray.  */
+void gmpy_array_note_stream (PyObject *obj, PyObject *stream_obj);
+/* The gpumem stream whose work writing ARRAY's memory is still pending,
+   in *STREAM; NULL when none is.  0, or -1 with an exception.  */
+int gmpy_array_pending_stream (arraypy_object *array, gm_stream **stream);
+/* Marks the memory of OBJ, when it is a DeviceArray, in use by a call
+   that is about to run without the GIL (a copy, a kernel and the wait
+   for it, a collective), until gmpy_array_unhold (the result).  In
+   between, free () from another thread only makes gpumem refuse the
+   array (later calls raise ValueError); the memory itself is released
+   when the last such call ends, so no call ever uses freed memory.
+   Returns a new reference for gmpy_array_unhold, or NULL when OBJ is
+   not a DeviceArray; never fails.  */
+PyObject *gmpy_array_hold (PyObject *obj);
+/* Ends what gmpy_array_hold (HELD) began; HELD may be NULL.  Releases
+   the memory if free () was called meanwhile.  Keeps any pending
+   exception; never fails (a failed release is unraisable).  */
+void gmpy_array_unhold (PyObject *held);
+/* Adds DELTA (+1 or -1) to the live DLPack exports of ARRAY and of its
+   owner; when they drop to 0 on an array free () was called on, its
+   memory is released then.  Never fails (errors are unraisable).  */
+void gmpy_array_exports_add (arraypy_object *array, int delta);
+/* What free () does once no DLPack consumer and no call without the
+   GIL holds ARRAY's memory: an owner releases its allocation, a view or
+   a wrapped foreign array lets go of what it holds.  */
+void gmpy_array_let_go (arraypy_object *array);
 /* Gives ARRAY, just wrapped around foreign memory, the byte STRIDES of
    that memory (its ndim of them).  */
 void gmpy_array_set_strides (arraypy_object *array, const Py_ssize_t *strides);
-
 /* Checks foreign byte STRIDES for NDIM-dimensional DIMS of ITEMSIZE-byte
    elements: multiples of ITEMSIZE, and no axis of length > 1 with stride
    0 (elements that share memory).  Sets *CONTIGUOUS.  0, or -1 with
@@ -280,9 +326,13 @@ void gmpy_array_set_strides (arraypy_object *array, const Py_ssize_t *strides);
 int gmpy_strides_check (int ndim, const Py_ssize_t *dims,
                         const Py_ssize_t *strides, size_t itemsize,
                         bool *contiguous, const char *what);
-
 /* ARRAY's strides in bytes, a new tuple or NULL.  */
 PyObject *gmpy_strides_tuple (const arraypy_object *array);
+/* The type's slots for what an array holds (its base, its last
+   stream, its allocation): tp_traverse, tp_clear and tp_dealloc.  */
+int gmpy_array_traverse (PyObject *self, visitproc visit, void *arg);
+int gmpy_array_clear (PyObject *self);
+void gmpy_array_dealloc (PyObject *self);
 
 /* Indexing, assignment and strided copies (py-index.c).  */
 PyObject *gmpy_array_subscript (PyObject *self, PyObject *key);
@@ -317,46 +367,6 @@ PyObject *gmpy_array_strided_to_host (arraypy_object *array,
 int gmpy_array_strided_from_host (arraypy_object *array, PyObject *src,
                                   bool broadcast, bool unsafe,
                                   gm_stream *stream, const char *what);
-/* A new owner array of SHAPE and DTYPE on DEVICE (uninitialized).  */
-arraypy_object *gmpy_array_new (int ndim, const Py_ssize_t *shape,
-                                gm_dtype dtype, int device,
-                                gm_stream *stream);
-/* 0 when ARRAY's memory may be used, else -1 with ValueError (freed)
-   (py-utils.c).  */
-int gmpy_array_usable (arraypy_object *array);
-size_t gmpy_array_nbytes (const arraypy_object *array);
-/* A new array of SHAPE and DTYPE on DEVICE over memory gpumem did not
-   allocate, at DATA; it holds a strong reference to BASE, which keeps
-   that memory alive.  New reference or NULL.  */
-PyObject *gmpy_array_wrap (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
-                           int device, void *data, bool readonly,
-                           PyObject *base);
-/* Records that work queued on STREAM_OBJ (a gpumem.Stream; NULL or None
-   stands for the current stream of OBJ's device, see
-   gmpy_stream_current, and records nothing when there is none: the
-   default stream's work completes before the call returns) writes OBJ's
-   memory, when OBJ is a DeviceArray.  */
-void gmpy_array_note_stream (PyObject *obj, PyObject *stream_obj);
-/* The gpumem stream whose work writing ARRAY's memory is still pending,
-   in *STREAM; NULL when none is.  0, or -1 with an exception.  */
-int gmpy_array_pending_stream (arraypy_object *array, gm_stream **stream);
-/* Marks the memory of OBJ, when it is a DeviceArray, in use by a call
-   that is about to run without the GIL (a copy, a kernel and the wait
-   for it, a collective), until gmpy_array_unhold (the result).  In
-   between, free () from another thread only makes gpumem refuse the
-   array (later calls raise ValueError); the memory itself is released
-   when the last such call ends, so no call ever uses freed memory.
-   Returns a new reference for gmpy_array_unhold, or NULL when OBJ is
-   not a DeviceArray; never fails.  */
-PyObject *gmpy_array_hold (PyObject *obj);
-/* Ends what gmpy_array_hold (HELD) began; HELD may be NULL.  Releases
-   the memory if free () was called meanwhile.  Keeps any pending
-   exception; never fails (a failed release is unraisable).  */
-void gmpy_array_unhold (PyObject *held);
-/* Adds DELTA (+1 or -1) to the live DLPack exports of ARRAY and of its
-   owner; when they drop to 0 on an array free () was called on, its
-   memory is released then.  Never fails (errors are unraisable).  */
-void gmpy_array_exports_add (arraypy_object *array, int delta);
 
 /* Module functions that make arrays (py-array.c).  */
 PyObject *gmpy_empty (PyObject *module, PyObject *args, PyObject *kwargs);

@@ -1,373 +1,17 @@
 /* py-array.c -- gpumem.DeviceArray, and the functions that make arrays.
 
-   An owner array holds one allocation from the device's pool (memory.c);
-   a view (a[i:j], a.reshape) holds a strong reference to its owner and
-   shares its memory; an array made by asarray() from a foreign object
-   holds that object.  free() releases an owner's memory at once, after
-   which the owner and all its views refuse to be used.  */
+   The type: its attributes, its method table and its slots, on top of
+   the files that implement them: the object's core (py-array-core.c:
+   owners, views, arrays over foreign memory, the life of their memory),
+   indexing, copies and fill (py-index.c) and the interop protocols
+   (py-cai.c, py-dlpack.c).  free() releases an owner's memory at once,
+   after which the owner and all its views refuse to be used.  */
 
 #include "gm-python.h"
 
 #include <string.h>
 
 #include <structmember.h>
-
-size_t
-gmpy_array_nbytes (const arraypy_object *array)
-{
-  return (size_t) array->size * gm_dtypes[array->dtype].itemsize;
-}
-
-/* Gives ARRAY the C-contiguous strides of its shape.  Past an overflow
-   the array is empty (a dimension is 0), and its strides are never
-   used.  */
-static void
-set_c_strides (arraypy_object *array, size_t itemsize)
-{
-  Py_ssize_t stride = (Py_ssize_t) itemsize;
-
-  for (int i = array->ndim - 1; i >= 0; i--)
-    {
-      array->strides[i] = stride;
-      if (__builtin_mul_overflow (stride, array->shape[i] > 1
-                                           ? array->shape[i] : 1, &stride))
-        stride = 0;
-    }
-  array->contiguous = true;
-}
-
-/* Whether NDIM-dimensional SHAPE with STRIDES is C-contiguous (axes of
-   length 1 may have any stride; an empty array is).  */
-static bool
-is_c_contiguous (int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides,
-                 size_t itemsize)
-{
-  Py_ssize_t expect = (Py_ssize_t) itemsize;
-
-  for (int i = 0; i < ndim; i++)
-    if (shape[i] == 0)
-      return true;
-  for (int i = ndim - 1; i >= 0; i--)
-    {
-      if (shape[i] != 1 && strides[i] != expect)
-        return false;
-      expect *= shape[i];
-    }
-  return true;
-}
-
-/* A new, empty array object (no memory, not tracked).  */
-static arraypy_object *
-alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
-{
-  gmpy_state *state = gmpy_state_get ();
-  arraypy_object *array = PyObject_GC_New (arraypy_object, state->array_type);
-
-  if (array == NULL)
-    return NULL;
-  array->data = NULL;
-  array->ndim = ndim;
-  memcpy (array->shape, shape, sizeof *shape * (size_t) ndim);
-  set_c_strides (array, gm_dtypes[dtype].itemsize);
-  array->size = gmpy_shape_size (ndim, shape);
-  array->dtype = dtype;
-  array->device = device;
-  array->readonly = false;
-  array->released = false;
-  array->alloc = NULL;
-  array->alloc_bytes = 0;
-  array->base = NULL;
-  array->last_stream = NULL;
-  array->exports = 0;
-  array->users = 0;
-  array->weakreflist = NULL;
-  return array;
-}
-
-arraypy_object *
-gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
-                int device, gm_stream *stream)
-{
-  arraypy_object *array = alloc_object (ndim, shape, dtype, device);
-  gm_status status;
-
-  if (array == NULL)
-    return NULL;
-  array->alloc_bytes = gmpy_array_nbytes (array);
-  status = gm_mem_alloc (device, array->alloc_bytes, stream, &array->alloc);
-  if (status != GM_OK)
-    {
-      array->alloc_bytes = 0;
-      array->released = true;
-      Py_DECREF (array);
-      return (arraypy_object *) gmpy_raise (status);
-    }
-  array->data = array->alloc;
-  PyObject_GC_Track (array);
-  return array;
-}
-
-static arraypy_object *books_of (arraypy_object *array);
-
-int
-gmpy_strides_check (int ndim, const Py_ssize_t *dims,
-                    const Py_ssize_t *strides, size_t itemsize,
-                    bool *contiguous, const char *what)
-{
-  for (int i = 0; i < ndim; i++)
-    if (dims[i] > 1 && (strides[i] == 0
-                        || strides[i] % (Py_ssize_t) itemsize != 0))
-      {
-        PyErr_Format (PyExc_ValueError, "%s: stride %zd of axis %d is %s",
-                      what, strides[i], i, strides[i] == 0
-                        ? "0 (elements sharing memory are not supported)"
-                        : "not a multiple of the element size");
-        return -1;
-      }
-  *contiguous = is_c_contiguous (ndim, dims, strides, itemsize);
-  return 0;
-}
-
-void
-gmpy_array_set_strides (arraypy_object *array, const Py_ssize_t *strides)
-{
-  memcpy (array->strides, strides, sizeof *strides * (size_t) array->ndim);
-  array->contiguous = is_c_contiguous (array->ndim, array->shape, strides,
-                                       gm_dtypes[array->dtype].itemsize);
-}
-
-PyObject *
-gmpy_array_view (arraypy_object *source, Py_ssize_t offset, int ndim,
-                 const Py_ssize_t *shape, const Py_ssize_t *strides)
-{
-  size_t itemsize = gm_dtypes[source->dtype].itemsize;
-  arraypy_object *view = alloc_object (ndim, shape, source->dtype,
-                                       source->device);
-  if (view == NULL)
-    return NULL;
-  if (strides != NULL)
-    {
-      memcpy (view->strides, strides, sizeof *strides * (size_t) ndim);
-      view->contiguous = is_c_contiguous (ndim, shape, strides, itemsize);
-    }
-  view->data = source->data ? source->data + offset : NULL;
-  view->readonly = source->readonly;
-  /* A view refers to the array that keeps the books of the memory (the
-     first owner, or the array over foreign memory), never to a view
-     nor to the foreign object itself: chains stay short, and freeing
-     that array reaches every view.  */
-  view->base = Py_NewRef ((PyObject *) books_of (source));
-  PyObject_GC_Track (view);
-  return (PyObject *) view;
-}
-
-/* Releases what ARRAY holds; safe to call more than once.  */
-static void
-release (arraypy_object *array)
-{
-  if (array->alloc != NULL || array->alloc_bytes != 0)
-    {
-      gm_status status = gm_mem_free (array->device, array->alloc,
-                                      array->alloc_bytes, NULL);
-      if (status != GM_OK && !PyErr_Occurred ())
-        PyErr_WriteUnraisable (gmpy_raise (status));
-      array->alloc = NULL;
-      array->alloc_bytes = 0;
-    }
-  array->released = true;
-}
-
-/* What free () does once no DLPack consumer holds ARRAY's memory: an
-   owner releases its allocation, a view or a wrapped foreign array lets
-   go of what it holds.  */
-static void
-let_go (arraypy_object *array)
-{
-  if (array->alloc != NULL || array->alloc_bytes != 0)
-    release (array);
-  else
-    {
-      array->released = true;
-      Py_CLEAR (array->base);
-    }
-  Py_CLEAR (array->last_stream);
-  array->data = NULL;
-}
-
-PyObject *
-gmpy_array_wrap (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
-                 int device, void *data, bool readonly, PyObject *base)
-{
-  arraypy_object *array = alloc_object (ndim, shape, dtype, device);
-
-  if (array == NULL)
-    return NULL;
-  array->data = data;
-  array->readonly = readonly;
-  array->base = Py_NewRef (base);
-  PyObject_GC_Track (array);
-  return (PyObject *) array;
-}
-
-/* The array that keeps the books (last stream, exports) for ARRAY's
-   memory: its owner, or ARRAY itself when it wraps foreign memory.  */
-static arraypy_object *
-books_of (arraypy_object *array)
-{
-  arraypy_object *owner = gmpy_array_owner (array);
-  return owner != NULL ? owner : array;
-}
-
-void
-gmpy_array_note_stream (PyObject *obj, PyObject *stream_obj)
-{
-  arraypy_object *books;
-  PyObject *current = NULL;
-
-  if (!gmpy_array_check (obj))
-    return;
-  if (stream_obj == NULL || stream_obj == Py_None)
-    {
-      /* The work went to the current stream of a with block, if any.  */
-      current = gmpy_stream_current (((arraypy_object *) obj)->device);
-      if (current == NULL)
-        {
-          PyErr_WriteUnraisable (obj);
-          return;
-        }
-      stream_obj = current;
-    }
-  if (PyObject_TypeCheck (stream_obj, gmpy_state_get ()->stream_type))
-    {
-      books = books_of ((arraypy_object *) obj);
-      Py_XSETREF (books->last_stream, Py_NewRef (stream_obj));
-    }
-  Py_XDECREF (current);
-}
-
-int
-gmpy_array_pending_stream (arraypy_object *array, gm_stream **stream)
-{
-  arraypy_object *books = books_of (array);
-  streampy_object *last = (streampy_object *) books->last_stream;
-  gm_status status;
-  bool done;
-
-  *stream = NULL;
-  if (last == NULL)
-    return 0;
-  status = gm_backend_current->stream_query (last->stream, &done);
-  if (status != GM_OK)
-    return gmpy_raise_int (status);
-  if (done)
-    Py_CLEAR (books->last_stream);
-  else
-    *stream = last->stream;
-  return 0;
-}
-
-/* Whether ARRAY, on which free () was called, can let go of its memory
-   now: no DLPack consumer and no call running without the GIL uses it,
-   and it still holds something.  */
-static bool
-may_let_go (const arraypy_object *array)
-{
-  return array->released && array->exports == 0 && array->users == 0
-         && (array->alloc != NULL || array->alloc_bytes != 0
-             || array->base != NULL);
-}
-
-PyObject *
-gmpy_array_hold (PyObject *obj)
-{
-  arraypy_object *books;
-
-  if (obj == NULL || !gmpy_array_check (obj))
-    return NULL;
-  books = books_of ((arraypy_object *) obj);
-  books->users++;
-  return Py_NewRef ((PyObject *) books);
-}
-
-void
-gmpy_array_unhold (PyObject *held)
-{
-  arraypy_object *books = (arraypy_object *) held;
-
-  if (books == NULL)
-    return;
-  books->users--;
-  if (may_let_go (books))
-    {
-      PyObject *type, *value, *traceback;
-      PyErr_Fetch (&type, &value, &traceback);
-      let_go (books);
-      PyErr_Restore (type, value, traceback);
-    }
-  Py_DECREF (held);
-}
-
-void
-gmpy_array_exports_add (arraypy_object *array, int delta)
-{
-  /* Called from DLPack deleters, perhaps while the interpreter ends:
-     the owner is found without the module's state (owner_of needs it),
-     and held while its view may let go of it.  */
-  arraypy_object *owner
-    = array->base != NULL && Py_IS_TYPE (array->base, Py_TYPE (array))
-        ? (arraypy_object *) Py_NewRef (array->base) : NULL;
-  arraypy_object *counted[2] = {array, owner};
-
-  for (int i = 0; i < 2; i++)
-    {
-      arraypy_object *each = counted[i];
-      if (each == NULL)
-        continue;
-      each->exports += delta;
-      if (may_let_go (each))
-        let_go (each);
-    }
-  Py_XDECREF (owner);
-}
-
-static int
-arraypy_traverse (PyObject *self, visitproc visit, void *arg)
-{
-  Py_VISIT (Py_TYPE (self));
-  Py_VISIT (((arraypy_object *) self)->base);
-  Py_VISIT (((arraypy_object *) self)->last_stream);
-  return 0;
-}
-
-static int
-arraypy_clear (PyObject *self)
-{
-  Py_CLEAR (((arraypy_object *) self)->base);
-  Py_CLEAR (((arraypy_object *) self)->last_stream);
-  return 0;
-}
-
-static void
-arraypy_dealloc (PyObject *self)
-{
-  arraypy_object *array = (arraypy_object *) self;
-  PyTypeObject *type = Py_TYPE (self);
-
-  PyObject_GC_UnTrack (self);
-  if (array->weakreflist != NULL)
-    PyObject_ClearWeakRefs (self);
-  /* A dealloc never raises: a failed free is reported as unraisable.  */
-  if (array->alloc != NULL || array->alloc_bytes != 0)
-    {
-      PyObject *saved_type, *saved_value, *saved_tb;
-      PyErr_Fetch (&saved_type, &saved_value, &saved_tb);
-      release (array);
-      PyErr_Restore (saved_type, saved_value, saved_tb);
-    }
-  arraypy_clear (self);
-  type->tp_free (self);
-  Py_DECREF (type);
-}
 
 static PyObject *
 arraypy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -379,12 +23,6 @@ arraypy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 }
 
 /* Attributes.  */
-
-PyObject *
-gmpy_strides_tuple (const arraypy_object *array)
-{
-  return gmpy_shape_tuple (array->ndim, array->strides);
-}
 
 static PyObject *
 arraypy_get_strides (PyObject *self, void *closure)
@@ -639,7 +277,7 @@ arraypy_free (PyObject *self, PyObject *unused)
      gmpy_array_unhold).  */
   array->released = true;
   if (array->exports == 0 && array->users == 0)
-    let_go (array);
+    gmpy_array_let_go (array);
   if (PyErr_Occurred ())
     return NULL;
   Py_RETURN_NONE;
@@ -799,9 +437,9 @@ static PyMemberDef arraypy_members[] = {
 
 static PyType_Slot arraypy_slots[] = {
   {Py_tp_new, arraypy_new},
-  {Py_tp_dealloc, arraypy_dealloc},
-  {Py_tp_traverse, arraypy_traverse},
-  {Py_tp_clear, arraypy_clear},
+  {Py_tp_dealloc, gmpy_array_dealloc},
+  {Py_tp_traverse, gmpy_array_traverse},
+  {Py_tp_clear, gmpy_array_clear},
   {Py_tp_repr, arraypy_repr},
   {Py_tp_getset, arraypy_getset},
   {Py_tp_methods, arraypy_methods},
