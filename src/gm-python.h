@@ -383,10 +383,6 @@ PyObject *gmpy_pinned_empty (PyObject *module, PyObject *args,
 /* DeviceArray.__cuda_array_interface__: a new dict, or NULL
    (AttributeError where the backend's memory is not CUDA memory).  */
 PyObject *gmpy_array_cai (PyObject *self, void *closure);
-/* gpumem.asarray (OBJ): OBJ itself when a DeviceArray, else a
-   DeviceArray over the memory of a CUDA Array Interface object or a
-   DLPack producer of device memory, holding OBJ.  */
-PyObject *gmpy_asarray (PyObject *module, PyObject *obj);
 
 /* DLPack (py-dlpack.c).  */
 PyObject *gmpy_array_dlpack (PyObject *self, PyObject *args,
@@ -399,7 +395,7 @@ PyObject *gmpy_from_dlpack (PyObject *module, PyObject *obj);
 int gmpy_dlpack_asarray (PyObject *obj, PyObject **result);
 
 /* Device memory described by anything a kernel or copy accepts: a
-   DeviceArray or a __cuda_array_interface__ object (py-cai.c).  */
+   DeviceArray or a __cuda_array_interface__ object (read by py-cai.c).  */
 typedef struct gmpy_devbuf
 {
   char *data;
@@ -417,12 +413,28 @@ typedef struct gmpy_devbuf
    cannot be used (freed, unsupported dtype, not contiguous).  WHAT
    names the argument in messages.  */
 int gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what);
+/* Reads OBJ's __cuda_array_interface__ (versions 0 to 3) into BUF, and
+   its shape into *NDIM and DIMS and, when STRIDES is not NULL, its byte
+   strides into STRIDES (else it must be C-contiguous); waits for the
+   stream it names, if any, so that the data may be read.  1, 0 when OBJ
+   has no interface, -1 with an exception (TypeError for a malformed
+   interface or an unsupported type, ValueError for strides that are not
+   C-contiguous where they must be or that are not usable, a mask, a
+   pointer to host memory, or stream 0).  */
+int gmpy_cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
+                   Py_ssize_t dims[GM_MAX_NDIM], Py_ssize_t *strides,
+                   const char *what);
 /* 0 when BUF's memory may still be used, else -1 with ValueError: the
    Python code a call runs after gmpy_devbuf_get (an argument's __index__
    or __array__, a signal handler, another thread while the GIL is
    released) may have freed its DeviceArray.  Check again after any such
    code, right before the memory is handed to the backend (py-utils.c).  */
 int gmpy_devbuf_usable (const gmpy_devbuf *buf);
+
+/* gpumem.asarray (OBJ) (py-asarray.c): OBJ itself when a DeviceArray,
+   else a DeviceArray over the memory of a CUDA Array Interface object
+   or a DLPack producer of device memory, holding OBJ.  */
+PyObject *gmpy_asarray (PyObject *module, PyObject *obj);
 
 
 /* Module-level copy functions (py-copy.c).  */

@@ -4,7 +4,7 @@
    object offering the interface, as kernels, copies and asarray take
    it; gmpy_devbuf_get looks up the device memory behind an argument (a
    DeviceArray or such an object).  DLPack, the other protocol, is in
-   py-dlpack.c.  */
+   py-dlpack.c; gpumem.asarray, which tries both, in py-asarray.c.  */
 
 #include "gm-python.h"
 
@@ -63,17 +63,10 @@ gmpy_array_cai (PyObject *self, void *closure)
                         strides, "version", 3, "stream", stream);
 }
 
-/* Reads OBJ's __cuda_array_interface__ (versions 0 to 3) into BUF, and
-   its shape into *NDIM and DIMS and, when STRIDES is not NULL, its byte
-   strides into STRIDES (else it must be C-contiguous); waits for the
-   stream it names, if any, so that the data may be read.  1, 0 when OBJ
-   has no interface, -1 with an exception (TypeError for a malformed
-   interface or an unsupported type, ValueError for strides that are not
-   C-contiguous where they must be or that are not usable, a mask, a
-   pointer to host memory, or stream 0).  */
-static int
-cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
-          Py_ssize_t dims[GM_MAX_NDIM], Py_ssize_t *strides, const char *what)
+int
+gmpy_cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
+               Py_ssize_t dims[GM_MAX_NDIM], Py_ssize_t *strides,
+               const char *what)
 {
   PyObject *cai, *item;
   int result = -1, dtype, readonly;
@@ -283,42 +276,5 @@ gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
   buf->array = NULL;
   if (gm_backend_current->device_memory != GM_MEMORY_CUDA)
     return 0;
-  return cai_read (obj, buf, &ndim, dims, NULL, what);
-}
-
-PyObject *
-gmpy_asarray (PyObject *module, PyObject *obj)
-{
-  Py_ssize_t dims[GM_MAX_NDIM], strides[GM_MAX_NDIM];
-  PyObject *result;
-  gmpy_devbuf buf;
-  int found = 0, ndim;
-
-  if (gmpy_array_check (obj))
-    return Py_NewRef (obj);
-  /* The CUDA Array Interface first: it is what kernels take too.  */
-  if (gm_backend_current->device_memory == GM_MEMORY_CUDA)
-    found = cai_read (obj, &buf, &ndim, dims, strides, "obj");
-  if (found < 0)
-    return NULL;
-  if (found)
-    {
-      result = gmpy_array_wrap (ndim, dims, buf.dtype, buf.device, buf.data,
-                                buf.readonly, obj);
-      if (result != NULL)
-        gmpy_array_set_strides ((arraypy_object *) result, strides);
-      return result;
-    }
-  found = gmpy_dlpack_asarray (obj, &result);
-  if (found < 0)
-    return NULL;
-  if (found)
-    return result;
-  PyErr_Format (PyExc_TypeError,
-                "asarray needs device memory: a DeviceArray, an object with "
-                "__cuda_array_interface__ or a DLPack producer of CUDA "
-                "memory, not %.100s (use gpumem.to_device to copy host "
-                "data; on the host backend gpumem.from_dlpack wraps it)",
-                Py_TYPE (obj)->tp_name);
-  return NULL;
+  return gmpy_cai_read (obj, buf, &ndim, dims, NULL, what);
 }
