@@ -334,7 +334,7 @@ int gmpy_array_traverse (PyObject *self, visitproc visit, void *arg);
 int gmpy_array_clear (PyObject *self);
 void gmpy_array_dealloc (PyObject *self);
 
-/* Indexing, assignment and strided copies (py-index.c).  */
+/* Indexing and assignment (py-index.c).  */
 PyObject *gmpy_array_subscript (PyObject *self, PyObject *key);
 int gmpy_array_ass_subscript (PyObject *self, PyObject *key,
                               PyObject *value);
@@ -342,9 +342,22 @@ int gmpy_array_ass_subscript (PyObject *self, PyObject *key,
 PyObject *gmpy_array_item (PyObject *self, Py_ssize_t index);
 /* tp_iter: the first axis's items; TypeError for a 0-d array.  */
 PyObject *gmpy_array_iter (PyObject *self);
+
+/* Copies of any layout, fill and copy() (py-array-copy.c).  */
 /* DeviceArray.fill (value) and DeviceArray.copy ().  */
 PyObject *gmpy_array_fill (PyObject *self, PyObject *value);
 PyObject *gmpy_array_copy (PyObject *self, PyObject *unused);
+/* Fills ARRAY (any layout) with VALUE, converted as numpy.array (VALUE,
+   dtype) converts it.  0 or -1.  */
+int gmpy_array_fill_value (arraypy_object *array, PyObject *value);
+/* DST[...] = SRC for DeviceArrays, queued on STREAM (of DST's device):
+   directly on the device when both are on one device with equal dtypes
+   and shapes, do not overlap and the copy takes few calls; else through
+   host memory (complete on return; it also broadcasts SRC and converts
+   its dtype as NumPy's assignment does: unsafe casting).  The caller
+   notes the stream.  0 or -1.  */
+int gmpy_array_assign (arraypy_object *dst, arraypy_object *src,
+                       gm_stream *stream);
 /* gpumem.copy (DST, SRC, COUNT, STREAM_OBJ) when DST or SRC is a strided
    DeviceArray view: COUNT must be None or all of the view's elements,
    and the other side as many elements (any shape, host or device).
@@ -352,9 +365,6 @@ PyObject *gmpy_array_copy (PyObject *self, PyObject *unused);
    (the caller copies), -1 with an exception.  */
 int gmpy_copy_strided (PyObject *dst, PyObject *src, PyObject *count,
                        PyObject *stream_obj);
-/* DeviceArray.__array__: raises TypeError (no implicit host copies).  */
-PyObject *gmpy_array_no_numpy (PyObject *self, PyObject *args,
-                               PyObject *kwargs);
 /* ARRAY (any layout) in a new C-contiguous numpy.ndarray, complete on
    return even when STREAM is given.  New reference or NULL.  */
 PyObject *gmpy_array_strided_to_host (arraypy_object *array,

@@ -3,8 +3,8 @@
    The type: its attributes, its method table and its slots, on top of
    the files that implement them: the object's core (py-array-core.c:
    owners, views, arrays over foreign memory, the life of their memory),
-   indexing, copies and fill (py-index.c) and the interop protocols
-   (py-cai.c, py-dlpack.c).  free() releases an owner's memory at once,
+   indexing (py-index.c), copies and fill (py-array-copy.c) and the
+   interop protocols (py-cai.c, py-dlpack.c).  free() releases an owner's memory at once,
    after which the owner and all its views refuse to be used.  */
 
 #include "gm-python.h"
@@ -382,6 +382,16 @@ arraypy_length (PyObject *self)
   return array->shape[0];
 }
 
+/* DeviceArray.__array__: raises TypeError (no implicit host copies).  */
+static PyObject *
+arraypy_no_numpy (PyObject *self, PyObject *args, PyObject *kwargs)
+{
+  PyErr_SetString (PyExc_TypeError, "a DeviceArray is not converted to a "
+                   "NumPy array implicitly (its memory may be on a GPU): "
+                   "use a.copy_to_host()");
+  return NULL;
+}
+
 static PyMethodDef arraypy_methods[] = {
   {"copy_to_host", (PyCFunction) (void (*) (void)) arraypy_copy_to_host,
    METH_VARARGS | METH_KEYWORDS,
@@ -405,7 +415,7 @@ static PyMethodDef arraypy_methods[] = {
   {"copy", gmpy_array_copy, METH_NOARGS,
    "copy()\n--\n\nA new contiguous DeviceArray on the same device with "
    "the same\ncontents (of a strided view: its elements, packed)."},
-  {"__array__", (PyCFunction) (void (*) (void)) gmpy_array_no_numpy,
+  {"__array__", (PyCFunction) (void (*) (void)) arraypy_no_numpy,
    METH_VARARGS | METH_KEYWORDS,
    "__array__(*args, **kwargs)\n--\n\nRaises TypeError: a DeviceArray "
    "becomes a NumPy array only\nthrough an explicit copy_to_host()."},
