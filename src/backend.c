@@ -57,21 +57,3 @@ gm_backend_shutdown (void)
     gm_backend_current->shutdown ();
   gm_backend_current = NULL;
 }
-
-void
-gm_format_bytes (size_t nbytes, char *buf, size_t size)
-{
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = (double) nbytes;
-  int unit = 0;
-
-  while (value >= 1024.0 && unit < 5)
-    {
-      value /= 1024.0;
-      unit++;
-    }
-  if (unit == 0)
-    snprintf (buf, size, "%zu B", nbytes);
-  else
-    snprintf (buf, size, "%.1f %s", value, units[unit]);
-}
