@@ -13,9 +13,6 @@
 
 #include "config.h"
 #include "gm.h"
-#include "comm.h"
-
-#define GM_MAX_NDIM 32
 
 /* The module's state.  The program embeds one interpreter, which imports
    gpumem once; gmpy_state () returns that module's state to C helpers
@@ -165,9 +162,6 @@ int gmpy_comm_init (PyObject *module, gmpy_state *state);
    MODULE's to TARGET (gpumem.comm) too.  0 or -1.  */
 int gmpy_comm_devices_init (PyObject *module, gmpy_state *state);
 int gmpy_comm_devices_alias (PyObject *module, PyObject *target);
-/* Reads an op= argument (NULL: 'sum') of the function FNAME into *OP
-   (comm.h's gm_comm_op).  0 or -1 (TypeError, ValueError).  */
-int gmpy_comm_op_arg (PyObject *obj, const char *fname, gm_comm_op *op);
 
 /* gpumem.Device.  */
 typedef struct devicepy_object

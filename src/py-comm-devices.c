@@ -11,7 +11,7 @@
 
 #include "gm-python.h"
 
-#include "comm.h"
+#include "py-comm.h"
 #include "comm-devices.h"
 
 int

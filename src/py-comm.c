@@ -14,7 +14,7 @@
 
 #include "gm-python.h"
 
-#include "comm.h"
+#include "py-comm.h"
 #include "comm-engine.h"
 
 /* Runs CALL with the other ranks, without the GIL; ARRAY (a DeviceArray,

@@ -1,0 +1,15 @@
+/* py-comm.h -- what the Python files of the collectives share
+   (py-comm.c, py-comm-devices.c), in terms of comm.h's types: the rest
+   of the Python layer does without comm.h.  */
+
+#ifndef GM_PY_COMM_H
+#define GM_PY_COMM_H
+
+#include "gm-python.h"
+#include "comm.h"
+
+/* Reads an op= argument (NULL: 'sum') of the function FNAME into *OP
+   (comm.h's gm_comm_op).  0 or -1 (TypeError, ValueError).  */
+int gmpy_comm_op_arg (PyObject *obj, const char *fname, gm_comm_op *op);
+
+#endif /* GM_PY_COMM_H */
