@@ -190,17 +190,17 @@ typedef struct streampy_object
   bool external;          /* made by Stream.from_handle: not ours */
 } streampy_object;
 
+/* gpumem.current_stream(device=None).  */
+PyObject *gmpy_current_stream_fn (PyObject *module, PyObject *args,
+                                  PyObject *kwargs);
+
+/* The thread's stream context (py-stream-context.c).  */
 /* Reads a stream= argument into *STREAM.  None (or NULL) gives, when
    DEVICE >= 0, the current stream of DEVICE in this thread (the
    innermost `with stream:` block's, see gmpy_stream_current), else NULL:
    the default stream.  If DEVICE is >= 0 a given stream must belong to
    it.  0 or -1.  */
 int gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream);
-/* gpumem.current_stream(device=None).  */
-PyObject *gmpy_current_stream_fn (PyObject *module, PyObject *args,
-                                  PyObject *kwargs);
-
-/* The thread's stream context (py-stream-context.c).  */
 /* The Stream of the innermost open `with stream:` block of DEVICE in
    this thread, or None: a new reference, NULL with an exception.  */
 PyObject *gmpy_stream_current (int device);

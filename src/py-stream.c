@@ -33,43 +33,6 @@ gmpy_current_stream_fn (PyObject *module, PyObject *args, PyObject *kwargs)
   return gmpy_stream_current (device);
 }
 
-int
-gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream)
-{
-  gmpy_state *state = gmpy_state_get ();
-  streampy_object *s;
-
-  *stream = NULL;
-  if ((obj == NULL || obj == Py_None) && device >= 0)
-    {
-      PyObject *current = gmpy_stream_current (device);
-      if (current == NULL)
-        return -1;
-      /* The `with` block's list keeps the stream alive.  */
-      if (current != Py_None)
-        *stream = ((streampy_object *) current)->stream;
-      Py_DECREF (current);
-      return 0;
-    }
-  if (obj == NULL || obj == Py_None)
-    return 0;
-  if (!PyObject_TypeCheck (obj, state->stream_type))
-    {
-      PyErr_Format (PyExc_TypeError, "stream must be None or a "
-                    "gpumem.Stream, not %.100s", Py_TYPE (obj)->tp_name);
-      return -1;
-    }
-  s = (streampy_object *) obj;
-  if (device >= 0 && s->device != device)
-    {
-      PyErr_Format (PyExc_ValueError, "the stream is on device %d, the "
-                    "data on device %d", s->device, device);
-      return -1;
-    }
-  *stream = s->stream;
-  return 0;
-}
-
 static PyObject *
 streampy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
