@@ -47,9 +47,9 @@ gmpy_copy_enter (gmpy_copy_hold *hold, PyObject *dst_array, int dst_device,
   hold->held[0] = gmpy_array_hold (dst_array);
   hold->held[1] = gmpy_array_hold (src_array);
   /* A backend copy without a stream waits for the work queued before it
-     on its devices, and py-index's copies and small ones keep the GIL:
-     behind a long kernel they would block the program with no way to
-     see Ctrl-C.  So that work is waited for here, as gmpy_wait waits;
+     on its devices, and py-array-copy.c's copies and small ones keep the
+     GIL: behind a long kernel they would block the program with no way
+     to see Ctrl-C.  So that work is waited for here, as gmpy_wait waits;
      the copies then take their usual microseconds.  */
   if (stream == NULL
       && ((dst_device >= 0 && gmpy_wait (dst_device, NULL) < 0)

@@ -76,7 +76,7 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
 
   if (gmpy_parse_args (args, nargs, kwnames, "copy", names, 2, -1, arg) < 0)
     return NULL;
-  /* Strided views take the paths of py-index.c.  */
+  /* Strided views take the paths of py-array-copy.c.  */
   switch (gmpy_copy_strided (arg[0], arg[1], arg[2], arg[3]))
     {
     case -1: return NULL;

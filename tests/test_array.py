@@ -1,4 +1,4 @@
-"""gpumem.DeviceArray: creation, dtypes, views, lifetime (py-array.c)."""
+"""gpumem.DeviceArray: creation, dtypes, views, lifetime (py-array.c, py-array-core.c)."""
 
 import gc
 import weakref

@@ -1,5 +1,5 @@
 """DeviceArray indexing, assignment, fill, copy and strided views against
-NumPy on random shapes (py-index.c, strided.c)."""
+NumPy on random shapes (py-index.c, py-array-copy.c, strided.c)."""
 
 import os
 

@@ -1,5 +1,5 @@
 """Zero-copy interop: DLPack and the CUDA Array Interface (py-dlpack.c,
-py-cai.c), with NumPy on the host backend and CuPy, PyTorch, Numba and
+py-cai.c, py-asarray.c), with NumPy on the host backend and CuPy, PyTorch, Numba and
 JAX on the cuda backend.
 
 Cases for a library that is not installed, or that need the other

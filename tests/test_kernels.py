@@ -279,7 +279,7 @@ def ctrl_c_while_a_small_copy_waits_behind_a_kernel():
     for copy in ("small.copy_to_host()",
                  "small.copy_from_host(np.ones(4, np.float32))",
                  "gpumem.copy_from_gpu(flag, np.empty(1, np.int32), 1)",
-                 # strided copies, fill and copy() (py-index.c) keep the
+                 # strided copies, fill and copy() (py-array-copy.c) keep the
                  # GIL while they copy, after the same wait
                  "small[::2].copy_to_host()",
                  "small[::2] = np.ones(2, np.float32)",

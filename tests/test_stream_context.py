@@ -1,5 +1,5 @@
 """`with stream:`, waits between streams, foreign streams and event flags
-(py-stream.c)."""
+(py-stream.c, py-stream-context.c)."""
 
 import threading
 
