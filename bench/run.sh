@@ -99,7 +99,7 @@ if test "$gpus" -eq 0 && test "$backend" != host; then
 fi
 sections=${BENCH_SECTIONS:-}
 if test -z "$sections"; then
-  sections="basic sweep algo loop staging kernels"
+  sections="basic sweep algo loop staging kernels sharing"
   if test "$gpus" -ge 2 || test "$backend" = host; then
     sections="$sections multigpu"
   fi
@@ -228,6 +228,7 @@ for item in $plan; do
   section=${item%%:*}
   round=${item#*:}
   test "$section" = nccl && continue
+  test "$section" = sharing && continue
   list=$(figures "$section") || { status=1; continue; }
   if test "$section" = kernels; then
     # gpumem alone: plugin and JIT kernels against its built-in one.  Of
@@ -283,6 +284,33 @@ case " $sections " in
       tail -n 2 "$rec/nccl.log"
     fi ;;
 esac
+
+# The sharing section (gpumem only, on the cuda backend): what it costs a
+# C++ binding to take gpumem arrays (bench/binding_overhead.py, pybind11
+# and nanobind) and other libraries to allocate from gpumem's pool
+# (bench/frameworks_alloc.py, PyTorch and CuPy); their tables go to
+# sharing.md beside the report.  A missing library is a line, not a failure.
+if test "$backend" != host; then
+  case " $sections " in
+    *" sharing "*)
+      step "running gpumem, sharing"
+      # The build tree's PyTorch allocator library, not an installed one.
+      GPUMEM_TORCH_SHIM=${GPUMEM_TORCH_SHIM:-$(dirname "$gpumem")/.libs/libgpumem-torch.so}
+      export GPUMEM_TORCH_SHIM
+      {
+        echo "# Sharing: C++ bindings and other libraries' allocations"
+        echo
+        echo "Commit $(bench_commit "$top"), $(date -u '+%F %T UTC')."
+        echo
+        echo '```'
+        GPUMEM="$gpumem" timeout "$limit" "$gpumem" -q "$here/binding_overhead.py" 2>&1 | tail -n 4
+        echo '```'
+        echo
+        GPUMEM="$gpumem" timeout "$limit" "$gpumem" -q "$here/frameworks_alloc.py" 2>&1 | tail -n 6
+      } > "$rec/sharing.md"
+      cat "$rec/sharing.md" ;;
+  esac
+fi
 
 step "writing the report"
 date=$(date +%F)

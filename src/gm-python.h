@@ -142,6 +142,9 @@ PyObject *gmpy_kernels_namespace (const char *name, const char *doc,
 /* Adds gpumem._C_API, the extension authors' capsule (py-capi.c).  0 or
    -1.  */
 int gmpy_capi_init (PyObject *module);
+/* gpumem.use_pool, torch_mem_pool and the pool blocks other libraries
+   hold (py-frameworks.c).  */
+int gmpy_frameworks_init (PyObject *module);
 
 /* Module functions of the memory books (py-memory.c): memory_stats,
    set_memory_limit, empty_cache.  */

@@ -1,0 +1,94 @@
+"""Allocation + free of 1 MiB through each library's own allocator and
+through gpumem's pool (gpumem.use_pool), per call in microseconds: the
+median over several processes a side, each the median of its repeats.
+
+    gpumem bench/frameworks_alloc.py [--processes N] [--calls N]
+
+Each (library, allocator) pair runs in fresh processes of its own, in
+turn, since a library's allocator is chosen once a process.  Targets
+(issue 29): PyTorch through gpumem at most 1.5x PyTorch's caching
+allocator, CuPy at most 1.2x CuPy's MemoryPool.  bench/NOTES.md records
+the runs.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+CHILD = r"""
+import json, sys, time
+import gpumem
+library, mode, calls, repeats = sys.argv[-4], sys.argv[-3], int(sys.argv[-2]), int(sys.argv[-1])
+if mode == "gpumem":
+    gpumem.use_pool(library)
+nbytes = 1 << 20
+if library == "torch":
+    import torch
+    def one():
+        t = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        del t
+    sync = torch.cuda.synchronize
+else:
+    import cupy
+    def one():
+        c = cupy.empty(nbytes, dtype=cupy.uint8)
+        del c
+    sync = cupy.cuda.runtime.deviceSynchronize
+for _ in range(1000):
+    one()
+sync()
+samples = []
+for _ in range(repeats):
+    start = time.perf_counter()
+    for _ in range(calls):
+        one()
+    samples.append((time.perf_counter() - start) / calls * 1e6)
+sync()
+samples.sort()
+print(json.dumps(samples[len(samples) // 2]))
+"""
+
+TARGETS = {"torch": 1.5, "cupy": 1.2}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--repeats", type=int, default=9)
+    args = parser.parse_args()
+    gpumem_program = os.environ.get("GPUMEM", "gpumem")
+    results = {}
+    for library in ("torch", "cupy"):
+        for round_ in range(args.processes):
+            for mode in ("own", "gpumem"):
+                run = subprocess.run(
+                    [gpumem_program, "-q", "-c", CHILD, library, mode,
+                     str(args.calls), str(args.repeats)],
+                    capture_output=True, text=True, timeout=300)
+                if run.returncode != 0:
+                    print(f"{library} {mode}: failed\n{run.stderr[-2000:]}")
+                    break
+                results.setdefault((library, mode), []).append(
+                    json.loads(run.stdout.strip().splitlines()[-1]))
+    print("| library | own allocator (us) | gpumem's pool (us) | ratio | "
+          "target |")
+    print("| --- | --- | --- | --- | --- |")
+    for library in ("torch", "cupy"):
+        own = results.get((library, "own"))
+        pool = results.get((library, "gpumem"))
+        if not own or not pool:
+            print(f"| {library} | n/a | n/a | n/a | {TARGETS[library]}x |")
+            continue
+        o, p = statistics.median(own), statistics.median(pool)
+        verdict = "met" if p / o <= TARGETS[library] else "missed"
+        print(f"| {library} | {o:.2f} ({', '.join(f'{x:.2f}' for x in own)})"
+              f" | {p:.2f} ({', '.join(f'{x:.2f}' for x in pool)}) | "
+              f"{p / o:.2f}x | {TARGETS[library]}x: {verdict} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
