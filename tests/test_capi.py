@@ -165,7 +165,11 @@ def check_layout(array, expected):
         assert cai["data"][0] == (buf.ptr or 0)
         strides = cai["strides"] or np.empty(array.shape,
                                               array.dtype).strides
-        assert tuple(strides) == tuple(buf.strides[:buf.ndim])
+        # (The interface may restate the stride of an axis of length 1,
+        # or of an empty array, which no element is reached through.)
+        for axis in range(buf.ndim):
+            if buf.shape[axis] > 1 and buf.size > 0:
+                assert strides[axis] == buf.strides[axis], (strides, axis)
     if hasattr(np, "from_dlpack") and not CUDA:
         # NumPy reads the DLPack capsule: its view has the same layout.
         # (NumPy may restate the stride of an axis of length 1, which

@@ -21,10 +21,19 @@ CUDA = gpumem.backend == "cuda"
 MiB = 1 << 20
 
 
+# What a library's hook imports: Numba's CUDA target fails to import
+# where the installed NumPy is newer than Numba supports.
+IMPORTS = {"numba": "from numba import cuda"}
+
+
 def have(name):
-    """Whether NAME imports in a child (importing torch here would take
-    this process's CUDA state with it)."""
-    return run(f"import {name}", check=False).returncode == 0
+    """Whether NAME's hook can import it, in a child (importing torch here
+    would take this process's CUDA state with it): None, or the error."""
+    result = run(IMPORTS.get(name, f"import {name}"), check=False)
+    if result.returncode == 0:
+        return None
+    lines = result.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit status {result.returncode}"
 
 
 def run(code, check=True, env=None, timeout=240):
@@ -46,8 +55,9 @@ def need_cuda(*names):
         gmtest.skip("the hooks need the cuda backend (the host backend's "
                     "refusal is its own case)")
     for name in names:
-        if not have(name):
-            gmtest.skip(f"{name} is not installed for this Python")
+        error = have(name)
+        if error is not None:
+            gmtest.skip(f"{name} cannot be imported here: {error}")
 
 
 @case
@@ -360,7 +370,8 @@ def cupy_fft_cublas_identical():
 def clean_exit_with_live_blocks():
     """Process exit with live blocks of every library: no crash, nothing
     on standard error."""
-    names = [n for n in ("torch", "cupy", "numba") if CUDA and have(n)]
+    names = [n for n in ("torch", "cupy", "numba")
+             if CUDA and have(n) is None]
     if not names:
         gmtest.skip("needs the cuda backend and one of torch, cupy, numba")
     code = "import gpumem, numpy as np\ngpumem.use_pool(%s)\n" \

@@ -3,6 +3,8 @@
    (GM_NANOBIND: gmbind_nanobind), to check the casters.  The functions
    that read or write elements do it on the CPU: call them with host
    memory (the host backend).  */
+#include <stdexcept>
+
 #ifdef GM_NANOBIND
 #include <gpumem/nanobind.h>
 namespace py = nanobind;
@@ -16,10 +18,21 @@ namespace py = pybind11;
 using gpumem::array;
 using gpumem::c_contig;
 
+/* Refuses device memory, which the CPU cannot read: ValueError.  */
+template <class A>
+static void
+host_memory_only (const A &x)
+{
+  if (!x.on_host ())
+    throw std::invalid_argument ("this test function reads elements on "
+                                 "the CPU: host memory only");
+}
+
 /* The sum of a contiguous array, read through data () and size ().  */
 static double
 sum_contig (array<const float, 1, c_contig> x)
 {
+  host_memory_only (x);
   double sum = 0;
   for (std::int64_t i = 0; i < x.size (); i++)
     sum += x.data ()[i];
@@ -30,6 +43,7 @@ sum_contig (array<const float, 1, c_contig> x)
 static double
 sum_strided (array<const float, 1> x)
 {
+  host_memory_only (x);
   double sum = 0;
   for (std::int64_t i = 0; i < x.shape (0); i++)
     sum += *x.at (i);
@@ -40,6 +54,7 @@ sum_strided (array<const float, 1> x)
 static void
 fill (array<float, 1> x, float value)
 {
+  host_memory_only (x);
   for (std::int64_t i = 0; i < x.shape (0); i++)
     *x.at (i) = value;
 }
