@@ -27,6 +27,13 @@ gmpy_copy_to_gpu (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                     "DeviceArray, not %.100s", Py_TYPE (arg[1])->tp_name);
       return NULL;
     }
+  if (gmpy_array_check (arg[0]))
+    {
+      PyErr_SetString (PyExc_TypeError, "copy_to_gpu: src is a DeviceArray; "
+                       "copy_to_gpu copies from host memory: use "
+                       "gpumem.copy(dest, src, size) between device arrays");
+      return NULL;
+    }
   if (gmpy_size_arg (arg[2], "size", &size) < 0
       || gmpy_copy_host_to_device (&dest, arg[0], size, NULL, "copy_to_gpu")
            < 0)
@@ -56,8 +63,17 @@ gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
                     "DeviceArray, not %.100s", Py_TYPE (arg[0])->tp_name);
       return NULL;
     }
+  if (gmpy_array_check (arg[1]))
+    {
+      PyErr_SetString (PyExc_TypeError, "copy_from_gpu: dest is a "
+                       "DeviceArray; copy_from_gpu copies into host memory: "
+                       "use gpumem.copy(dest, src, size) between device "
+                       "arrays");
+      return NULL;
+    }
   if (gmpy_size_arg (arg[2], "size", &size) < 0
-      || gmpy_copy_device_to_host (arg[1], &src, size, NULL, "copy_from_gpu")
+      || gmpy_copy_device_to_host (arg[1], &src, size, NULL,
+                                   "copy_from_gpu: dest")
            < 0)
     return NULL;
   Py_RETURN_NONE;

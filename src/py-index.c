@@ -8,6 +8,50 @@
 
 #include "gm-python.h"
 
+/* 0 unless ITEM, an index, is an array (a DeviceArray or a NumPy
+   array) of one dimension or more: advanced indexing, which gpumem
+   does not do.  Then -1 with TypeError saying so, and what to do
+   instead for a boolean mask.  (A 0-d integer array is an int.)  */
+static int
+array_index (PyObject *item)
+{
+  PyObject *ndim_obj, *dtype, *kind;
+  long ndim;
+  int is_bool;
+
+  if (!gmpy_array_check (item)
+      && PyObject_IsInstance (item, gmpy_state_get ()->np_ndarray) != 1)
+    {
+      PyErr_Clear ();
+      return 0;
+    }
+  ndim_obj = PyObject_GetAttrString (item, "ndim");
+  ndim = ndim_obj ? PyLong_AsLong (ndim_obj) : -1;
+  Py_XDECREF (ndim_obj);
+  if (ndim == -1 && PyErr_Occurred ())
+    return -1;
+  if (ndim == 0)
+    return 0;
+  dtype = PyObject_GetAttrString (item, "dtype");
+  kind = dtype ? PyObject_GetAttrString (dtype, "kind") : NULL;
+  Py_XDECREF (dtype);
+  if (kind == NULL)
+    return -1;
+  is_bool = PyUnicode_CompareWithASCIIString (kind, "b") == 0;
+  Py_DECREF (kind);
+  if (is_bool)
+    PyErr_SetString (PyExc_TypeError, "boolean mask indexing is not "
+                     "supported: DeviceArray indexes are ints, slices, ... "
+                     "and None; copy to the host (a.copy_to_host()[mask]) "
+                     "or select with slices");
+  else
+    PyErr_Format (PyExc_TypeError, "indexing by an array of indices is not "
+                  "supported: DeviceArray indexes are ints, slices, ... and "
+                  "None; copy to the host (a.copy_to_host()[indices]) or "
+                  "select with slices");
+  return -1;
+}
+
 /* Reads the index KEY of ARRAY into the view's byte OFFSET from ARRAY's
    data, *NDIM, SHAPE and STRIDES.  0, or -1 with IndexError (out of
    range, too many indices) or TypeError (an index that is not basic).
@@ -45,6 +89,8 @@ read_key (arraypy_object *array, PyObject *key, Py_ssize_t *offset, int *ndim,
         ;
       else if (PySlice_Check (item))
         consumed++;
+      else if (array_index (item) < 0)
+        goto done;
       else if (PyIndex_Check (item) && !PyBool_Check (item))
         consumed++;
       else
