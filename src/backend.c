@@ -9,6 +9,16 @@
 
 const gm_backend *gm_backend_current;
 
+/* The notice of the last fallback to the host backend; empty when the
+   backend was chosen without one.  */
+static char fallback_notice[GM_ERROR_MESSAGE_MAX + 64];
+
+const char *
+gm_backend_notice (void)
+{
+  return fallback_notice[0] != '\0' ? fallback_notice : NULL;
+}
+
 static gm_status
 use (const gm_backend *backend)
 {
@@ -22,6 +32,7 @@ use (const gm_backend *backend)
 gm_status
 gm_backend_init (gm_backend_choice choice, bool quiet)
 {
+  fallback_notice[0] = '\0';
   if (choice == GM_BACKEND_HOST)
     return use (&gm_backend_host);
 #ifdef GM_HAVE_CUDA
@@ -36,17 +47,18 @@ gm_backend_init (gm_backend_choice choice, bool quiet)
   if (choice == GM_BACKEND_CUDA || status == GM_ERR_VALUE)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
                          "the CUDA backend is unavailable: %s", reason);
-  if (!quiet)
-    fprintf (stderr, "gpumem: no CUDA device (%s); using the host backend\n",
-             reason);
+  snprintf (fallback_notice, sizeof fallback_notice,
+            "no CUDA device (%s); using the host backend", reason);
 #else
   if (choice == GM_BACKEND_CUDA)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
                          "the CUDA backend is unavailable: this gpumem was "
                          "built without CUDA (configure --with-cuda)");
-  if (!quiet)
-    fputs ("gpumem: built without CUDA; using the host backend\n", stderr);
+  snprintf (fallback_notice, sizeof fallback_notice,
+            "built without CUDA; using the host backend");
 #endif
+  if (!quiet)
+    fprintf (stderr, "gpumem: %s\n", fallback_notice);
   return use (&gm_backend_host);
 }
 

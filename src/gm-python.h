@@ -50,9 +50,12 @@ extern PyModuleDef gmpy_module_def;
 PyMODINIT_FUNC PyInit_gpumem (void);
 
 /* Starts the backend when none runs yet: in the extension module,
-   imported by a plain python (py-standalone.c).  0, or -1 with
-   ImportError set saying why the backend cannot start.  */
-int gmpy_backend_start (void);
+   imported by a plain python (py-standalone.c).  Its fallback to the
+   host backend is a warning of category WARNING (gpumem.BackendWarning),
+   not the program's notice on standard error.  0, or -1 with ImportError
+   set saying why the backend cannot start (or the warning, raised by a
+   filter that turns it into an error).  */
+int gmpy_backend_start (PyObject *warning);
 
 /* Sets the Python exception for STATUS from gm_last_error (); returns
    NULL (for the caller to return).  The only bridge from a gm_status to
@@ -374,6 +377,35 @@ PyObject *gmpy_array_strided_to_host (arraypy_object *array,
 int gmpy_array_strided_from_host (arraypy_object *array, PyObject *src,
                                   bool broadcast, bool unsafe,
                                   gm_stream *stream, const char *what);
+
+/* A DeviceArray as one Python scalar (py-array-scalar.c), by NumPy's
+   rules: the slots nb_float, nb_int, nb_bool, nb_index and the methods
+   __complex__ () and item ().  An array of one element gives it, copied
+   to the host (complete on return); float, int and complex raise
+   TypeError for another size, item () ValueError, bool () ValueError
+   for an empty array or one of more elements; __index__ takes only a
+   0-d array of an integer dtype (else TypeError).  */
+PyObject *gmpy_array_float (PyObject *self);
+PyObject *gmpy_array_int (PyObject *self);
+int gmpy_array_bool (PyObject *self);
+PyObject *gmpy_array_index (PyObject *self);
+PyObject *gmpy_array_complex (PyObject *self, PyObject *unused);
+PyObject *gmpy_array_to_scalar (PyObject *self, PyObject *unused);
+
+/* Views with permuted axes (py-transpose.c): DeviceArray.transpose
+   (*axes) and the attribute T.  */
+PyObject *gmpy_array_transpose (PyObject *self, PyObject *args);
+PyObject *gmpy_array_get_T (PyObject *self, void *closure);
+
+/* Pickling by value (py-pickle.c): DeviceArray.__reduce__ () gives
+   gpumem._rebuild and (a host copy, the device index);
+   gpumem._rebuild (host, device) makes the array again.  */
+PyObject *gmpy_array_reduce (PyObject *self, PyObject *unused);
+PyObject *gmpy_rebuild (PyObject *module, PyObject *args);
+
+/* Arrays made like others, and filled ones (py-array-make.c):
+   gpumem.empty_like, zeros_like, ones_like, full_like, full, ones.  */
+extern PyMethodDef gmpy_make_methods[];
 
 /* Module functions that make arrays (py-array.c).  */
 PyObject *gmpy_empty (PyObject *module, PyObject *args, PyObject *kwargs);

@@ -336,6 +336,11 @@ typedef enum gm_backend_choice
    standard error unless QUIET.  GM_ERR_UNAVAILABLE when the requested
    backend cannot run (last error says why).  */
 gm_status gm_backend_init (gm_backend_choice choice, bool quiet);
+/* The notice of gm_backend_init's fallback to the host backend ("no
+   CUDA device (...); using the host backend"), written or not, for a
+   caller that reports it its own way (QUIET, then a Python warning);
+   NULL when the last gm_backend_init chose without falling back.  */
+const char *gm_backend_notice (void);
 
 /* The backend in use; NULL before gm_backend_init.  */
 extern const gm_backend *gm_backend_current;

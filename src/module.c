@@ -156,6 +156,10 @@ static PyMethodDef gmpy_methods[] = {
   {"synchronize", (PyCFunction) (void (*) (void)) gmpy_synchronize,
    METH_FASTCALL | METH_KEYWORDS,
    "synchronize(device=None)\n--\n\nWait for all work on the device."},
+  {"_rebuild", gmpy_rebuild, METH_VARARGS,
+   "_rebuild(host, device)\n--\n\n"
+   "A DeviceArray on DEVICE holding a copy of host array HOST: what\n"
+   "pickle calls to load a pickled DeviceArray."},
   {"get_include", gmpy_get_include, METH_NOARGS,
    "get_include()\n--\n\n"
    "The folder holding gpumem/extension.h and gpumem's other C headers,\n"
@@ -193,9 +197,20 @@ static int
 gmpy_exec (PyObject *module)
 {
   gmpy_state *state = PyModule_GetState (module);
-  PyObject *bases;
+  PyObject *bases, *backend_warning;
+  int started;
 
-  if (gmpy_backend_start () < 0)
+  backend_warning = new_exception (module, "BackendWarning",
+                                   "Warned on import when gpumem, "
+                                   "imported by a plain python, falls\n"
+                                   "back to the host backend for want of "
+                                   "a CUDA device.", PyExc_UserWarning,
+                                   false);
+  if (backend_warning == NULL)
+    return -1;
+  started = gmpy_backend_start (backend_warning);
+  Py_DECREF (backend_warning);
+  if (started < 0)
     return -1;
   gmpy_state_set (state);
   state->numpy = PyImport_ImportModule ("numpy");
@@ -239,6 +254,7 @@ gmpy_exec (PyObject *module)
     return -1;
   if (gmpy_device_init (module, state) < 0
       || gmpy_array_init (module, state) < 0
+      || PyModule_AddFunctions (module, gmpy_make_methods) < 0
       || gmpy_stream_init (module, state) < 0
       || gmpy_pinned_init (module, state) < 0
       || gmpy_concurrent_init (module, state) < 0

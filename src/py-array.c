@@ -3,8 +3,10 @@
    The type: its attributes, its method table and its slots, on top of
    the files that implement them: the object's core (py-array-core.c:
    owners, views, arrays over foreign memory, the life of their memory),
-   indexing (py-index.c), copies and fill (py-array-copy.c) and the
-   interop protocols (py-cai.c, py-dlpack.c).  free() releases an owner's memory at once,
+   indexing (py-index.c), transposed views (py-transpose.c), copies and
+   fill (py-array-copy.c), scalar conversions (py-array-scalar.c),
+   pickling (py-pickle.c) and the interop protocols (py-cai.c,
+   py-dlpack.c).  free() releases an owner's memory at once,
    after which the owner and all its views refuse to be used.  */
 
 #include "gm-python.h"
@@ -117,6 +119,8 @@ static PyGetSetDef arraypy_getset[] = {
    NULL},
   {"base", arraypy_get_base, NULL,
    "The owner of a view's memory, or None for an owner.", NULL},
+  {"T", gmpy_array_get_T, NULL,
+   "The view with the axes reversed: a.transpose ().", NULL},
   {"__cuda_array_interface__", gmpy_array_cai, NULL,
    "The CUDA Array Interface, version 3.", NULL},
   {NULL, NULL, NULL, NULL, NULL}
@@ -415,6 +419,17 @@ static PyMethodDef arraypy_methods[] = {
   {"copy", gmpy_array_copy, METH_NOARGS,
    "copy()\n--\n\nA new contiguous DeviceArray on the same device with "
    "the same\ncontents (of a strided view: its elements, packed)."},
+  {"transpose", gmpy_array_transpose, METH_VARARGS,
+   "transpose(*axes)\n--\n\nA view with the axes permuted as AXES says "
+   "(ints, or one tuple;\nnone: reversed), as NumPy's; shares the memory."},
+  {"item", gmpy_array_to_scalar, METH_NOARGS,
+   "item()\n--\n\nThe one element of an array of size 1, as a Python "
+   "scalar\n(copied to the host); ValueError for another size."},
+  {"__complex__", gmpy_array_complex, METH_NOARGS,
+   "__complex__()\n--\n\ncomplex(a) of an array of one element."},
+  {"__reduce__", gmpy_array_reduce, METH_NOARGS,
+   "__reduce__()\n--\n\nPickles the array by value: a host copy of its "
+   "elements and\nits device index, made again by gpumem._rebuild."},
   {"__array__", (PyCFunction) (void (*) (void)) arraypy_no_numpy,
    METH_VARARGS | METH_KEYWORDS,
    "__array__(*args, **kwargs)\n--\n\nRaises TypeError: a DeviceArray "
@@ -458,6 +473,10 @@ static PyType_Slot arraypy_slots[] = {
   {Py_mp_subscript, gmpy_array_subscript},
   {Py_mp_ass_subscript, gmpy_array_ass_subscript},
   {Py_sq_length, arraypy_length},
+  {Py_nb_float, gmpy_array_float},
+  {Py_nb_int, gmpy_array_int},
+  {Py_nb_bool, gmpy_array_bool},
+  {Py_nb_index, gmpy_array_index},
   {Py_sq_item, gmpy_array_item},
   {Py_tp_iter, gmpy_array_iter},
   {Py_tp_doc,

@@ -4,8 +4,9 @@
    any python) is the program's module without the program around it:
    no main.c chose and started a backend before Python.  So the module
    starts one itself when it is first imported, as GPUMEM_BACKEND says
-   (auto when unset, with the program's notice when it falls back to
-   the host backend), and ends it after the interpreter has finalized
+   (auto when unset; when it falls back to the host backend the
+   program's notice is a gpumem.BackendWarning instead, which
+   warnings.filterwarnings can silence), and ends it after the interpreter has finalized
    (Py_AtExit), when every DeviceArray has been freed: the program's
    order, Python first and the backend after (which, as in the program,
    leaves CUDA's contexts to the other libraries of the process).
@@ -34,7 +35,7 @@ standalone_shutdown (void)
 static bool kernels_preloaded;
 
 int
-gmpy_backend_start (void)
+gmpy_backend_start (PyObject *warning)
 {
   const char *name = getenv ("GPUMEM_BACKEND");
   gm_backend_choice choice = GM_BACKEND_AUTO;
@@ -61,7 +62,7 @@ gmpy_backend_start (void)
                     "backend '%s' (choose cuda, host or auto)", name);
       return -1;
     }
-  if (gm_backend_init (choice, false) != GM_OK)
+  if (gm_backend_init (choice, true) != GM_OK)
     {
       PyErr_Format (PyExc_ImportError, "gpumem: %s",
                     gm_last_error ()->message);
@@ -74,5 +75,8 @@ gmpy_backend_start (void)
                        "backend's shutdown at exit");
       return -1;
     }
+  if (gm_backend_notice () != NULL
+      && PyErr_WarnEx (warning, gm_backend_notice (), 1) < 0)
+    return -1;
   return 0;
 }
