@@ -1,6 +1,10 @@
-"""gpumem.DeviceArray: creation, dtypes, views, lifetime (py-array.c, py-array-core.c)."""
+"""gpumem.DeviceArray: creation, dtypes, views, lifetime, scalars, pickling
+(py-array.c, py-array-core.c, py-array-make.c, py-array-scalar.c,
+py-transpose.c, py-pickle.c)."""
 
 import gc
+import operator
+import pickle
 import weakref
 
 import numpy as np
@@ -228,6 +232,209 @@ def cuda_array_interface_strides_of_any_sequence_are_counted():
     assert got.shape == (3, 4)
     assert np.array_equal(got.copy_to_host().ravel(),
                           producer.copy_to_host())
+
+
+@case
+def one_element_arrays_convert_to_python_scalars():
+    for shape in [(), (1,), (1, 1), (1, 1, 1)]:
+        a = gpumem.to_device(np.full(shape, 2.75, np.float64))
+        assert float(a) == 2.75 and isinstance(float(a), float)
+        assert int(a) == 2 and isinstance(int(a), int)
+        assert complex(a) == 2.75 + 0j
+        assert a.item() == 2.75 and isinstance(a.item(), float)
+        assert bool(a) is True
+    for dtype in ["int32", "uint8", "int64"]:
+        a = gpumem.to_device(np.array([7], dtype))
+        assert int(a) == 7 and float(a) == 7.0 and a.item() == 7
+        assert isinstance(a.item(), int)
+    assert bool(gpumem.zeros(1)) is False
+    assert bool(gpumem.to_device(np.array([False]))) is False
+    assert bool(gpumem.to_device(np.array([True]))) is True
+    assert complex(gpumem.to_device(np.array([1 - 2j], np.complex64))) \
+        == 1 - 2j
+    # A strided view's one element is the view's, not the owner's first.
+    view = gpumem.to_device(np.arange(10, dtype=np.int64))[::-1][:1]
+    assert int(view) == 9 and view.item() == 9
+
+
+@case
+def other_sizes_are_not_scalars():
+    for shape in [(0,), (2,), (3, 4), (1, 0)]:
+        a = gpumem.zeros(shape)
+        raises(TypeError, float, a, match="only length-1 arrays")
+        raises(TypeError, int, a, match="only length-1 arrays")
+        raises(TypeError, complex, a, match="only length-1 arrays")
+        raises(ValueError, a.item, match="can only convert an array of "
+               "size 1 to a Python scalar")
+    # bool (): NumPy 2's rules, empty arrays included.
+    raises(ValueError, bool, gpumem.zeros(12),
+           match="more than one element is ambiguous")
+    raises(ValueError, bool, gpumem.zeros((2, 1)), match="a.any() or a.all()")
+    raises(ValueError, bool, gpumem.zeros(0),
+           match="truth value of an empty array is ambiguous")
+    freed = gpumem.zeros(1)
+    freed.free()
+    for convert in (float, int, bool, complex):
+        raises(ValueError, convert, freed, match="freed")
+    raises(ValueError, freed.item, match="freed")
+
+
+@case
+def zero_d_integer_arrays_are_indexes():
+    i = gpumem.to_device(np.array(3, np.int64))
+    assert operator.index(i) == 3
+    assert list(range(10))[i] == 3
+    a = gpumem.to_device(np.arange(10, dtype=np.float32))
+    assert float(a[i]) == 3.0
+    assert operator.index(gpumem.to_device(np.array(5, np.uint16))) == 5
+    for bad in [np.array([3], np.int64), np.array(3.0), np.array(True)]:
+        raises(TypeError, operator.index, gpumem.to_device(bad),
+               match="only integer scalar arrays")
+
+
+@case
+def full_and_ones():
+    for value, dtype in [(7, np.int64), (1.5, np.float64), (True, np.bool_),
+                         (1 + 1j, np.complex128)]:
+        a = gpumem.full((2, 3), value)
+        assert a.dtype == dtype and a.shape == (2, 3), (value, a.dtype)
+        assert np.array_equal(a.copy_to_host(), np.full((2, 3), value))
+    a = gpumem.full(4, 2.9, dtype="int32")
+    assert a.dtype == np.int32
+    assert np.array_equal(a.copy_to_host(), np.full(4, 2))
+    assert gpumem.full(0, 1.0).size == 0
+    ones = gpumem.ones((3, 2))
+    assert ones.dtype == np.float32     # gpumem's default, as empty's
+    assert np.array_equal(ones.copy_to_host(), np.ones((3, 2), np.float32))
+    assert np.array_equal(gpumem.ones(5, "uint8").copy_to_host(),
+                          np.ones(5, np.uint8))
+    last = gpumem.device_count() - 1
+    assert gpumem.ones(2, device=last).device.index == last
+    assert gpumem.full(2, 1, device=last).device.index == last
+    raises(TypeError, gpumem.full, 3, "text")
+    raises(TypeError, gpumem.full, 3, 1, dtype="U3")
+    raises(ValueError, gpumem.full, 3, [1, 2, 3], match="scalar")
+    raises(ValueError, gpumem.ones, -1)
+    raises(TypeError, gpumem.ones, 3, "nodtype")
+    raises(ValueError, gpumem.ones, 3, device=gpumem.device_count())
+
+
+@case
+def like_functions_copy_shape_dtype_and_device():
+    last = gpumem.device_count() - 1
+    model = gpumem.to_device(np.arange(12, dtype=np.int16).reshape(3, 4),
+                             device=last)
+    for make, expect in [(gpumem.empty_like, None), (gpumem.zeros_like, 0),
+                         (gpumem.ones_like, 1)]:
+        a = make(model)
+        assert (a.shape, a.dtype, a.device.index) == ((3, 4), np.int16, last)
+        assert a.is_contiguous and a.base is None
+        if expect is not None:
+            assert np.array_equal(a.copy_to_host(), np.full((3, 4), expect))
+    a = gpumem.full_like(model, 9)
+    assert np.array_equal(a.copy_to_host(), np.full((3, 4), 9, np.int16))
+    a = gpumem.full_like(model, 2.5, dtype="float64", shape=(5,), device=0)
+    assert (a.shape, a.dtype, a.device.index) == ((5,), np.float64, 0)
+    assert np.array_equal(a.copy_to_host(), np.full(5, 2.5))
+    # A strided model gives a C-contiguous array of its shape.
+    view = model.T[::-1]
+    a = gpumem.zeros_like(view)
+    assert a.shape == (4, 3) and a.is_contiguous
+    assert a.strides == (6, 2)
+    # Any array with shape and dtype is a model: on the current device.
+    a = gpumem.ones_like(np.zeros((2, 2), np.float64))
+    assert (a.shape, a.dtype) == ((2, 2), np.float64)
+    assert a.device.index == gpumem.current_device().index
+    raises(TypeError, gpumem.empty_like, [1, 2, 3], match="shape and dtype")
+    raises(TypeError, gpumem.zeros_like, np.zeros(2, "U2"))
+    raises(ValueError, gpumem.empty_like, model, shape=(-1,))
+    raises(ValueError, gpumem.empty_like, model,
+           device=gpumem.device_count())
+    freed = gpumem.zeros(3)
+    freed.free()
+    raises(ValueError, gpumem.zeros_like, freed, match="freed")
+
+
+@case
+def transpose_gives_views_with_permuted_strides():
+    host = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    a = gpumem.to_device(host)
+    cases = [(a.T, host.T), (a.transpose(), host.transpose()),
+             (a.transpose(None), host.transpose()),
+             (a.transpose(1, 0, 2), host.transpose(1, 0, 2)),
+             (a.transpose((2, 0, 1)), host.transpose((2, 0, 1))),
+             (a.transpose([-1, 0, -2]), host.transpose([-1, 0, -2])),
+             (a[::-1, :, 1::2].T, host[::-1, :, 1::2].T)]
+    for view, expect in cases:
+        assert view.shape == expect.shape and view.strides == expect.strides, \
+            (view.strides, expect.strides)
+        assert view.base is a and view.ptr == a.ptr + (
+            expect.__array_interface__["data"][0]
+            - host.__array_interface__["data"][0])
+        assert not view.is_contiguous
+        assert np.array_equal(view.copy_to_host(), expect)
+        assert np.array_equal(view.copy().copy_to_host(), expect)
+    # The same memory: writes through the view reach the owner.
+    t = a.T
+    t[0, 0, 1] = -5.0
+    assert a.copy_to_host()[1, 0, 0] == -5.0
+    one = gpumem.zeros(5)
+    assert one.T.shape == (5,) and one.T.is_contiguous
+    assert one.transpose(0).shape == (5,)
+    zero = gpumem.zeros(())
+    assert zero.T.shape == ()
+
+
+@case
+def transpose_checks_its_axes():
+    a = gpumem.zeros((2, 3))
+    raises(ValueError, a.transpose, 0, match="axes don't match")
+    raises(ValueError, a.transpose, (0, 1, 2), match="axes don't match")
+    raises(ValueError, a.transpose, 0, 0, match="repeated axis")
+    raises(ValueError, a.transpose, 0, 2, match="out of bounds")
+    raises(ValueError, a.transpose, 0, -3, match="out of bounds")
+    raises(TypeError, a.transpose, 0, "1", match="axes are ints")
+    raises(TypeError, a.transpose, 0, 1.0, match="axes are ints")
+    raises(TypeError, a.transpose, True, False, match="axes are ints")
+    a.free()
+    raises(ValueError, a.transpose, match="freed")
+    raises(ValueError, lambda: a.T, match="freed")
+
+
+@case
+def pickling_is_by_value():
+    for dtype in DTYPES:
+        host = random_array(7, dtype).reshape(7)
+        a = gpumem.to_device(host)
+        back = pickle.loads(pickle.dumps(a))
+        assert back is not a and back.ptr != a.ptr
+        assert back.dtype == a.dtype and back.shape == a.shape
+        assert np.array_equal(back.copy_to_host(), host), dtype
+    host = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    a = gpumem.to_device(host)
+    for view, expect in [(a[:, ::-1, 1::2], host[:, ::-1, 1::2]),
+                         (a.T, host.T), (a[1], host[1]), (a[0, 0, 0], host[0, 0, 0])]:
+        data = pickle.dumps(view, protocol=pickle.HIGHEST_PROTOCOL)
+        back = pickle.loads(data)
+        assert back.base is None and back.is_contiguous
+        assert back.shape == expect.shape
+        assert np.array_equal(back.copy_to_host(), expect)
+    last = gpumem.device_count() - 1
+    on_last = gpumem.ones(3, device=last)
+    assert pickle.loads(pickle.dumps(on_last)).device.index == last
+    func, args = on_last.__reduce__()
+    assert func is gpumem._rebuild and args[1] == last
+    assert isinstance(args[0], np.ndarray)
+    # The copy is its own memory.
+    back = pickle.loads(pickle.dumps(on_last))
+    back.fill(5)
+    assert np.array_equal(on_last.copy_to_host(), np.ones(3, np.float32))
+    freed = gpumem.zeros(3)
+    view = freed[1:]
+    freed.free()
+    raises(ValueError, pickle.dumps, freed, match="freed")
+    raises(ValueError, pickle.dumps, view, match="freed")
+    raises(ValueError, gpumem._rebuild, np.zeros(2), gpumem.device_count())
 
 
 gmtest.main()

@@ -152,7 +152,8 @@ def read_only_and_wrong_destinations():
     a = gpumem.to_device(np.arange(4, dtype=np.float32))
     ro = np.zeros(4, np.float32)
     ro.setflags(write=False)
-    raises(ValueError, gpumem.copy_from_gpu, a, ro, 4, match="read-only")
+    raises(ValueError, gpumem.copy_from_gpu, a, ro, 4,
+           match="copy_from_gpu: dest is read-only")
     ro_strided = np.zeros(8, np.float64)[::2]        # the NumPy path
     ro_strided.setflags(write=False)
     raises(ValueError, gpumem.copy_from_gpu, a, ro_strided, 4,
@@ -164,6 +165,24 @@ def read_only_and_wrong_destinations():
     raises(TypeError, gpumem.copy_from_gpu, a, None, 4)
     raises(TypeError, gpumem.copy_to_gpu, np.zeros(4), np.zeros(4), 4)
     raises(TypeError, gpumem.copy_from_gpu, np.zeros(4), np.zeros(4), 4)
+    raises(TypeError, gpumem.copy_from_gpu, a, [0, 0, 0, 0], 4,
+           match="copy_from_gpu: dest must be a writable host array")
+
+
+@case
+def device_to_device_through_the_host_functions_points_at_copy():
+    a = gpumem.to_device(np.arange(4, dtype=np.float32))
+    b = gpumem.zeros(4)
+    exc = raises(TypeError, gpumem.copy_to_gpu, a, b, 4,
+                 match="copy_to_gpu: src is a DeviceArray")
+    assert "gpumem.copy(dest, src, size)" in str(exc)
+    assert "copy_to_host" not in str(exc)
+    exc = raises(TypeError, gpumem.copy_from_gpu, a, b, 4,
+                 match="copy_from_gpu: dest is a DeviceArray")
+    assert "gpumem.copy(dest, src, size)" in str(exc)
+    assert not b.copy_to_host().any()
+    gpumem.copy(b, a, 4)
+    assert np.array_equal(b.copy_to_host(), a.copy_to_host())
     raises(TypeError, gpumem.copy, np.zeros(4), np.zeros(4))
 
 

@@ -112,6 +112,55 @@ def exit_with_arrays_and_streams_alive():
     assert result.stderr == "", result.stderr
 
 
+@case
+def the_host_fallback_is_a_backend_warning():
+    """Without a CUDA device, auto falls back to the host backend: in a
+    plain python that is a gpumem.BackendWarning, which a filter can
+    silence, never a line written to stderr."""
+    record = ("import warnings\n"
+              "with warnings.catch_warnings(record=True) as seen:\n"
+              "    warnings.simplefilter('always')\n"
+              "    import gpumem\n"
+              "mine = [w for w in seen\n"
+              "        if issubclass(w.category, gpumem.BackendWarning)]\n"
+              "print(gpumem.backend, len(mine))\n"
+              "for w in mine:\n"
+              "    assert issubclass(w.category, UserWarning)\n"
+              "    print(w.message)\n")
+    result = python(record, unset_backend=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "", result.stderr
+    lines = result.stdout.splitlines()
+    backend, count = lines[0].split()
+    if backend == "cuda":
+        assert count == "0", result.stdout
+        gmtest.skip("a CUDA device answers here: no fallback to warn of")
+    assert count == "1", result.stdout
+    assert lines[1].endswith("using the host backend"), lines
+    assert "BackendWarning: no CUDA device" in python(
+        "import gpumem", unset_backend=True).stderr
+    # Filtered by message before the import (the category exists only
+    # after it), or by its base class: nothing at all on stderr.
+    silenced = python("import warnings\n"
+                      "warnings.filterwarnings('ignore', "
+                      "message='.*using the host backend')\n"
+                      "import gpumem\n", unset_backend=True)
+    assert silenced.returncode == 0 and silenced.stderr == "", \
+        silenced.stderr
+    as_error = python("import warnings\n"
+                      "warnings.simplefilter('error', UserWarning)\n"
+                      "try:\n"
+                      "    import gpumem\n"
+                      "except UserWarning as exc:\n"
+                      "    print(type(exc).__module__, type(exc).__name__)\n",
+                      unset_backend=True)
+    assert as_error.stdout.strip() == "gpumem BackendWarning", \
+        (as_error.stdout, as_error.stderr)
+    # GPUMEM_BACKEND=host is a choice, not a fallback: no warning.
+    chosen = python(record, backend="host")
+    assert chosen.stdout.splitlines() == ["host 0"], chosen.stdout
+
+
 if __name__ == "__main__":
     if gmtest.sanitized():
         gmtest.skip_file("sanitized build: its extension module cannot "

@@ -1,5 +1,6 @@
 """DeviceArray indexing, assignment, fill, copy and strided views against
-NumPy on random shapes (py-index.c, py-array-copy.c, strided.c)."""
+NumPy on random shapes (py-index.c, py-array-copy.c, strided.c), and
+transposed views (py-transpose.c)."""
 
 import os
 
@@ -347,6 +348,66 @@ def with_stream_assignments():
     h[::3] = np.arange(64, dtype=np.float32)
     assert np.array_equal(d.copy_to_host(), h)
     assert np.array_equal(c.copy_to_host(), h[5:, 1::2])
+
+
+@case
+def array_indexes_are_refused_with_gpumem_messages():
+    a = gpumem.to_device(np.arange(6, dtype=np.float32))
+    masks = [np.array([True, False] * 3),
+             gpumem.to_device(np.array([True, False] * 3)),
+             np.ones((2, 3), bool)]
+    for mask in masks:
+        exc = raises(TypeError, a.__getitem__, mask,
+                     match="boolean mask indexing is not supported")
+        assert "copy_to_host()[mask]" in str(exc)
+        assert "integer scalar" not in str(exc)
+        raises(TypeError, a.__setitem__, mask, 0.0,
+               match="boolean mask indexing is not supported")
+        raises(TypeError, a.__getitem__, (Ellipsis, mask),
+               match="boolean mask indexing")
+    for indices in [np.array([0, 2]), gpumem.to_device(np.array([0, 2]))]:
+        raises(TypeError, a.__getitem__, indices,
+               match="indexing by an array of indices is not supported")
+    assert np.array_equal(a.copy_to_host(), np.arange(6))
+    # A 0-d integer array is an int, as in NumPy.
+    for i in [np.array(4), gpumem.to_device(np.array(4))]:
+        assert float(a[i]) == 4.0
+
+
+@case
+def transposed_views_in_copies_assignment_and_kernels():
+    for _ in range(ROUNDS // 10):
+        shape = random_shape()
+        host = random_array(int(np.prod(shape)), "float64").reshape(shape)
+        a = gpumem.to_device(host)
+        axes = tuple(int(x) for x in rng.permutation(len(shape)))
+        view, expect = a.transpose(axes), host.transpose(axes)
+        assert view.strides == tuple(a.strides[i] for i in axes)
+        assert view.base is a and view.ptr == a.ptr
+        assert np.array_equal(view.copy_to_host(), expect)
+        out = np.empty(expect.shape)
+        gpumem.copy(out, view)
+        assert np.array_equal(out, expect)
+        fresh = random_array(expect.size, "float64").reshape(expect.shape)
+        view[...] = fresh
+        expect[...] = fresh
+        assert np.array_equal(a.copy_to_host(), host)
+        other = gpumem.zeros(expect.shape, "float64")
+        other[...] = view
+        assert np.array_equal(other.copy_to_host(), expect)
+    m = gpumem.to_device(np.arange(8, dtype=np.float32).reshape(2, 4))
+    out = gpumem.zeros((4, 2))
+    raises(ValueError, gpumem.kernels.saxpy, 8, 1.0, m.T, out)
+    gpumem.kernels.saxpy(8, 1.0, m.T.copy(), out)
+    assert np.array_equal(out.copy_to_host(), np.arange(8).reshape(2, 4).T)
+    if gpumem.backend == "cuda":
+        cai = m.T.__cuda_array_interface__
+        assert cai["shape"] == (4, 2) and cai["strides"] == (4, 16)
+        assert cai["data"][0] == m.ptr
+    else:
+        got = np.from_dlpack(m.T)
+        assert got.strides == (4, 16)
+        assert np.array_equal(got, np.arange(8).reshape(2, 4).T)
 
 
 gmtest.main()

@@ -25,6 +25,10 @@ def exception_hierarchy():
     assert gpumem.CudaError.__module__ == "gpumem"
     err = gpumem.CudaError("x")
     assert err.code == 0 and err.name == ""
+    # The extension module's fallback notice: a warning, not an error.
+    assert issubclass(gpumem.BackendWarning, UserWarning)
+    assert not issubclass(gpumem.BackendWarning, gpumem.Error)
+    assert gpumem.BackendWarning.__module__ == "gpumem"
 
 
 @case
@@ -47,7 +51,9 @@ def api_names():
                  "zeros", "to_device", "asarray", "alloc_gpu_memory",
                  "copy_to_gpu", "copy_from_gpu", "copy", "pinned_empty",
                  "memory_stats", "set_memory_limit", "empty_cache",
-                 "current_device", "device_count"):
+                 "current_device", "device_count", "full", "ones",
+                 "empty_like", "zeros_like", "ones_like", "full_like",
+                 "BackendWarning", "_rebuild"):
         assert hasattr(gpumem, name), name
 
 
