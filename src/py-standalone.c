@@ -6,7 +6,8 @@
    starts one itself when it is first imported, as GPUMEM_BACKEND says
    (auto when unset; when it falls back to the host backend the
    program's notice is a gpumem.BackendWarning instead, which
-   warnings.filterwarnings can silence), and ends it after the interpreter has finalized
+   warnings.filterwarnings can silence, naming the script's import),
+   and ends it after the interpreter has finalized
    (Py_AtExit), when every DeviceArray has been freed: the program's
    order, Python first and the backend after (which, as in the program,
    leaves CUDA's contexts to the other libraries of the process).
@@ -19,6 +20,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "plugin.h"
@@ -29,6 +31,36 @@ static void
 standalone_shutdown (void)
 {
   gm_backend_shutdown ();
+}
+
+/* The stacklevel of a warning issued while gpumem is being imported
+   that names the script's import statement, past the frames of
+   Python's import machinery.  */
+static int
+importer_stacklevel (void)
+{
+  PyFrameObject *frame = PyEval_GetFrame ();
+  int level = 1;
+
+  Py_XINCREF (frame);
+  while (frame != NULL)
+    {
+      PyCodeObject *code = PyFrame_GetCode (frame);
+      const char *file = PyUnicode_AsUTF8 (code->co_filename);
+      PyFrameObject *back;
+      bool machinery = file != NULL
+                       && strncmp (file, "<frozen importlib", 17) == 0;
+      Py_DECREF (code);
+      if (!machinery)
+        break;
+      back = PyFrame_GetBack (frame);
+      Py_DECREF (frame);
+      frame = back;
+      level++;
+    }
+  Py_XDECREF (frame);
+  PyErr_Clear ();
+  return level;
 }
 
 /* Whether GPUMEM_KERNELS's plugins were preloaded.  */
@@ -76,7 +108,8 @@ gmpy_backend_start (PyObject *warning)
       return -1;
     }
   if (gm_backend_notice () != NULL
-      && PyErr_WarnEx (warning, gm_backend_notice (), 1) < 0)
+      && PyErr_WarnEx (warning, gm_backend_notice (),
+                       importer_stacklevel ()) < 0)
     return -1;
   return 0;
 }
