@@ -273,8 +273,9 @@ algo_kernel (const float *images, const float *update, float *partial_update,
    room for BLOCKS block sums after its counter.  Streams are told apart
    by cudaStreamGetId, which never gives a destroyed stream's number to
    a new one, so an area is never shared by streams that can run at the
-   same time.  An area of a destroyed stream stays until the process
-   ends (ALGO_SCRATCH_STREAMS areas of a few KiB at most).  */
+   same time.  An area of a destroyed stream stays until the backend
+   shuts down (ALGO_SCRATCH_STREAMS areas of a few KiB at most), which
+   gives every area back through gm_kernels_release.  */
 enum
 {
   ALGO_SCRATCH_STREAMS = 64,
@@ -372,6 +373,40 @@ algo_scratch (cudaStream_t stream, uint64_t blocks,
     *counter = slot->counter;
   pthread_mutex_unlock (&algo_scratch_lock);
   return err;
+}
+
+/* Frees the scratch areas of DEVICE, the current device, and forgets
+   their slots; the caller has waited for DEVICE's work, so no launch
+   still uses them.  The frees go on the legacy default stream and are
+   waited for, so that the pool holds the memory again on return (and a
+   trim can give it back to the device).  Errors are cleared and
+   ignored: this runs at shutdown, where nothing could act on them.
+   Thread-safe.  */
+void
+gm_kernel_algo_release (int device)
+{
+  bool freed = false;
+  int kept = 0;
+
+  pthread_mutex_lock (&algo_scratch_lock);
+  for (int i = 0; i < algo_scratch_used; i++)
+    {
+      algo_scratch_slot *slot = &algo_scratch_slots[i];
+
+      if (slot->device != device)
+        {
+          algo_scratch_slots[kept++] = *slot;
+          continue;
+        }
+      if (slot->counter != NULL
+          && cudaFreeAsync (slot->counter, cudaStreamLegacy) == cudaSuccess)
+        freed = true;
+    }
+  algo_scratch_used = kept;
+  pthread_mutex_unlock (&algo_scratch_lock);
+  if (freed)
+    (void) cudaStreamSynchronize (cudaStreamLegacy);
+  (void) cudaGetLastError ();
 }
 
 /* Enqueue on STREAM, on the current device, the computation of

@@ -24,4 +24,10 @@
 #define GM_KERNELS_DEF "kernels.def"
 #include "kernel-decls.h"
 
+#ifdef __CUDACC__
+/* Frees algo's scratch areas on DEVICE (algo.cu); gm_kernels_release
+   (launchers.cu) calls it.  */
+void gm_kernel_algo_release (int device);
+#endif
+
 #endif /* GM_KERNELS_H */

@@ -6,3 +6,11 @@
 
 #define GM_KERNELS_DEF "kernels.def"
 #include "kernel-launchers.h"
+
+/* What the built-in kernels keep between launches is algo's per-stream
+   scratch (algo.cu).  */
+void
+gm_kernels_release (int device)
+{
+  gm_kernel_algo_release (device);
+}

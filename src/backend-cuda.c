@@ -86,8 +86,8 @@ cuda_shutdown (void)
      its streams.  cudaDeviceReset here destroyed those streams under that
      thread and crashed the process at exit (docs/RELIABILITY.md, "Crash at
      exit").  So gpumem never resets a device: it waits for its work,
-     releases what it owns (staging buffers, the pool's cached memory) and
-     leaves the context to the driver, which ends it with the process.  */
+     releases what it owns (staging buffers, the kernels' scratch, the
+     pool's cached memory) and leaves the context to the driver, which ends it with the process.  */
   gm_staging_shutdown (!gm_cuda_lost ());
   gm_pinned_ranges_clear ();
   if (gm_cuda_lost ())
@@ -98,6 +98,7 @@ cuda_shutdown (void)
         cudaMemPool_t pool;
 
         cudaDeviceSynchronize ();
+        gm_kernels_release (d);
         gm_cuda_streams_device_done (d);
         if (cudaDeviceGetDefaultMemPool (&pool, d) == cudaSuccess)
           cudaMemPoolTrimTo (pool, 0);

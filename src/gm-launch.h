@@ -38,4 +38,18 @@
 #define GM_FIELD_float32 f32
 #define GM_FIELD_float64 f64
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Frees what the built-in kernels keep on DEVICE between launches (the
+   per-stream scratch of algo), with DEVICE current and its work done.
+   Defined with the kernels (kernels/launchers.cu), in CUDA builds only;
+   the CUDA backend calls it at shutdown, before it trims the pools.  */
+void gm_kernels_release (int device);
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif /* GM_LAUNCH_H */
