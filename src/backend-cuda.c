@@ -4,6 +4,9 @@
    events, waits), cuda-memory.c (device and page-locked memory),
    cuda-copy.c (copies; cuda-staging.c for pageable memory) and
    cuda-launch.c (kernels); cuda-backend.h is their private interface.
+   The table's copies, memsets, launches, waits, allocations and frees go
+   through cuda-nvtx.c, which annotates them for NVTX when asked (nvtx.h)
+   and otherwise calls straight through.
 
    Every CUDA call goes through GM_CUDA_CHECK (cuda-status.h), which
    records the error and maps it to a gm_status; an error that loses the
@@ -70,6 +73,7 @@ cuda_init (void)
      behind the host backend.  */
   if (gm_cuda_copy_init () != GM_OK || gm_staging_init () != GM_OK)
     return GM_ERR_VALUE;
+  gm_cuda_nvtx_attach ();
   status = gm_cuda_streams_init (gm_cuda_device_count ());
   if (status != GM_OK)
     return status;
@@ -117,16 +121,16 @@ const gm_backend gm_backend_cuda = {
   .device_count = gm_cuda_device_count,
   .device_props = gm_cuda_device_props,
   .mem_info = gm_cuda_mem_info,
-  .malloc = gm_cuda_malloc,
-  .free = gm_cuda_free,
+  .malloc = gm_cuda_nvtx_malloc,
+  .free = gm_cuda_nvtx_free,
   .release_cached = gm_cuda_release_cached,
   .reserved = gm_cuda_reserved,
-  .copy = gm_cuda_copy,
-  .copy2d = gm_cuda_copy2d,
-  .memset = gm_cuda_memset,
-  .launch = gm_cuda_launch,
-  .wait = gm_cuda_wait,
-  .device_synchronize = gm_cuda_device_synchronize,
+  .copy = gm_cuda_nvtx_copy,
+  .copy2d = gm_cuda_nvtx_copy2d,
+  .memset = gm_cuda_nvtx_memset,
+  .launch = gm_cuda_nvtx_launch,
+  .wait = gm_cuda_nvtx_wait,
+  .device_synchronize = gm_cuda_nvtx_device_synchronize,
   .stream_create = gm_cuda_stream_create,
   .stream_destroy = gm_cuda_stream_destroy,
   .stream_wrap = gm_cuda_stream_wrap,
@@ -137,7 +141,7 @@ const gm_backend gm_backend_cuda = {
   .event_destroy = gm_cuda_event_destroy,
   .event_record = gm_cuda_event_record,
   .event_query = gm_cuda_event_query,
-  .event_wait = gm_cuda_event_wait,
+  .event_wait = gm_cuda_nvtx_event_wait,
   .event_elapsed_ms = gm_cuda_event_elapsed_ms,
   .host_alloc = gm_cuda_host_alloc,
   .host_free = gm_cuda_host_free,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gm.h"
+#include "nvtx.h"
 
 const gm_backend *gm_backend_current;
 
@@ -33,6 +34,10 @@ gm_status
 gm_backend_init (gm_backend_choice choice, bool quiet)
 {
   fallback_notice[0] = '\0';
+  /* Read whichever backend runs, so that a bad value is an error on
+     both and a script runs unchanged on both.  */
+  if (gm_nvtx_init () != GM_OK)
+    return GM_ERR_VALUE;
   if (choice == GM_BACKEND_HOST)
     return use (&gm_backend_host);
 #ifdef GM_HAVE_CUDA

@@ -15,6 +15,7 @@
 
 #include "comm-devices.h"
 #include "comm-engine.h"
+#include "nvtx.h"
 #ifdef GM_HAVE_NCCL
 #include "comm-nccl.h"
 #endif
@@ -158,8 +159,9 @@ done:
   return status;
 }
 
-gm_status
-gm_comm_devices_run (const gm_comm_devices_call *call)
+/* gm_comm_devices_run without its NVTX range.  */
+static gm_status
+run_call (const gm_comm_devices_call *call)
 {
   gm_nccl_verdict verdict
     = gm_nccl_verdict_for (call->kind, call->dtype, call->op);
@@ -178,4 +180,19 @@ gm_comm_devices_run (const gm_comm_devices_call *call)
     return gm_nccl_run_devices (call);
 #endif
   return run_loops (call);
+}
+
+gm_status
+gm_comm_devices_run (const gm_comm_devices_call *call)
+{
+  gm_status status;
+
+  if (!gm_nvtx_on ())
+    return run_call (call);
+  gm_nvtx_push (GM_NVTX_COLLECTIVE, "%s %zu bytes on %d devices",
+                gm_comm_kind_name (call->kind),
+                call->count * gm_dtypes[call->dtype].itemsize, call->n);
+  status = run_call (call);
+  gm_nvtx_pop ();
+  return status;
 }

@@ -7,6 +7,7 @@
 
 #include "comm.h"
 #include "comm-engine.h"
+#include "nvtx.h"
 #ifdef GM_HAVE_MPI
 #include "comm-mpi.h"
 #endif
@@ -53,8 +54,9 @@ run_alone (const gm_comm_call *call)
                                    call->device, nbytes, call->stream);
 }
 
-gm_status
-gm_comm_run (const gm_comm_call *call)
+/* gm_comm_run without its NVTX range.  */
+static gm_status
+run_call (const gm_comm_call *call)
 {
 #ifdef GM_HAVE_MPI
   if (gm_comm_size () > 1)
@@ -63,4 +65,19 @@ gm_comm_run (const gm_comm_call *call)
   if (call->refused)
     return gm_error_set (GM_ERR_VALUE, 0, NULL, "arguments refused");
   return run_alone (call);
+}
+
+gm_status
+gm_comm_run (const gm_comm_call *call)
+{
+  gm_status status;
+
+  if (!gm_nvtx_on ())
+    return run_call (call);
+  gm_nvtx_push (GM_NVTX_COLLECTIVE, "%s %zu bytes on device %d",
+                gm_comm_kind_name (call->kind),
+                call->count * gm_dtypes[call->dtype].itemsize, call->device);
+  status = run_call (call);
+  gm_nvtx_pop ();
+  return status;
 }

@@ -1,6 +1,7 @@
 /* cuda-backend.h -- the private interface between the files of the CUDA
    backend: backend-cuda.c (the table of operations, start and shutdown)
-   on top; cuda-copy.c, cuda-launch.c and cuda-memory.c beneath it;
+   on top; cuda-nvtx.c (the annotated operations) beneath it;
+   cuda-copy.c, cuda-launch.c and cuda-memory.c beneath those;
    cuda-streams.c beneath those; cuda-devices.c at the bottom.  Calls
    run downward only.  The gm_cuda_* functions named after a gm_backend
    member do what that member says (gm.h).  Nothing outside the CUDA
@@ -121,5 +122,31 @@ gm_status gm_cuda_memset (void *dst, int device, int value, size_t nbytes,
 gm_status gm_cuda_launch (const gm_kernel *kernel, const gm_arg *args,
                           const gm_launch_cfg *cfg, int device,
                           gm_stream *stream);
+
+/* cuda-nvtx.c: the operations of the same names without nvtx_,
+   annotated with NVTX ranges (and, for memory, registrations) while the
+   switch of nvtx.h is on; above the files they call.  */
+
+/* Makes NVTX3 the tool behind nvtx.h's ranges.  */
+void gm_cuda_nvtx_attach (void);
+
+gm_status gm_cuda_nvtx_malloc (int device, size_t nbytes, gm_stream *stream,
+                               void **ptr);
+gm_status gm_cuda_nvtx_free (int device, void *ptr, gm_stream *stream);
+gm_status gm_cuda_nvtx_copy (void *dst, int dst_device, const void *src,
+                             int src_device, size_t nbytes,
+                             gm_stream *stream);
+gm_status gm_cuda_nvtx_copy2d (void *dst, size_t dpitch, int dst_device,
+                               const void *src, size_t spitch,
+                               int src_device, size_t width, size_t height,
+                               gm_stream *stream);
+gm_status gm_cuda_nvtx_memset (void *dst, int device, int value,
+                               size_t nbytes, gm_stream *stream);
+gm_status gm_cuda_nvtx_launch (const gm_kernel *kernel, const gm_arg *args,
+                               const gm_launch_cfg *cfg, int device,
+                               gm_stream *stream);
+gm_status gm_cuda_nvtx_wait (int device, gm_stream *stream, long timeout_us);
+gm_status gm_cuda_nvtx_device_synchronize (int device);
+gm_status gm_cuda_nvtx_event_wait (gm_event *event, long timeout_us);
 
 #endif /* GM_CUDA_BACKEND_H */

@@ -152,6 +152,8 @@ int gmpy_frameworks_init (PyObject *module);
 /* Module functions of the memory books (py-memory.c): memory_stats,
    set_memory_limit, empty_cache.  */
 extern PyMethodDef gmpy_memory_methods[];
+/* gpumem.nvtx (py-nvtx.c).  */
+extern PyMethodDef gmpy_nvtx_methods[];
 /* Installs the memory history's stack hooks, adds memory_history,
    memory_snapshot, dump_snapshot and memory_report to MODULE, starts the
    history GPUMEM_MEMORY_HISTORY asks for, and registers what the
