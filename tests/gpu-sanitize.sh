@@ -4,7 +4,9 @@
 # Runs src/gpumem --backend=cuda under each compute-sanitizer tool:
 #   memcheck --leak-check full   tests/test_kernels.py, tests/test_copy.py,
 #                                tests/test_array.py, scripts/stitching.py,
-#                                tests/fuzz/sanitize_workload.py
+#                                tests/fuzz/sanitize_workload.py; then
+#                                tests/gpu-sanitize-nvtx.sh (a write past
+#                                an array, reported with GPUMEM_NVTX=1)
 #   racecheck, initcheck,        scripts/stitching.py (small) and
 #   synccheck                    tests/fuzz/sanitize_workload.py
 # Each run's report goes to OUTDIR/TOOL-NAME.log; OUTDIR/summary.log
@@ -129,6 +131,15 @@ for tool in $tools; do
       run memcheck test_array "$src/tests/test_array.py"
       run memcheck stitching "$src/scripts/stitching.py"
       run memcheck workload "$src/tests/fuzz/sanitize_workload.py"
+      # The NVTX memory API: a write one past an array must be reported
+      # (a run of its own, whose errors are the expected ones).
+      GPUMEM_BUILD=$build GM_SRCDIR=$src COMPUTE_SANITIZER=$sanitizer \
+        "$src/tests/gpu-sanitize-nvtx.sh" "$out"
+      case $? in
+        0) ;;
+        *) failed=1 ;;
+      esac
+      cat "$out/summary-nvtx.log" >>"$summary" 2>/dev/null
       ;;
     racecheck|initcheck|synccheck)
       run "$tool" stitching "$src/scripts/stitching.py" --images 4000 \
