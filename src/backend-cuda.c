@@ -148,6 +148,10 @@ const gm_backend gm_backend_cuda = {
   .foreign_stream_sync = gm_cuda_foreign_stream_sync,
   .foreign_stream_wait = gm_cuda_foreign_stream_wait,
   .pointer_device = gm_cuda_pointer_device,
+  .graph_begin = gm_cuda_graph_begin,
+  .graph_end = gm_cuda_graph_end,
+  .graph_launch = gm_cuda_graph_launch,
+  .graph_destroy = gm_cuda_graph_destroy,
   .can_access_peer = gm_cuda_can_access_peer,
   .shutdown = cuda_shutdown,
 };

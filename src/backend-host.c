@@ -5,7 +5,9 @@
    devices (default 4) each keep their own accounting, so multi-device
    scripts run on machines without a GPU and device results can be
    checked against it.  All work is synchronous: streams and events are
-   complete as soon as they are used.  */
+   complete as soon as they are used.  A stream that records a graph
+   (graph_begin) keeps its calls in the graph instead (host-graph.c),
+   and graph_launch runs them in order.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -21,6 +23,7 @@
 
 #include "dlpack-abi.h"
 #include "gm.h"
+#include "host-graph.h"
 
 #define HOST_MAX_DEVICES 64
 /* Device allocations are aligned as cudaMalloc's are, so kernels' C
@@ -32,6 +35,7 @@ struct gm_stream
 {
   int device;
   void *handle;         /* what stream_wrap was given; NULL for our own */
+  gm_graph *recording;  /* graph_begin's graph until graph_end, or NULL */
 };
 
 struct gm_event
@@ -182,7 +186,10 @@ host_copy (void *dst, int dst_device, const void *src, int src_device,
 {
   (void) dst_device;
   (void) src_device;
-  (void) stream;
+  if (stream != NULL && stream->recording != NULL)
+    return gm_host_graph_add (stream->recording, &(gm_host_op) {
+        .kind = GM_HOST_OP_COPY, .dst = dst, .src = src, .dpitch = nbytes,
+        .spitch = nbytes, .width = nbytes, .height = 1});
   pthread_mutex_lock (&work_lock);
   if (nbytes > 0)
     memmove (dst, src, nbytes);
@@ -197,7 +204,10 @@ host_copy2d (void *dst, size_t dpitch, int dst_device, const void *src,
 {
   (void) dst_device;
   (void) src_device;
-  (void) stream;
+  if (stream != NULL && stream->recording != NULL)
+    return gm_host_graph_add (stream->recording, &(gm_host_op) {
+        .kind = GM_HOST_OP_COPY, .dst = dst, .src = src, .dpitch = dpitch,
+        .spitch = spitch, .width = width, .height = height});
   pthread_mutex_lock (&work_lock);
   for (size_t row = 0; row < height && width > 0; row++)
     memmove ((char *) dst + row * dpitch, (const char *) src + row * spitch,
@@ -211,7 +221,10 @@ host_memset (void *dst, int device, int value, size_t nbytes,
              gm_stream *stream)
 {
   (void) device;
-  (void) stream;
+  if (stream != NULL && stream->recording != NULL)
+    return gm_host_graph_add (stream->recording, &(gm_host_op) {
+        .kind = GM_HOST_OP_MEMSET, .dst = dst, .value = value,
+        .width = nbytes, .height = 1});
   pthread_mutex_lock (&work_lock);
   if (nbytes > 0)
     memset (dst, value, nbytes);
@@ -225,7 +238,6 @@ host_launch (const gm_kernel *kernel, const gm_arg *args,
 {
   (void) cfg;
   (void) device;
-  (void) stream;
   if (kernel->jit != NULL)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "%s: the host backend "
                          "cannot launch JIT kernels (gpumem.jit compiles "
@@ -236,6 +248,14 @@ host_launch (const gm_kernel *kernel, const gm_arg *args,
                          "no C reference: the host backend cannot run it; "
                          "run on the cuda backend", kernel->name,
                          kernel->origin ? kernel->origin : "built in");
+  if (stream != NULL && stream->recording != NULL)
+    {
+      gm_host_op op = {.kind = GM_HOST_OP_LAUNCH, .kernel = kernel};
+
+      for (int i = 0; i < kernel->nparams; i++)
+        op.args[i] = args[i];
+      return gm_host_graph_add (stream->recording, &op);
+    }
   pthread_mutex_lock (&work_lock);
   kernel->run_host (args);
   pthread_mutex_unlock (&work_lock);
@@ -266,6 +286,7 @@ host_stream_create (int device, gm_stream **stream)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for a stream");
   (*stream)->device = device;
   (*stream)->handle = NULL;
+  (*stream)->recording = NULL;
   return GM_OK;
 }
 
@@ -292,6 +313,7 @@ host_stream_wait_event (int device, gm_stream *stream, gm_event *event)
 static void
 host_stream_destroy (gm_stream *stream)
 {
+  gm_host_graph_free (stream->recording);
   free (stream);
 }
 
@@ -408,6 +430,65 @@ host_pointer_device (const void *ptr, int *device)
   return GM_OK;
 }
 
+static gm_status
+host_graph_begin (gm_stream *stream)
+{
+  if (stream->recording != NULL)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "the stream already "
+                         "records a graph");
+  stream->recording = gm_host_graph_new (stream->device);
+  return stream->recording != NULL ? GM_OK : GM_ERR_HOST_NOMEM;
+}
+
+static gm_status
+host_graph_end (gm_stream *stream, gm_graph **graph)
+{
+  *graph = stream->recording;
+  stream->recording = NULL;
+  if (*graph == NULL)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "the stream records no "
+                         "graph");
+  return GM_OK;
+}
+
+/* Runs GRAPH's calls in the order they were recorded, as the calls
+   themselves would have run them (host_copy, host_memset,
+   host_launch).  */
+static gm_status
+host_graph_launch (gm_graph *graph, gm_stream *stream)
+{
+  (void) stream;
+  pthread_mutex_lock (&work_lock);
+  for (size_t i = 0; i < graph->nops; i++)
+    {
+      const gm_host_op *op = &graph->ops[i];
+
+      switch (op->kind)
+        {
+        case GM_HOST_OP_COPY:
+          for (size_t row = 0; row < op->height && op->width > 0; row++)
+            memmove ((char *) op->dst + row * op->dpitch,
+                     (const char *) op->src + row * op->spitch, op->width);
+          break;
+        case GM_HOST_OP_MEMSET:
+          if (op->width > 0)
+            memset (op->dst, op->value, op->width);
+          break;
+        case GM_HOST_OP_LAUNCH:
+          op->kernel->run_host (op->args);
+          break;
+        }
+    }
+  pthread_mutex_unlock (&work_lock);
+  return GM_OK;
+}
+
+static void
+host_graph_destroy (gm_graph *graph)
+{
+  gm_host_graph_free (graph);
+}
+
 static void
 host_shutdown (void)
 {
@@ -450,5 +531,9 @@ const gm_backend gm_backend_host = {
   .foreign_stream_wait = host_foreign_stream_wait,
   .can_access_peer = host_can_access_peer,
   .pointer_device = host_pointer_device,
+  .graph_begin = host_graph_begin,
+  .graph_end = host_graph_end,
+  .graph_launch = host_graph_launch,
+  .graph_destroy = host_graph_destroy,
   .shutdown = host_shutdown,
 };

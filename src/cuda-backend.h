@@ -1,7 +1,8 @@
 /* cuda-backend.h -- the private interface between the files of the CUDA
    backend: backend-cuda.c (the table of operations, start and shutdown)
    on top; cuda-nvtx.c (the annotated operations) beneath it;
-   cuda-copy.c, cuda-launch.c and cuda-memory.c beneath those;
+   cuda-copy.c, cuda-launch.c, cuda-graph.c and cuda-memory.c beneath
+   those;
    cuda-streams.c beneath those; cuda-devices.c at the bottom.  Calls
    run downward only.  The gm_cuda_* functions named after a gm_backend
    member do what that member says (gm.h).  Nothing outside the CUDA
@@ -148,5 +149,10 @@ gm_status gm_cuda_nvtx_launch (const gm_kernel *kernel, const gm_arg *args,
 gm_status gm_cuda_nvtx_wait (int device, gm_stream *stream, long timeout_us);
 gm_status gm_cuda_nvtx_device_synchronize (int device);
 gm_status gm_cuda_nvtx_event_wait (gm_event *event, long timeout_us);
+/* cuda-graph.c */
+gm_status gm_cuda_graph_begin (gm_stream *stream);
+gm_status gm_cuda_graph_end (gm_stream *stream, gm_graph **graph);
+gm_status gm_cuda_graph_launch (gm_graph *graph, gm_stream *stream);
+void gm_cuda_graph_destroy (gm_graph *graph);
 
 #endif /* GM_CUDA_BACKEND_H */

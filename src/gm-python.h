@@ -593,5 +593,80 @@ int gmpy_concurrent_check_pending (const void *ptr, size_t nbytes);
    0 or -1.  */
 int gmpy_concurrent_join (int device);
 
+/* gpumem.graph: calls recorded once and replayed.  The recorder
+   (py-graph-record.c) is what the call sites consult; the Python type
+   (py-graph.c) begins, ends and replays a recording.  */
+
+/* A host copy of a graph: NBYTES between the host object HOST's memory
+   at BUF (LEN bytes there at capture; ROOT, the array that owns it, had
+   ROOT_BUF and ROOT_LEN) and STAGING, page-locked memory of the graph's,
+   which the recorded device copy reads or writes.  TO_DEVICE: BUF is
+   copied into STAGING before each replay; else STAGING into BUF after
+   it.  */
+typedef struct gmpy_graph_stage
+{
+  PyObject *host, *root;
+  char *buf, *root_buf;
+  Py_ssize_t len, root_len;
+  char *staging;
+  size_t nbytes;
+  bool to_device;
+} gmpy_graph_stage;
+
+typedef struct gmpy_graph_rec
+{
+  PyObject *name;              /* a str, for messages */
+  int ndev;
+  gm_stream **streams;         /* per device: made at its first call */
+  gm_graph **graphs;           /* per device, once captured */
+  gmpy_graph_stage *stages;
+  size_t nstages, stages_cap;
+  char **arenas;               /* the page-locked blocks stages use */
+  size_t narenas, arenas_cap, arena_used, arena_size;
+  PyObject *held;              /* a list: the DeviceArrays the calls use */
+  bool capturing, ready;
+  struct gmpy_graph_rec *next; /* in the list of live recordings */
+} gmpy_graph_rec;
+
+/* The recording open in this thread (py-utils.c, which gmpy_wait
+   consults), or NULL.  */
+extern _Thread_local gmpy_graph_rec *gmpy_graph_capture;
+/* -1 with gpumem.Error saying that WHAT cannot be captured when a
+   recording is open in this thread; 0 otherwise.  */
+int gmpy_graph_refuse (const char *what);
+/* Opens REC (zeroed but for NAME) as this thread's recording: 0, or -1
+   with an exception (one is open already).  */
+int gmpy_graph_rec_begin (gmpy_graph_rec *rec);
+/* Closes this thread's recording REC: each device's capture ends and
+   becomes a graph.  When DISCARD (the block raised) or on error, what
+   was recorded is let go.  0 or -1 with an exception.  */
+int gmpy_graph_rec_end (gmpy_graph_rec *rec, bool discard);
+/* Frees what REC holds (graphs, streams, staging, references) and takes
+   it off the list of live recordings.  */
+void gmpy_graph_rec_clear (gmpy_graph_rec *rec);
+/* Visits REC's references for the garbage collector.  */
+int gmpy_graph_rec_traverse (gmpy_graph_rec *rec, visitproc visit,
+                             void *arg);
+/* The recording stream of DEVICE for a call on the arrays ARRAYS (N of
+   them, NULL entries skipped), which the graph then holds, in *STREAM.
+   -1 with gpumem.Error when an array is on another device.  */
+int gmpy_graph_stream (int device, PyObject *const *arrays, int n,
+                       gm_stream **stream);
+/* Records a copy of NBYTES between device memory (DEV, of DEVICE) and
+   the host memory VIEW exports: TO_DEVICE from VIEW's start into DEV,
+   else from DEV into VIEW's start.  0 or -1 with an exception.  */
+int gmpy_graph_host_copy (const gmpy_devbuf *dev, const Py_buffer *view,
+                          size_t nbytes, bool to_device);
+/* Records a copy of NBYTES from SRC to DST, device memory of one device
+   (BUFS: the DeviceArrays behind them, when known).  0 or -1.  */
+int gmpy_graph_device_copy (const gmpy_devbuf *dst_buf,
+                            const gmpy_devbuf *src_buf, void *dst,
+                            int dst_device, const void *src, int src_device,
+                            size_t nbytes);
+/* 0 when no live graph uses ARRAY's memory, else -1 with gpumem.Error
+   naming the graph (free () is refused).  */
+int gmpy_graph_check_free (arraypy_object *array);
+/* The type gpumem.graph (py-graph.c).  */
+int gmpy_graph_init (PyObject *module, gmpy_state *state);
 
 #endif /* GM_PYTHON_H */

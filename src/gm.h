@@ -136,6 +136,8 @@ typedef struct gm_device_props
    default stream with synchronous semantics.  */
 typedef struct gm_stream gm_stream;
 typedef struct gm_event gm_event;
+/* One device's recorded work, ready to run again (gpumem.graph).  */
+typedef struct gm_graph gm_graph;
 
 /* Flags of the backend's event_create.  */
 #define GM_EVENT_TIMING 1u
@@ -322,6 +324,19 @@ typedef struct gm_backend
      call (and the first copy between devices) maps every pair of devices
      that can reach each other, both ways, once.  */
   gm_status (*can_access_peer) (int device, int peer, bool *can);
+
+  /* Graphs (gpumem.graph).  graph_begin makes STREAM, one stream_create
+     made, record the copies, memsets and launches queued on it from now
+     on instead of running them, to run in the order queued; graph_end stops recording and makes
+     *GRAPH, which graph_launch queues on STREAM (NULL: complete on
+     return) as many times as wanted and graph_destroy frees.  Host
+     memory a recorded copy touches must be page-locked (host_alloc) and
+     outlive the graph.  A failed graph_end leaves STREAM as it was
+     before graph_begin.  */
+  gm_status (*graph_begin) (gm_stream *stream);
+  gm_status (*graph_end) (gm_stream *stream, gm_graph **graph);
+  gm_status (*graph_launch) (gm_graph *graph, gm_stream *stream);
+  void (*graph_destroy) (gm_graph *graph);
 
   void (*shutdown) (void);
 } gm_backend;

@@ -258,6 +258,7 @@ gmpy_exec (PyObject *module)
       || gmpy_stream_init (module, state) < 0
       || gmpy_pinned_init (module, state) < 0
       || gmpy_concurrent_init (module, state) < 0
+      || gmpy_graph_init (module, state) < 0
       || gmpy_kernels_init (module, state) < 0
       || gmpy_comm_devices_init (module, state) < 0
       || PyModule_AddFunctions (module, gmpy_memory_methods) < 0

@@ -88,9 +88,17 @@ arraypy_object *
 gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
                 int device, gm_stream *stream)
 {
-  arraypy_object *array = alloc_object (ndim, shape, dtype, device);
+  arraypy_object *array;
   gm_status status;
 
+  /* Device memory is allocated before a recording, not in it: a graph
+     would allocate at each replay, or hold memory only its capture
+     saw.  */
+  if (gmpy_graph_refuse ("a device allocation (empty, zeros, to_device, "
+                         "alloc_gpu_memory, or a call that returns a new "
+                         "array)") < 0)
+    return NULL;
+  array = alloc_object (ndim, shape, dtype, device);
   if (array == NULL)
     return NULL;
   array->alloc_bytes = gmpy_array_nbytes (array);

@@ -275,6 +275,9 @@ arraypy_free (PyObject *self, PyObject *unused)
 {
   arraypy_object *array = (arraypy_object *) self;
 
+  /* A live graph replays calls on this memory: refused (naming it).  */
+  if (!array->released && gmpy_graph_check_free (array) < 0)
+    return NULL;
   /* While DLPack consumers or calls in other threads hold the memory,
      it stays theirs: gpumem refuses to use it from now on, and it goes
      when the last of them lets go (gmpy_array_exports_add,

@@ -106,7 +106,8 @@ array_arg (PyObject *obj, bool writes, const char *fname, gm_comm_call *call,
 static int
 stream_arg (PyObject *obj, gm_comm_call *call)
 {
-  if (gmpy_stream_arg (obj, call->device, &call->stream) < 0)
+  if (gmpy_graph_refuse ("a collective (gpumem.comm)") < 0
+      || gmpy_stream_arg (obj, call->device, &call->stream) < 0)
     return -1;
   if (call->stream == NULL && gmpy_concurrent_active ())
     return gmpy_concurrent_stream (call->device, &call->stream);

@@ -637,7 +637,8 @@ concurrentpy_wait (PyObject *self, PyObject *unused)
                        "this thread (inside its with statement)");
       return NULL;
     }
-  if (engine_drain (block->engine, true) < 0)
+  if (gmpy_graph_refuse ("concurrent().wait() (a synchronization)") < 0
+      || engine_drain (block->engine, true) < 0)
     return NULL;
   Py_RETURN_NONE;
 }

@@ -83,6 +83,23 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
   /* Copies on a stream are asynchronous: enqueue them whole.  */
   size_t chunk = stream != NULL ? nbytes : COPY_CHUNK;
 
+  /* Inside a gpumem.graph() block the copy is recorded
+     (py-graph-record.c); one on a stream of its own is refused.  */
+  if (nbytes > 0 && gmpy_graph_capture != NULL)
+    {
+      if (stream != NULL)
+        return gmpy_graph_refuse ("a copy with stream= (or in a `with "
+                                  "stream:` block)");
+      if ((dst_buf != NULL && gmpy_devbuf_usable (dst_buf) < 0)
+          || (src_buf != NULL && gmpy_devbuf_usable (src_buf) < 0))
+        return -1;
+      if ((uintptr_t) dst < (uintptr_t) src + nbytes
+          && (uintptr_t) src < (uintptr_t) dst + nbytes)
+        return gmpy_graph_refuse ("a copy between overlapping ranges");
+      return gmpy_graph_device_copy (dst_buf, src_buf, dst, dst_device, src,
+                                     src_device, nbytes);
+    }
+
   /* Device addresses are unified with host ones: ranges that overlap
      are the same memory, whatever the devices.  CUDA leaves the result
      of such a copy undefined; on every backend it goes through host
@@ -258,6 +275,10 @@ gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
                                        dst->size);
           else if (count > n)
             result = gmpy_count_error (src_name, count, "source", n);
+          else if (stream == NULL && count > 0
+                   && gmpy_graph_capture != NULL)
+            result = gmpy_graph_host_copy (dst, &view,
+                                           (size_t) count * itemsize, true);
           else
             result = gmpy_guarded_copy (dst, NULL, dst->data, dst->device,
                                         view.buf, -1,
@@ -352,6 +373,10 @@ gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
 
           if (count > n)
             result = gmpy_count_error (dst_name, count, "destination", n);
+          else if (stream == NULL && count > 0
+                   && gmpy_graph_capture != NULL)
+            result = gmpy_graph_host_copy (src, &view,
+                                           (size_t) count * itemsize, false);
           else if (stream == NULL && gmpy_concurrent_active ()
                    && (queued = gmpy_devbuf_usable (src) < 0 ? -1
                        : gmpy_concurrent_to_host (&view, view.buf,

@@ -362,7 +362,25 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
      block's stream of its device, after the block's work on the devices
      of its other arrays (or, where streams cannot be ordered so, it
      waits for that work and is complete on return).  */
-  if (stream == NULL && gmpy_concurrent_active ())
+  /* Inside a gpumem.graph() block the launch is recorded on the
+     recording's stream of its device, which holds its arrays.  */
+  if (gmpy_graph_capture != NULL)
+    {
+      PyObject *arrays[GM_MAX_KERNEL_PARAMS];
+
+      if (stream != NULL)
+        {
+          gmpy_graph_refuse ("a launch with stream= (or in a `with "
+                             "stream:` block)");
+          return NULL;
+        }
+      for (int i = 0; i < n; i++)
+        arrays[i] = kernel->params[i].kind != GM_PARAM_SCALAR ? arg[i]
+                                                              : NULL;
+      if (gmpy_graph_stream (device, arrays, n, &stream) < 0)
+        return NULL;
+    }
+  else if (stream == NULL && gmpy_concurrent_active ())
     {
       if (gmpy_concurrent_launch_stream (device, peers, npeers, &stream) < 0)
         return NULL;

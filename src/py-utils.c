@@ -82,14 +82,29 @@ gmpy_raise_int (gm_status status)
   return -1;
 }
 
+_Thread_local gmpy_graph_rec *gmpy_graph_capture;
+
 int
 gmpy_wait (int device, gm_stream *stream)
 {
+  gm_status status;
+
+  /* Inside a recording nothing runs, so nothing may be waited for: the
+     call that waits (a synchronize, a call complete on return that the
+     recorder does not take) is refused.  */
+  if (gmpy_graph_capture != NULL)
+    {
+      PyErr_Format (module_state->error, "gpumem.graph %R: a call that "
+                    "waits for device %d (a synchronization, or a call the "
+                    "graph cannot record) cannot be captured: do it before "
+                    "or after the `with gpumem.graph()` block "
+                    "(docs/graphs.md)", gmpy_graph_capture->name, device);
+      return -1;
+    }
   /* Short work (a small kernel, the workload's) is over within tens of
      microseconds: wait that long with the GIL, then let other threads
      run while waiting in calls of 50 ms.  */
-  gm_status status = gm_backend_current->wait (device, stream, 50);
-
+  status = gm_backend_current->wait (device, stream, 50);
   if (status == GM_OK)
     return 0;
   if (status != GM_ERR_NOT_READY)
