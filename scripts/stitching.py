@@ -12,10 +12,13 @@ against the same algorithm run in NumPy, and a short report is printed.
 
     gpumem scripts/stitching.py [--images N] [--iterations K]
                                 [--kernel algo|algo_seed] [--seed S]
-                                [--serial] [--no-check]
+                                [--serial | --graph] [--no-check]
 
 The partitions' devices work at the same time (gpumem.concurrent());
---serial runs the same loop one call after another, for comparison.
+--serial runs the same loop one call after another, for comparison;
+--graph records one iteration's device work once (gpumem.graph(): the
+update's copies to the devices, the kernels, the partial updates'
+copies back) and replays it every iteration, one graph per device.
 
 Note that the workload's stitching roughly doubles the update's magnitude
 every iteration, so float32 values overflow after about 100 iterations of
@@ -36,7 +39,8 @@ PARTITIONS = 4
 
 def parse_args(argv, prog="gpumem scripts/stitching.py",
                description="The iterative 4-partition stitching workload.",
-               seed_help="seed of the random initial update"):
+               seed_help="seed of the random initial update",
+               graph_option=False):
     """The workload's command line (shared with stitching_mpi.py)."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--images", type=int, default=40,
@@ -52,7 +56,13 @@ def parse_args(argv, prog="gpumem scripts/stitching.py",
     parser.add_argument("--serial", action="store_true",
                         help="one call after another, each complete before "
                              "the next (no gpumem.concurrent block)")
+    if graph_option:
+        parser.add_argument("--graph", action="store_true",
+                            help="capture one iteration's device work "
+                                 "once and replay it (gpumem.graph)")
     args = parser.parse_args(argv)
+    if getattr(args, "graph", False) and args.serial:
+        parser.error("--graph and --serial exclude each other")
     if args.images < PARTITIONS:
         parser.error(f"--images must be at least {PARTITIONS}")
     if args.iterations < 1:
@@ -122,8 +132,25 @@ def reference(parted_images, update, iterations, kernel):
     return update
 
 
+def iteration_graph(kernel, devices, parted_images, gpu_image_memory,
+                    gpu_update_memory, gpu_partial_update_memory, update,
+                    partial_update):
+    """One iteration's device work recorded once: the update's copies
+    to every device, the kernels, the partial updates' copies back into
+    PARTIAL_UPDATE.  Each replay reads UPDATE as it is then."""
+    with gpumem.graph(name="stitching iteration") as iteration:
+        for mem in gpu_update_memory.values():
+            gpumem.copy_to_gpu(update, mem, 4)
+        for i in range(PARTITIONS):
+            kernel(gpu_image_memory[i], gpu_update_memory[devices[i]],
+                   gpu_partial_update_memory[i], len(parted_images[i]))
+            gpumem.copy_from_gpu(gpu_partial_update_memory[i],
+                                 partial_update[i], 4)
+    return iteration
+
+
 def main(argv):
-    args = parse_args(argv)
+    args = parse_args(argv, graph_option=True)
     rng = np.random.default_rng(args.seed)
     kernel = getattr(gpumem.kernels, args.kernel)
     ndev = gpumem.device_count()
@@ -154,6 +181,23 @@ def main(argv):
                            len(parted_images[i]))
 
     clock = IterationClock(args.iterations)
+    if args.graph:
+        # The same iteration, its device work replayed: the update goes
+        # to the devices at the start of each replay instead of the end
+        # of the iteration before, the same bytes in the same order.
+        iteration = iteration_graph(kernel, devices, parted_images,
+                                    gpu_image_memory, gpu_update_memory,
+                                    gpu_partial_update_memory, update,
+                                    partial_update)
+        for _ in range(args.iterations):
+            clock.start()
+            iteration()
+            stitching(update, partial_update)
+            clock.stop()
+        del iteration
+        return report(update, parted_images, initial_update, devices, clock,
+                      args, "graph")
+
     # The stitching workload.  Inside gpumem.concurrent() the calls are
     # queued per device instead of waited for one by one, so the devices
     # work at the same time; devices_at_once.wait() returns when every
@@ -175,10 +219,17 @@ def main(argv):
                 gpumem.copy_to_gpu(update, mem, 4)
             clock.stop()
 
+    return report(update, parted_images, initial_update, devices, clock,
+                  args, "serial" if args.serial else "concurrent")
+
+
+def report(update, parted_images, initial_update, devices, clock, args,
+           how):
+    """Prints the run's report (HOW: serial, concurrent or graph) and
+    the check's verdict; returns the exit status."""
     names = sorted({f"{d}: {gpumem.Device(d).name}" for d in devices})
     print(f"backend {gpumem.backend}; partitions on devices {devices} "
-          f"({'; '.join(names)}); "
-          f"{'serial' if args.serial else 'concurrent'}")
+          f"({'; '.join(names)}); {how}")
     print(clock.summary(args))
     print("update:", update)
 

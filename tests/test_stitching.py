@@ -48,6 +48,32 @@ def concurrent_equals_serial():
 
 
 @case
+def graph_equals_plain_loop():
+    """Replaying one captured iteration (--graph) gives the very bits of
+    the plain loop, at several image counts, with both kernels."""
+    for kernel in ("algo", "algo_seed"):
+        for images in ("4", "40", "1001", str(4 * 100003 + 3)):
+            got = {}
+            for mode in ((), ("--serial",), ("--graph",)):
+                out = run("--kernel", kernel, "--images", images,
+                          "--iterations", "12", "--seed", str(gmtest.SEED),
+                          *mode)
+                got[mode] = [line for line in out.splitlines()
+                             if line.startswith("update:")]
+            assert "graph" in out, out
+            assert got[()] and got[()] == got[("--serial",)] \
+                == got[("--graph",)], (kernel, images, got)
+
+
+@case
+def graph_and_serial_exclude_each_other():
+    proc = subprocess.run([gmtest.GPUMEM, "-q", SCRIPT, "--graph",
+                           "--serial"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "--graph" in proc.stderr, proc.stderr
+
+
+@case
 def bad_arguments_exit_2():
     proc = subprocess.run([gmtest.GPUMEM, "-q", SCRIPT, "--images", "2"],
                           capture_output=True, text=True, timeout=60)
