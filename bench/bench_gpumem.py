@@ -289,6 +289,52 @@ def main(argv):
                       20 if args.quick else 200, data.means(),
                       "kernels.algo, scripts/stitching.py's loop")
 
+    def graph_loop(case, kernel_name, images, n, iters, stats, note):
+        """workload_loop's iteration captured once (gpumem.graph) and
+        replayed: as raw.cu's workload_graph."""
+        kernel = getattr(gpumem.kernels, kernel_name)
+        update = np.empty(4, np.float32)
+        partial = np.empty((4, 4), np.float32)
+        gpu_update = gpumem.alloc_gpu_memory(4)
+        gpu_partial = [gpumem.alloc_gpu_memory(4) for _ in range(4)]
+        stitching = bl.stitching
+        with gpumem.graph(name=f"bench {case}") as iteration:
+            gpumem.copy_to_gpu(update, gpu_update, 4)
+            for i in range(4):
+                kernel(images[i], gpu_update, gpu_partial[i], n)
+                gpumem.copy_from_gpu(gpu_partial[i], partial[i], 4)
+        warm = max(10, iters // 10)
+        times = []
+        for r in range(-warm, iters):
+            if (r + warm) % bl.RESET_EVERY == 0:
+                update[:] = bl.INITIAL_UPDATE
+            t0 = pc()
+            iteration()
+            stitching(update, partial)
+            if r >= 0:
+                times.append(pc() - t0)
+        results.emit("graph", case, "wall", times, note=note)
+        update[:] = bl.INITIAL_UPDATE
+        for _ in range(3):
+            iteration()
+            stitching(update, partial)
+        want = bl.reference_updates(stats, 3, kernel_name)
+        bl.check_close(update, want, 1e-5 if kernel_name == "algo" else 1e-6,
+                       f"graph {case}")
+
+    def graph():
+        small = []
+        for part in data.small:
+            mem = gpumem.alloc_gpu_memory(10)
+            gpumem.copy_to_gpu(part, mem, 10)
+            small.append(mem)
+        graph_loop("seed_4x10", "algo_seed", small, 10,
+                   200 if args.quick else 3000, data.small_last,
+                   "gpumem.graph replayed, scripts/stitching.py --graph")
+        graph_loop("algo_4x2^28", "algo", partitions(), data.n,
+                   20 if args.quick else 200, data.means(),
+                   "gpumem.graph replayed, scripts/stitching.py --graph")
+
     def algo_sweep():
         parts = partitions()
         update_host = bl.random_block(4, seed=3)
@@ -536,7 +582,7 @@ def main(argv):
         "launch": launch, "alloc": alloc, "copy16": copy16,
         "copy256": copy256, "sweep": sweep, "d2d": d2d, "algo_bw": algo_bw,
         "algo_sweep": algo_sweep, "loop_sweep": loop_sweep,
-        "workload": workload, "seed_rate": seed_rate, "multigpu": multigpu,
+        "workload": workload, "graph": graph, "seed_rate": seed_rate, "multigpu": multigpu,
         "staging": staging})
 
 

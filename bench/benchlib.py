@@ -40,7 +40,8 @@ COPY_CASES = ("pinned_h2d", "pinned_d2h", "pageable_h2d", "pageable_d2h")
 # The sweep's cases: the four host copies and copy() device to device.
 SWEEP_CASES = COPY_CASES + ("d2d",)
 FIGURES = ("launch", "alloc", "copy16", "copy256", "sweep", "d2d",
-           "algo_bw", "algo_sweep", "loop_sweep", "workload", "seed_rate",
+           "algo_bw", "algo_sweep", "loop_sweep", "workload", "graph",
+           "seed_rate",
            "multigpu", "staging")
 INITIAL_UPDATE = (0.125, 0.25, 0.375, 0.5)
 

@@ -5,7 +5,7 @@
      raw [--quick] [--out FILE] [--log2n N] [--sweep-max BYTES] [FIGURE]...
 
    FIGURE is one of launch alloc copy16 copy256 sweep d2d algo_bw
-   algo_sweep loop_sweep workload seed_rate multigpu, or all (the
+   algo_sweep loop_sweep workload graph seed_rate multigpu, or all (the
    default; multigpu only where 2 or more devices answer).  Every result is one JSON
    object a line on standard output (or FILE), with the same fields as
    the Python implementations write (bench/benchlib.py):
@@ -746,6 +746,143 @@ fig_workload (bench *b)
             quick ? 20 : 200, "gm_kernel_algo", NULL);
 }
 
+/* The workload's iteration as one CUDA graph: the update's copy to the
+   device from page-locked memory, then 4 independent branches (one per
+   partition: its kernel, its partial update's copy into page-locked
+   memory), captured once by forking a stream into 4 and joining them.
+   Per iteration: the update into the page-locked buffer, one
+   cudaGraphLaunch, one cudaStreamSynchronize, the partial updates out
+   of theirs, the stitching.  gpumem.graph's replay does the same
+   (bench_gpumem.py's "graph" figure).  */
+static void
+workload_graph (bench *b, bool algo, float *const images[4], int64_t n,
+                const char *kase, int iters, const char *note,
+                const float *last)
+{
+  const float initial[4] = {0.125f, 0.25f, 0.375f, 0.5f};
+  float update[4], partial[4][4], *d_update, *d_partial[4];
+  float *h_update, *h_partial;
+  double *t = (double *) xmalloc (sizeof (double) * iters);
+  int warm = iters / 10 > 10 ? iters / 10 : 10;
+  cudaStream_t origin, branch[4];
+  cudaEvent_t fork, join[4];
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+
+  CHECK (cudaMalloc (&d_update, 16));
+  for (int i = 0; i < 4; i++)
+    CHECK (cudaMalloc (&d_partial[i], 16));
+  CHECK (cudaMallocHost (&h_update, 16));
+  CHECK (cudaMallocHost (&h_partial, 64));
+  CHECK (cudaStreamCreateWithFlags (&origin, cudaStreamNonBlocking));
+  CHECK (cudaEventCreateWithFlags (&fork, cudaEventDisableTiming));
+  for (int i = 0; i < 4; i++)
+    {
+      CHECK (cudaStreamCreateWithFlags (&branch[i], cudaStreamNonBlocking));
+      CHECK (cudaEventCreateWithFlags (&join[i], cudaEventDisableTiming));
+    }
+  CHECK (cudaStreamBeginCapture (origin, cudaStreamCaptureModeThreadLocal));
+  CHECK (cudaMemcpyAsync (d_update, h_update, 16, cudaMemcpyHostToDevice,
+                          origin));
+  CHECK (cudaEventRecord (fork, origin));
+  for (int i = 0; i < 4; i++)
+    {
+      CHECK (cudaStreamWaitEvent (branch[i], fork, 0));
+      if (algo)
+        CHECK (gm_kernel_algo (images[i], d_update, d_partial[i], n, &b->cfg,
+                               branch[i]));
+      else
+        CHECK (gm_kernel_algo_seed (images[i], d_update, d_partial[i], n,
+                                    &b->cfg, branch[i]));
+      CHECK (cudaMemcpyAsync (h_partial + 4 * i, d_partial[i], 16,
+                              cudaMemcpyDeviceToHost, branch[i]));
+      CHECK (cudaEventRecord (join[i], branch[i]));
+      CHECK (cudaStreamWaitEvent (origin, join[i], 0));
+    }
+  CHECK (cudaStreamEndCapture (origin, &graph));
+  CHECK (cudaGraphInstantiateWithFlags (&exec, graph, 0));
+
+#define ITERATION()                                                       \
+  do                                                                      \
+    {                                                                     \
+      memcpy (h_update, update, 16);                                      \
+      CHECK (cudaGraphLaunch (exec, origin));                             \
+      CHECK (cudaStreamSynchronize (origin));                             \
+      memcpy (partial, h_partial, 64);                                    \
+      stitching (update, partial);                                        \
+    }                                                                     \
+  while (0)
+
+  for (int r = -warm; r < iters; r++)
+    {
+      if ((r + warm) % RESET_EVERY == 0)
+        memcpy (update, initial, sizeof update);
+      double t0 = now_s ();
+      ITERATION ();
+      if (r >= 0)
+        t[r] = now_s () - t0;
+    }
+  emit ("graph", kase, "wall", t, iters, 0, 0, note);
+
+  /* Check 3 iterations against the same computation on the host.  */
+  float want[4];
+  memcpy (update, initial, sizeof update);
+  memcpy (want, initial, sizeof want);
+  for (int it = 0; it < 3; it++)
+    {
+      float p[4][4];
+      ITERATION ();
+      for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 4; k++)
+          p[i][k] = algo ? algo_expected (b, i, want[k]) : last[i] + want[k];
+      stitching (want, p);
+    }
+  for (int k = 0; k < 4; k++)
+    if (!close_to (update[k], want[k], algo ? 1e-5 : 1e-6))
+      die ("graph %s: update[%d] = %.9g, expected %.9g", kase, k,
+           update[k], want[k]);
+#undef ITERATION
+  CHECK (cudaGraphExecDestroy (exec));
+  CHECK (cudaGraphDestroy (graph));
+  for (int i = 0; i < 4; i++)
+    {
+      CHECK (cudaStreamDestroy (branch[i]));
+      CHECK (cudaEventDestroy (join[i]));
+      CHECK (cudaFree (d_partial[i]));
+    }
+  CHECK (cudaEventDestroy (fork));
+  CHECK (cudaStreamDestroy (origin));
+  CHECK (cudaFreeHost (h_update));
+  CHECK (cudaFreeHost (h_partial));
+  CHECK (cudaFree (d_update));
+  free (t);
+}
+
+/* The workload's loop as one CUDA graph an iteration (workload_graph):
+   4 x 10 with algo_seed and 4 x 2^log2n with algo, as fig_workload.  */
+static void
+fig_graph (bench *b)
+{
+  float *small[4], last[4];
+  for (int i = 0; i < 4; i++)
+    {
+      float host[10];
+      for (int j = 0; j < 10; j++)
+        host[j] = (float) (10 * i + j);
+      last[i] = host[9];
+      CHECK (cudaMalloc (&small[i], sizeof host));
+      CHECK (cudaMemcpy (small[i], host, sizeof host, cudaMemcpyHostToDevice));
+    }
+  workload_graph (b, false, small, 10, "seed_4x10", quick ? 200 : 3000,
+                  "one cudaGraphLaunch an iteration, 4 branches", last);
+  for (int i = 0; i < 4; i++)
+    CHECK (cudaFree (small[i]));
+  need_partitions (b);
+  workload_graph (b, true, b->parts, (int64_t) 1 << b->log2n, "algo_4x2^28",
+                  quick ? 20 : 200,
+                  "one cudaGraphLaunch an iteration, 4 branches", NULL);
+}
+
 /* How long one algo_seed call takes per image, on 2^18 images (the
    whole of 2^28 would take minutes): the basis for timing the 4 x 2^28
    workload with algo instead.  */
@@ -1345,6 +1482,7 @@ static const figure figures[] = {
   {"algo_sweep", fig_algo_sweep},
   {"loop_sweep", fig_loop_sweep},
   {"workload", fig_workload},
+  {"graph", fig_graph},
   {"seed_rate", fig_seed_rate},
   {"multigpu", fig_multigpu},
 };

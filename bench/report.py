@@ -93,6 +93,20 @@ ROWS = [
         "time", ("workload", "seed_4x10")),
     Row("algo_4x2_28", "workload per iteration, 4 x 2^28 images, algo",
         "time", ("workload", "algo_4x2^28")),
+    # The loop replayed as one graph an iteration: gpumem.graph against
+    # raw C's CUDA graph of 4 branches (raw.cu's workload_graph), and
+    # against raw C's serial loop.
+    Row("graph_seed_4x10", "graph per iteration, 4 x 10 images, algo_seed "
+        "(both graphs)", "time", ("graph", "seed_4x10")),
+    Row("graph_vs_loop_4x10", "gpumem.graph per iteration against raw C's "
+        "serial loop, 4 x 10, algo_seed", "time",
+        {"raw": ("workload", "seed_4x10"), "gpumem": ("graph", "seed_4x10"),
+         "cupy": ("graph", "seed_4x10")}),
+    Row("graph_vs_loop_4x2_28", "gpumem.graph per iteration against raw C's "
+        "serial loop, 4 x 2^28, algo", "time",
+        {"raw": ("workload", "algo_4x2^28"),
+         "gpumem": ("graph", "algo_4x2^28"),
+         "cupy": ("graph", "algo_4x2^28")}),
 ]
 ROW = {row.name: row for row in ROWS}
 
@@ -124,6 +138,12 @@ TARGETS = [
            "pinned_d2h", "raw", ">=", 0.97),
     Target("seed loop 4 x 10 <= 1.25x raw C time", "seed_4x10", "raw", "<=",
            1.25),
+    Target("graph loop 4 x 10 <= 0.6x raw C's serial loop time",
+           "graph_vs_loop_4x10", "raw", "<=", 0.6),
+    Target("graph loop 4 x 10 <= 1.1x raw C's own graph time",
+           "graph_seed_4x10", "raw", "<=", 1.1),
+    Target("graph loop 4 x 2^28 <= 1.0x raw C's serial loop time",
+           "graph_vs_loop_4x2_28", "raw", "<=", 1.0),
     Target("loop 4 x 2^28 >= 1.0x raw C speed, i.e. time <= 1.0x raw C "
            "(algo kernel; see notes)", "algo_4x2_28", "raw", "<=", 1.0),
     Target("pageable 256 MiB host->device >= 25 GB/s", "pageable_h2d", None,
