@@ -59,6 +59,7 @@
 #include "cuda-backend.h"
 #include "cuda-staging.h"
 #include "cuda-status.h"
+#include "ipc.h"
 #include "dlpack-abi.h"
 #include "pinned-ranges.h"
 
@@ -152,6 +153,7 @@ const gm_backend gm_backend_cuda = {
   .graph_end = gm_cuda_graph_end,
   .graph_launch = gm_cuda_graph_launch,
   .graph_destroy = gm_cuda_graph_destroy,
+  .ipc = &gm_cuda_ipc_ops,
   .can_access_peer = gm_cuda_can_access_peer,
   .shutdown = cuda_shutdown,
 };

@@ -24,6 +24,7 @@
 #include "dlpack-abi.h"
 #include "gm.h"
 #include "host-graph.h"
+#include "ipc.h"
 
 #define HOST_MAX_DEVICES 64
 /* Device allocations are aligned as cudaMalloc's are, so kernels' C
@@ -535,5 +536,6 @@ const gm_backend gm_backend_host = {
   .graph_end = host_graph_end,
   .graph_launch = host_graph_launch,
   .graph_destroy = host_graph_destroy,
+  .ipc = &gm_host_ipc_ops,
   .shutdown = host_shutdown,
 };

@@ -148,6 +148,10 @@ int gmpy_capi_init (PyObject *module);
 /* gpumem.use_pool, torch_mem_pool and the pool blocks other libraries
    hold (py-frameworks.c).  */
 int gmpy_frameworks_init (PyObject *module);
+/* gpumem.shared_empty, share, open_shared and sharing_stats, and the
+   reducer that multiprocessing's pickler uses for DeviceArray
+   (py-ipc.c).  0 or -1.  */
+int gmpy_ipc_init (PyObject *module);
 
 /* Module functions of the memory books (py-memory.c): memory_stats,
    set_memory_limit, empty_cache.  */

@@ -337,6 +337,9 @@ typedef struct gm_backend
   gm_status (*graph_end) (gm_stream *stream, gm_graph **graph);
   gm_status (*graph_launch) (gm_graph *graph, gm_stream *stream);
   void (*graph_destroy) (gm_graph *graph);
+  /* Sharing memory with other processes on the node (ipc.h); NULL where
+     the backend cannot.  */
+  const struct gm_ipc_ops *ipc;
 
   void (*shutdown) (void);
 } gm_backend;

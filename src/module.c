@@ -267,7 +267,8 @@ gmpy_exec (PyObject *module)
       || PyModule_AddFunctions (module, gmpy_plugin_methods) < 0
       || PyModule_AddFunctions (module, gmpy_jit_methods) < 0
       || gmpy_capi_init (module) < 0
-      || gmpy_frameworks_init (module) < 0)
+      || gmpy_frameworks_init (module) < 0
+      || gmpy_ipc_init (module) < 0)
     return -1;
 #ifdef GM_HAVE_MPI
   if (gmpy_comm_init (module, state) < 0)

@@ -1,0 +1,377 @@
+/* py-ipc.c -- sharing arrays with other processes on the node, in
+   Python: gpumem.shared_empty, share, open_shared, sharing_stats, and
+   the reducer that makes multiprocessing pass a DeviceArray as a handle
+   instead of its bytes (docs/sharing.md).
+
+   A shared array wraps its memory as foreign memory: its base is a
+   capsule that owns the producer's block (gm_ipc_drop when it goes) or
+   the consumer's import (gm_ipc_close), so free () and garbage
+   collection let go of them the way they let go of any foreign
+   memory.  */
+
+#include "gm-python.h"
+
+#include <string.h>
+
+#include "ipc.h"
+
+#define BLOCK_CAPSULE "gpumem.shared_block"
+#define IMPORT_CAPSULE "gpumem.shared_import"
+
+static void
+block_capsule_free (PyObject *capsule)
+{
+  gm_ipc_block *block = PyCapsule_GetPointer (capsule, BLOCK_CAPSULE);
+  if (block != NULL)
+    gm_ipc_drop (block);
+}
+
+static void
+import_capsule_free (PyObject *capsule)
+{
+  gm_ipc_import *import = PyCapsule_GetPointer (capsule, IMPORT_CAPSULE);
+  if (import != NULL)
+    gm_ipc_close (import);
+}
+
+/* A new array of NDIM dimensions SHAPE and DTYPE on DEVICE over a new
+   shareable block, C-contiguous, uninitialized; *PTR is its memory.
+   New reference or NULL.  */
+static PyObject *
+new_shared_array (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
+                  int device, void **ptr)
+{
+  size_t nbytes = (size_t) gmpy_shape_size (ndim, shape)
+                  * gm_dtypes[dtype].itemsize;
+  gm_ipc_block *block;
+  PyObject *capsule, *array;
+  gm_status status;
+
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_ipc_alloc (device, nbytes, NULL, &block, ptr);
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  capsule = PyCapsule_New (block, BLOCK_CAPSULE, block_capsule_free);
+  if (capsule == NULL)
+    {
+      gm_ipc_drop (block);
+      return NULL;
+    }
+  array = gmpy_array_wrap (ndim, shape, dtype, device, *ptr, false, capsule);
+  Py_DECREF (capsule);
+  return array;
+}
+
+/* gpumem.shared_empty(shape, dtype='float32', device=None).  */
+static PyObject *
+ipcpy_shared_empty (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"shape", "dtype", "device", NULL};
+  PyObject *shape_obj, *dtype_obj = NULL, *device_obj = Py_None;
+  Py_ssize_t shape[GM_MAX_NDIM];
+  gm_dtype dtype = GM_FLOAT32;
+  int ndim, device;
+  void *ptr;
+  (void) module;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OO:shared_empty",
+                                    keywords, &shape_obj, &dtype_obj,
+                                    &device_obj))
+    return NULL;
+  if (dtype_obj != NULL && dtype_obj != Py_None
+      && gmpy_dtype_arg (dtype_obj, &dtype) < 0)
+    return NULL;
+  if (gmpy_device_arg (device_obj, &device) < 0
+      || gmpy_shape_arg (shape_obj, gm_dtypes[dtype].itemsize, &ndim,
+                         shape) < 0)
+    return NULL;
+  return new_shared_array (ndim, shape, dtype, device, &ptr);
+}
+
+/* The shareable block ARRAY's memory lies in, or NULL when it lies in
+   other memory.  */
+static gm_ipc_block *
+block_of (arraypy_object *array)
+{
+  while (array->base != NULL && gmpy_array_check (array->base))
+    array = (arraypy_object *) array->base;
+  if (array->base != NULL && PyCapsule_IsValid (array->base, BLOCK_CAPSULE))
+    return PyCapsule_GetPointer (array->base, BLOCK_CAPSULE);
+  return NULL;
+}
+
+/* A copy of ARRAY, C-contiguous, in a new shareable block: new
+   reference or NULL.  */
+static PyObject *
+shared_copy (arraypy_object *array)
+{
+  int64_t shape[GM_MAX_NDIM], src[GM_MAX_NDIM], dst[GM_MAX_NDIM];
+  size_t itemsize = gm_dtypes[array->dtype].itemsize;
+  gm_copy_plan plan;
+  PyObject *copy, *held;
+  gm_status status;
+  void *ptr;
+
+  copy = new_shared_array (array->ndim, array->shape, array->dtype,
+                           array->device, &ptr);
+  if (copy == NULL)
+    return NULL;
+  for (int d = 0; d < array->ndim; d++)
+    {
+      shape[d] = array->shape[d];
+      src[d] = array->strides[d];
+      dst[d] = ((arraypy_object *) copy)->strides[d];
+    }
+  status = gm_strided_plan (array->ndim, shape, itemsize, dst, src, &plan);
+  if (status != GM_OK)
+    {
+      Py_DECREF (copy);
+      return gmpy_raise (status);
+    }
+  held = gmpy_array_hold ((PyObject *) array);
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_strided_copy (&plan, ptr, array->device, array->data,
+                            array->device, NULL);
+  Py_END_ALLOW_THREADS
+  gmpy_array_unhold (held);
+  if (status != GM_OK)
+    {
+      Py_DECREF (copy);
+      return gmpy_raise (status);
+    }
+  return copy;
+}
+
+/* The handle of ARRAY as bytes; a copy in shareable memory is made when
+   ARRAY lies elsewhere, and kept for its first consumer.  UNTIL_OPENED
+   keeps the block for the first consumer even when the producer lets go
+   first.  New reference or NULL.  */
+static PyObject *
+share_array (arraypy_object *array, bool until_opened)
+{
+  uint8_t encoded[GM_IPC_MAX_BYTES];
+  gm_ipc_handle handle;
+  gm_ipc_block *block;
+  gm_stream *stream;
+  PyObject *copy = NULL, *result = NULL;
+  gm_status status;
+  arraypy_object *bottom;
+  size_t size;
+
+  if (gmpy_array_usable (array) < 0)
+    return NULL;
+  block = block_of (array);
+  if (block == NULL)
+    {
+      copy = shared_copy (array);
+      if (copy == NULL)
+        return NULL;
+      array = (arraypy_object *) copy;
+      block = block_of (array);
+      until_opened = true;
+    }
+  if (gmpy_array_pending_stream (array, &stream) < 0)
+    goto done;
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_ipc_export (block, stream, until_opened, &handle);
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
+    {
+      gmpy_raise (status);
+      goto done;
+    }
+  /* Element 0's offset in the block: the wrapped array at the bottom of
+     the view chain starts at the block's start.  */
+  bottom = array;
+  while (bottom->base != NULL && gmpy_array_check (bottom->base))
+    bottom = (arraypy_object *) bottom->base;
+  handle.offset = (uint64_t) (array->data - bottom->data);
+  handle.dtype = (uint8_t) array->dtype;
+  handle.readonly = array->readonly;
+  handle.ndim = (uint8_t) array->ndim;
+  for (int d = 0; d < array->ndim; d++)
+    {
+      handle.shape[d] = array->shape[d];
+      handle.strides[d] = array->strides[d];
+    }
+  size = gm_ipc_encode (&handle, encoded);
+  result = PyBytes_FromStringAndSize ((const char *) encoded,
+                                      (Py_ssize_t) size);
+done:
+  Py_XDECREF (copy);
+  return result;
+}
+
+/* gpumem.share(array, *, until_opened=False).  */
+static PyObject *
+ipcpy_share (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"array", "until_opened", NULL};
+  PyObject *array;
+  int until_opened = 0;
+  (void) module;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|$p:share", keywords,
+                                    &array, &until_opened))
+    return NULL;
+  if (!gmpy_array_check (array))
+    return PyErr_Format (PyExc_TypeError, "share() takes a DeviceArray, "
+                         "not %.200s", Py_TYPE (array)->tp_name);
+  return share_array ((arraypy_object *) array, until_opened != 0);
+}
+
+/* gpumem.open_shared(handle).  */
+static PyObject *
+ipcpy_open_shared (PyObject *module, PyObject *handle_obj)
+{
+  gmpy_state *state = gmpy_state_get ();
+  Py_ssize_t shape[GM_MAX_NDIM], strides[GM_MAX_NDIM];
+  gm_ipc_handle handle;
+  gm_ipc_import *import;
+  Py_buffer view;
+  const char *reason;
+  PyObject *capsule, *array;
+  gm_status status;
+  void *base;
+  int device;
+  (void) module;
+
+  if (PyObject_GetBuffer (handle_obj, &view, PyBUF_SIMPLE) < 0)
+    return NULL;
+  reason = gm_ipc_decode (view.buf, (size_t) view.len, &handle);
+  PyBuffer_Release (&view);
+  if (reason != NULL)
+    {
+      PyErr_Format (state->error, "open_shared: the handle is not valid: "
+                    "%s", reason);
+      return NULL;
+    }
+  for (int d = 0; d < handle.ndim; d++)
+    {
+      shape[d] = (Py_ssize_t) handle.shape[d];
+      strides[d] = (Py_ssize_t) handle.strides[d];
+    }
+  if (gmpy_shape_fits (handle.ndim, shape, -1,
+                       gm_dtypes[handle.dtype].itemsize, "a shared array")
+      < 0)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_ipc_open (&handle, &import, &base, &device);
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  capsule = PyCapsule_New (import, IMPORT_CAPSULE, import_capsule_free);
+  if (capsule == NULL)
+    {
+      gm_ipc_close (import);
+      return NULL;
+    }
+  array = gmpy_array_wrap (handle.ndim, shape, (gm_dtype) handle.dtype,
+                           device, base, handle.readonly != 0, capsule);
+  Py_DECREF (capsule);
+  if (array != NULL)
+    gmpy_array_set_strides ((arraypy_object *) array, strides);
+  return array;
+}
+
+/* gpumem.sharing_stats().  */
+static PyObject *
+ipcpy_sharing_stats (PyObject *module, PyObject *unused)
+{
+  size_t blocks, leases, imports;
+  (void) module;
+  (void) unused;
+
+  gm_ipc_counts (&blocks, &leases, &imports);
+  return Py_BuildValue ("{s:n,s:n,s:n}", "blocks", (Py_ssize_t) blocks,
+                        "leases", (Py_ssize_t) leases, "imports",
+                        (Py_ssize_t) imports);
+}
+
+/* gpumem._reduce_shared(array): multiprocessing's reducer.  */
+static PyObject *
+ipcpy_reduce_shared (PyObject *module, PyObject *array)
+{
+  PyObject *handle, *open_fn, *result;
+
+  if (!gmpy_array_check (array))
+    return PyErr_Format (PyExc_TypeError, "expected a DeviceArray");
+  handle = share_array ((arraypy_object *) array, true);
+  if (handle == NULL)
+    return NULL;
+  open_fn = PyObject_GetAttrString (module, "open_shared");
+  if (open_fn == NULL)
+    {
+      Py_DECREF (handle);
+      return NULL;
+    }
+  result = Py_BuildValue ("(N(N))", open_fn, handle);
+  return result;
+}
+
+static PyMethodDef ipcpy_methods[] = {
+  {"shared_empty", (PyCFunction) (void (*) (void)) ipcpy_shared_empty,
+   METH_VARARGS | METH_KEYWORDS,
+   "shared_empty(shape, dtype='float32', device=None)\n--\n\n"
+   "A new uninitialized DeviceArray in memory that other processes on\n"
+   "this node can open (share, open_shared; docs/sharing.md)."},
+  {"share", (PyCFunction) (void (*) (void)) ipcpy_share,
+   METH_VARARGS | METH_KEYWORDS,
+   "share(array, *, until_opened=False)\n--\n\n"
+   "A handle (bytes) that open_shared opens, in any process on this node,\n"
+   "onto ARRAY's memory: its shape, dtype, strides, device and read-only\n"
+   "flag.  An array not made by shared_empty (or a view of one) is first\n"
+   "copied once into shareable memory, which is kept for the handle's\n"
+   "first consumer.  until_opened=True keeps a shared_empty block for\n"
+   "its first consumer even when this process lets go of it first."},
+  {"open_shared", ipcpy_open_shared, METH_O,
+   "open_shared(handle)\n--\n\n"
+   "The DeviceArray a share() handle describes, on the same memory.\n"
+   "gpumem.Error for a handle of another node or device, one closed or\n"
+   "forged, or whose producer has exited."},
+  {"sharing_stats", ipcpy_sharing_stats, METH_NOARGS,
+   "sharing_stats()\n--\n\n"
+   "This process's shared blocks (made here, not yet released), the\n"
+   "leases other processes hold on them, and the handles it has open."},
+  {"_reduce_shared", ipcpy_reduce_shared, METH_O,
+   "multiprocessing's reducer of DeviceArray: open_shared and a handle."},
+  {NULL, NULL, 0, NULL}
+};
+
+/* Registers the reducer with multiprocessing's pickler, so that arrays
+   in queues, pipes and pool arguments travel as handles.  0 or -1.  */
+static int
+register_reducer (PyObject *module)
+{
+  gmpy_state *state = gmpy_state_get ();
+  PyObject *reduction, *pickler, *reducer, *result;
+
+  reduction = PyImport_ImportModule ("multiprocessing.reduction");
+  if (reduction == NULL)
+    return -1;
+  pickler = PyObject_GetAttrString (reduction, "ForkingPickler");
+  Py_DECREF (reduction);
+  if (pickler == NULL)
+    return -1;
+  reducer = PyObject_GetAttrString (module, "_reduce_shared");
+  if (reducer == NULL)
+    {
+      Py_DECREF (pickler);
+      return -1;
+    }
+  result = PyObject_CallMethod (pickler, "register", "OO",
+                                (PyObject *) state->array_type, reducer);
+  Py_DECREF (pickler);
+  Py_DECREF (reducer);
+  Py_XDECREF (result);
+  return result != NULL ? 0 : -1;
+}
+
+int
+gmpy_ipc_init (PyObject *module)
+{
+  if (PyModule_AddFunctions (module, ipcpy_methods) < 0)
+    return -1;
+  return register_reducer (module);
+}

@@ -1,0 +1,318 @@
+"""Sharing arrays between processes on one node (src/py-ipc.c,
+src/ipc.c, src/ipc-server.c, src/host-ipc.c, src/cuda-ipc.c;
+docs/sharing.md).
+
+Run by the gpumem program on the host backend (shared memory) and on the
+cuda backend (an exportable pool).  With the cuda backend a child made by
+fork() cannot use CUDA, so the fork cases run on the host backend only.
+"""
+
+import multiprocessing
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import gmtest
+from gmtest import case
+
+import gpumem
+
+FIXED = 252
+
+
+def fnv(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def reforge(handle, at, new_bytes):
+    """HANDLE with NEW_BYTES written at offset AT and its checksum made
+    right again: only the server's checks can refuse it then."""
+    body = bytearray(handle[:-8])
+    body[at:at + len(new_bytes)] = new_bytes
+    return bytes(body) + struct.pack("<Q", fnv(body))
+
+
+def methods():
+    """The start methods whose children can use this backend."""
+    if gpumem.backend == "cuda":
+        return ["spawn", "forkserver"]
+    return ["fork", "spawn", "forkserver"]
+
+
+def filled(shape, dtype="float32"):
+    a = gpumem.shared_empty(shape, dtype=dtype)
+    host = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape)
+    a.copy_from_host(host)
+    return a, host
+
+
+def stats():
+    return gpumem.sharing_stats()
+
+
+def wait_for(predicate, limit=10.0):
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+@case
+def open_in_the_same_process_sees_the_same_memory():
+    a, host = filled((4, 6))
+    b = gpumem.open_shared(gpumem.share(a))
+    assert b.shape == a.shape and b.dtype == a.dtype
+    assert b.strides == a.strides and b.device == a.device
+    np.testing.assert_array_equal(b.copy_to_host(), host)
+    b.fill(7)
+    assert (a.copy_to_host() == 7).all()
+
+
+@case
+def views_keep_offset_strides_and_order():
+    a, host = filled((5, 8), "int32")
+    for view, expect in ((a[1:, ::2], host[1:, ::2]),
+                         (a[::-1, 3], host[::-1, 3]),
+                         (a[2:4], host[2:4])):
+        b = gpumem.open_shared(gpumem.share(view))
+        assert b.strides == view.strides, (b.strides, view.strides)
+        np.testing.assert_array_equal(b.copy_to_host(), expect)
+
+
+@case
+def empty_and_every_dtype_round_trip():
+    for dtype in ("bool", "int8", "uint16", "float16", "float64",
+                  "complex128"):
+        a = gpumem.shared_empty((3,), dtype=dtype)
+        a.copy_from_host(np.ones(3, dtype=dtype))
+        b = gpumem.open_shared(gpumem.share(a))
+        assert str(b.dtype) == dtype
+        np.testing.assert_array_equal(b.copy_to_host(), np.ones(3, dtype))
+    e = gpumem.shared_empty((0, 4))
+    assert gpumem.open_shared(gpumem.share(e)).shape == (0, 4)
+
+
+def child_sum(x):
+    return float(x.copy_to_host().astype(np.float64).sum())
+
+
+def child_writes(x):
+    x.fill(3)
+    gpumem.synchronize()
+    return x.shape
+
+
+@case
+def pool_arguments_travel_as_handles():
+    a, host = filled((64, 64))
+    for method in methods():
+        ctx = multiprocessing.get_context(method)
+        with ctx.Pool(2) as pool:
+            got = pool.map(child_sum, [a, a[::2], a[:, 5]], chunksize=1)
+        assert got == [float(host.sum()), float(host[::2].sum()),
+                       float(host[:, 5].sum())], (method, got)
+
+
+@case
+def a_child_writes_the_parents_memory():
+    for method in methods():
+        a, _ = filled((1000,))
+        ctx = multiprocessing.get_context(method)
+        with ctx.Pool(1) as pool:
+            assert pool.apply(child_writes, (a,)) == (1000,)
+        assert (a.copy_to_host() == 3).all(), method
+
+
+def queue_child(q, out):
+    x = q.get()
+    out.put(child_sum(x))
+    del x
+
+
+@case
+def queues_and_pipes_carry_arrays():
+    for method in methods():
+        ctx = multiprocessing.get_context(method)
+        a, host = filled((128,))
+        q, out = ctx.Queue(), ctx.Queue()
+        p = ctx.Process(target=queue_child, args=(q, out))
+        p.start()
+        q.put(a)
+        assert out.get(timeout=60) == float(host.sum())
+        p.join(60)
+        assert p.exitcode == 0
+        left, right = ctx.Pipe()
+        left.send(a[10:20])
+        got = right.recv()
+        np.testing.assert_array_equal(got.copy_to_host(), host[10:20])
+
+
+@case
+def plain_arrays_are_copied_once_and_released():
+    before = stats()["blocks"]
+    plain = gpumem.to_device(np.arange(100, dtype=np.float32))
+    ctx = multiprocessing.get_context(methods()[-1])
+    with ctx.Pool(1) as pool:
+        assert pool.apply(child_sum, (plain,)) == float(np.arange(100).sum())
+        # The copy lives while the child holds it; the child's worker is
+        # done with it once the call returns.
+    assert wait_for(lambda: stats()["blocks"] == before), stats()
+    # A plain array's handle names a snapshot: later writes do not reach it.
+    h = gpumem.share(plain)
+    plain.fill(0)
+    assert gpumem.open_shared(h).copy_to_host().sum() == np.arange(100).sum()
+
+
+@case
+def a_freed_producer_array_stays_for_its_consumer():
+    a, host = filled((256,))
+    h = gpumem.share(a)
+    before = stats()["blocks"]
+    consumer = subprocess.Popen(
+        [gmtest.GPUMEM, "-c",
+         "import sys, gpumem\n"
+         "b = gpumem.open_shared(bytes.fromhex(sys.argv[1]))\n"
+         "print('open', flush=True)\n"
+         "sys.stdin.readline()\n"
+         "print(float(b.copy_to_host().sum()), flush=True)\n", h.hex()],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert consumer.stdout.readline().strip() == "open"
+    assert wait_for(lambda: stats()["leases"] >= 1), stats()
+    a.free()
+    del a
+    assert stats()["blocks"] == before  # kept for the lease
+    out, _ = consumer.communicate("go\n", timeout=60)
+    assert float(out.strip()) == float(host.sum()), out
+    assert wait_for(lambda: stats()["blocks"] == before - 1), stats()
+    # Closed now: the handle opens nowhere.
+    gmtest.raises(gpumem.Error, gpumem.open_shared, h, match="closed")
+
+
+@case
+def a_consumer_killed_leaves_no_block_behind():
+    a, _ = filled((64,))
+    h = gpumem.share(a)
+    before = stats()["blocks"]
+    consumer = subprocess.Popen(
+        [gmtest.GPUMEM, "-c",
+         "import sys, gpumem, time\n"
+         "b = gpumem.open_shared(bytes.fromhex(sys.argv[1]))\n"
+         "print('open', flush=True)\n"
+         "time.sleep(600)\n", h.hex()],
+        stdout=subprocess.PIPE, text=True)
+    assert consumer.stdout.readline().strip() == "open"
+    assert wait_for(lambda: stats()["leases"] == 1), stats()
+    consumer.kill()
+    consumer.wait()
+    assert wait_for(lambda: stats()["leases"] == 0), stats()
+    del a
+    assert stats()["blocks"] == before - 1, stats()
+
+
+PRODUCER = (
+    "import sys, time, numpy as np, gpumem\n"
+    "a = gpumem.shared_empty((1 << 16,), dtype='int64')\n"
+    "a.copy_from_host(np.arange(1 << 16, dtype=np.int64))\n"
+    "print(gpumem.share(a).hex(), flush=True)\n"
+    "time.sleep(600)\n")
+
+CONSUMER = (
+    "import sys, gpumem\n"
+    "b = gpumem.open_shared(bytes.fromhex(sys.argv[1]))\n"
+    "print('open', flush=True)\n"
+    "sys.stdin.readline()\n"
+    "try:\n"
+    "    print(int(b.copy_to_host().sum()), flush=True)\n"
+    "except gpumem.Error as e:\n"
+    "    print('error', e, flush=True)\n")
+
+
+@case
+def a_producer_killed_leaves_consumers_whole():
+    producer = subprocess.Popen([gmtest.GPUMEM, "-c", PRODUCER],
+                                stdout=subprocess.PIPE, text=True)
+    handle = bytes.fromhex(producer.stdout.readline().strip())
+    consumers = [subprocess.Popen([gmtest.GPUMEM, "-c", CONSUMER,
+                                   handle.hex()], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+    for c in consumers:
+        assert c.stdout.readline().strip() == "open"
+    producer.send_signal(signal.SIGKILL)
+    producer.wait()
+    expect = (1 << 16) * ((1 << 16) - 1) // 2
+    for c in consumers:
+        out, _ = c.communicate("go\n", timeout=60)
+        # Correct data, or a clear error: never wrong data.
+        assert out.strip() == str(expect) or out.startswith("error"), out
+        assert c.returncode == 0
+    gmtest.raises(gpumem.Error, gpumem.open_shared, handle, match="exited")
+
+
+@case
+def bad_handles_are_refused_and_map_nothing():
+    a, _ = filled((16,))
+    h = gpumem.share(a)
+    imports = stats()["imports"]
+    bad = {
+        "not a gpumem share handle": b"nonsense",
+        "checksum": h[:100] + bytes([h[100] ^ 1]) + h[101:],
+        "length": h[:-1],
+        "another version": reforge(h, 4, b"\x09\x00"),
+        "another node": reforge(h, 20, b"another-node-boot-id".ljust(39, b"x")),
+        "cannot see": reforge(h, 84, b"\xee" * 16),
+        "closed": reforge(h, 76, b"\x00" * 8),
+        "reach outside": reforge(h, FIXED - 8, struct.pack("<q", 17)),
+        "exited": reforge(h, 12, struct.pack("<I", 0x7ffffff0)),
+    }
+    for reason, handle in bad.items():
+        gmtest.raises(gpumem.Error, gpumem.open_shared, handle, match=reason)
+    gmtest.raises(TypeError, gpumem.open_shared, 12)
+    gmtest.raises(TypeError, gpumem.share, np.zeros(3))
+    assert stats()["imports"] == imports
+
+
+@case
+def many_exports_opens_and_closes_leave_nothing():
+    before = stats()
+    maps = len(open("/proc/self/maps").read().splitlines())
+    free_before = gpumem.Device(0).mem_info()[0] if gpumem.backend == "cuda" else 0
+    for i in range(2000):
+        a = gpumem.shared_empty((256,), dtype="uint8")
+        b = gpumem.open_shared(gpumem.share(a))
+        c = gpumem.open_shared(gpumem.share(b[1:])) if i % 2 else None
+        del a, b, c
+    assert stats() == before, (stats(), before)
+    assert len(open("/proc/self/maps").read().splitlines()) <= maps + 2
+    if gpumem.backend == "cuda":
+        gpumem.synchronize()
+        assert gpumem.Device(0).mem_info()[0] >= free_before - (64 << 20)
+
+
+@case
+def reopening_a_seen_handle_is_quick():
+    a, _ = filled((1 << 10,))
+    h = gpumem.share(a)
+    gpumem.open_shared(h)
+    start = time.perf_counter()
+    for _ in range(200):
+        gpumem.open_shared(h)
+    per_open = (time.perf_counter() - start) / 200
+    assert per_open < 1e-3, per_open
+
+
+if __name__ == "__main__":
+    if gmtest.sanitized():
+        gmtest.skip_file("sanitized build: its extension module cannot "
+                         "load into an uninstrumented python child")
+    gmtest.main()
