@@ -4,8 +4,8 @@
 # Runs tests/fuzz/fuzz-{length,dtype,cli} (built by make check where
 # configure found clang -fsanitize=fuzzer) for GM_FUZZ_RUNS inputs each
 # (default 20000), and the targets where input crosses in from others,
-# fuzz-{signature,jit-cache,plugin-table} (docs/security.md), for
-# GM_FUZZ_SECONDS each (default 60), those three side by side while the
+# fuzz-{signature,jit-cache,plugin-table,ipc-handle} (docs/security.md),
+# for GM_FUZZ_SECONDS each (default 60), those four side by side while the
 # first three run.  GM_FUZZ_SEED sets libFuzzer's -seed (default 0: one
 # from the clock, printed).  Each starts from the seed corpus in
 # SRCDIR/tests/fuzz/corpus-NAME.  New inputs go to a scratch corpus under
@@ -22,7 +22,7 @@ srcdir=$2
 runs=${GM_FUZZ_RUNS:-20000}
 seconds=${GM_FUZZ_SECONDS:-60}
 brief="length dtype cli"
-timed="signature jit-cache plugin-table"
+timed="signature jit-cache plugin-table ipc-handle"
 for name in $brief $timed; do
   target=$builddir/tests/fuzz/fuzz-$name
   if ! test -x "$target"; then
