@@ -159,6 +159,8 @@ share_array (arraypy_object *array, bool until_opened)
   arraypy_object *bottom;
   size_t size;
 
+  bool readonly = array->readonly;
+
   if (gmpy_array_usable (array) < 0)
     return NULL;
   block = block_of (array);
@@ -188,7 +190,7 @@ share_array (arraypy_object *array, bool until_opened)
     bottom = (arraypy_object *) bottom->base;
   handle.offset = (uint64_t) (array->data - bottom->data);
   handle.dtype = (uint8_t) array->dtype;
-  handle.readonly = array->readonly;
+  handle.readonly = readonly;
   handle.ndim = (uint8_t) array->ndim;
   for (int d = 0; d < array->ndim; d++)
     {

@@ -90,6 +90,17 @@ def views_keep_offset_strides_and_order():
 
 
 @case
+def the_read_only_flag_travels():
+    a, host = filled((8,))
+    ro = gpumem.open_shared(reforge(gpumem.share(a), 8, b"\x01"))
+    gmtest.raises(ValueError, gpumem.copy, ro, np.zeros(8, np.float32))
+    np.testing.assert_array_equal(ro.copy_to_host(), host)
+    assert gpumem.open_shared(gpumem.share(a)).copy_to_host() is not None
+    gmtest.raises(gpumem.Error, gpumem.open_shared,
+                  reforge(gpumem.share(a), 8, b"\x02"), match="flags")
+
+
+@case
 def empty_and_every_dtype_round_trip():
     for dtype in ("bool", "int8", "uint16", "float16", "float64",
                   "complex128"):
