@@ -288,8 +288,9 @@ esac
 # The sharing section (gpumem only, on the cuda backend): what it costs a
 # C++ binding to take gpumem arrays (bench/binding_overhead.py, pybind11
 # and nanobind) and other libraries to allocate from gpumem's pool
-# (bench/frameworks_alloc.py, PyTorch and CuPy); their tables go to
-# sharing.md beside the report.  A missing library is a line, not a failure.
+# (bench/frameworks_alloc.py, PyTorch and CuPy), and other processes to
+# use its memory (bench/sharing_ipc.py); their tables go to sharing.md
+# beside the report.  A missing library is a line, not a failure.
 if test "$backend" != host; then
   case " $sections " in
     *" sharing "*)
@@ -307,6 +308,10 @@ if test "$backend" != host; then
         echo '```'
         echo
         GPUMEM="$gpumem" timeout "$limit" "$gpumem" -q "$here/frameworks_alloc.py" 2>&1 | tail -n 6
+        echo
+        echo '```'
+        timeout "$limit" "$gpumem" -q "$here/sharing_ipc.py" 2>&1 | tail -n 3
+        echo '```'
       } > "$rec/sharing.md"
       cat "$rec/sharing.md" ;;
   esac
