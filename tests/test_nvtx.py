@@ -1,7 +1,7 @@
 """gpumem.nvtx and GPUMEM_NVTX (nvtx.c, py-nvtx.c; the CUDA backend's
-annotated operations in cuda-nvtx.c).  Whether a tool sees the ranges and
-the registered memory is tests/gpu-sanitize-nvtx.sh's business, on a GPU
-with compute-sanitizer; here: the switch, its setting, and that every
+annotated operations in cuda-nvtx.c).  What compute-sanitizer sees with
+annotation on and off is tests/gpu-sanitize-nvtx.sh's business, on a GPU;
+here: the switch, its setting, and that every
 operation gives the same results with annotation on."""
 
 import gc
@@ -118,9 +118,8 @@ def results_do_not_depend_on_the_switch():
 
 @case
 def memory_allocated_on_is_freed_whatever_the_switch():
-    # Allocations made while annotation is on are registered (CUDA); they
-    # must be freed and unregistered exactly once, in any order, also
-    # after the switch went off, and the books must come back.
+    # Allocations made and freed with the switch in any state, in any
+    # order, are freed exactly once: the books must come back.
     start = gpumem.nvtx()
     gc.collect()
     before = gpumem.memory_stats()
