@@ -6,7 +6,7 @@
 #                                tests/test_array.py, scripts/stitching.py,
 #                                tests/fuzz/sanitize_workload.py; then
 #                                tests/gpu-sanitize-nvtx.sh (a write past
-#                                an array, reported with GPUMEM_NVTX=1)
+#                                an array, reported with GPUMEM_NVTX 0 and 1)
 #   racecheck, initcheck,        scripts/stitching.py (small) and
 #   synccheck                    tests/fuzz/sanitize_workload.py
 # Each run's report goes to OUTDIR/TOOL-NAME.log; OUTDIR/summary.log
@@ -131,8 +131,8 @@ for tool in $tools; do
       run memcheck test_array "$src/tests/test_array.py"
       run memcheck stitching "$src/scripts/stitching.py"
       run memcheck workload "$src/tests/fuzz/sanitize_workload.py"
-      # The NVTX memory API: a write one past an array must be reported
-      # (a run of its own, whose errors are the expected ones).
+      # A write one past an array must be reported, NVTX annotation on
+      # and off (runs of their own, whose errors are the expected ones).
       GPUMEM_BUILD=$build GM_SRCDIR=$src COMPUTE_SANITIZER=$sanitizer \
         "$src/tests/gpu-sanitize-nvtx.sh" "$out"
       case $? in

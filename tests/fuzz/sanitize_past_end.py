@@ -1,9 +1,10 @@
-"""A kernel that writes one element past a DeviceArray living where the
-pool held a larger block: run by tests/gpu-sanitize-nvtx.sh under
-compute-sanitizer's memcheck, which must report the write when
-GPUMEM_NVTX=1 registers the array's extent (cuda-nvtx.c).  Prints
-'past-end launched' once the faulting kernel was queued, then what the
-synchronize said; exits 0 either way (the verdict is memcheck's)."""
+"""A kernel that writes one element past a DeviceArray of 1000 floats made
+right after a 64 MiB array was freed: run by tests/gpu-sanitize-nvtx.sh
+under compute-sanitizer's memcheck, which must report the write whether
+GPUMEM_NVTX is on or off (each array is its own allocation of its exact
+size).  memcheck makes the faulting launch fail, at the launch or at the
+synchronize; the script prints which, and exits 0 either way (the
+verdict is memcheck's)."""
 
 import gpumem
 
@@ -17,17 +18,18 @@ extern "C" __global__ void past_end (long long n, float *y)
 }
 """
 
-# The pool keeps the freed 64 MiB, and the small array is carved from it.
+# A large array freed just before: its memory may be where the small one
+# lands.
 big = gpumem.empty(16 << 20, "float32")
 big.fill(0)
 gpumem.synchronize()
 del big
 small = gpumem.zeros(N, "float32")
 kernel = gpumem.jit(PAST_END, "past_end", "int64 n, float32 *y[n]")
-kernel(N, small, grid=1, block=1)
-print("past-end launched", flush=True)
 try:
+    kernel(N, small, grid=1, block=1)
+    print("launch: ok", flush=True)
     gpumem.synchronize()
     print("synchronize: ok")
 except gpumem.Error as exc:
-    print("synchronize:", type(exc).__name__, exc)
+    print("launch or synchronize:", type(exc).__name__, exc)
