@@ -189,9 +189,8 @@ gm_comm_devices_run (const gm_comm_devices_call *call)
 
   if (!gm_nvtx_on ())
     return run_call (call);
-  gm_nvtx_push (GM_NVTX_COLLECTIVE, "%s %zu bytes on %d devices",
-                gm_comm_kind_name (call->kind),
-                call->count * gm_dtypes[call->dtype].itemsize, call->n);
+  gm_nvtx_push (GM_NVTX_COLLECTIVE, gm_comm_kind_name (call->kind), -1,
+                call->count * gm_dtypes[call->dtype].itemsize);
   status = run_call (call);
   gm_nvtx_pop ();
   return status;

@@ -74,9 +74,9 @@ gm_comm_run (const gm_comm_call *call)
 
   if (!gm_nvtx_on ())
     return run_call (call);
-  gm_nvtx_push (GM_NVTX_COLLECTIVE, "%s %zu bytes on device %d",
-                gm_comm_kind_name (call->kind),
-                call->count * gm_dtypes[call->dtype].itemsize, call->device);
+  gm_nvtx_push (GM_NVTX_COLLECTIVE, gm_comm_kind_name (call->kind),
+                call->device,
+                call->count * gm_dtypes[call->dtype].itemsize);
   status = run_call (call);
   gm_nvtx_pop ();
   return status;

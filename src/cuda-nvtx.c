@@ -16,7 +16,9 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
@@ -32,46 +34,169 @@ static const char *const kind_names[GM_NVTX_NKINDS] = {
   [GM_NVTX_ALLOC] = "memory",
 };
 
-static nvtxDomainHandle_t domain;
+static nvtxDomainHandle_t gpumem_domain_handle;
 static pthread_once_t domain_once = PTHREAD_ONCE_INIT;
 
 static void
 domain_create (void)
 {
-  domain = nvtxDomainCreateA ("gpumem");
+  gpumem_domain_handle = nvtxDomainCreateA ("gpumem");
+  if (gpumem_domain_handle == NULL)
+    return;
   for (int kind = 1; kind < GM_NVTX_NKINDS; kind++)
-    nvtxDomainNameCategoryA (domain, (uint32_t) kind, kind_names[kind]);
+    nvtxDomainNameCategoryA (gpumem_domain_handle, (uint32_t) kind,
+                             kind_names[kind]);
 }
 
 /* gpumem's domain, made on first use: after the CUDA runtime started,
-   as compute-sanitizer requires of NVTX calls.  */
+   as compute-sanitizer requires of NVTX calls.  NULL when no tool is
+   attached: NVTX3's calls then return NULL, and a tool attaches only at
+   a process's first NVTX call, so it stays NULL and the ranges can skip
+   every NVTX call.  */
 static nvtxDomainHandle_t
 gpumem_domain (void)
 {
   pthread_once (&domain_once, domain_create);
-  return domain;
+  return gpumem_domain_handle;
+}
+
+/* The names registered with the tool, one a (what, device): WHAT is a
+   string of static storage, so its address names it.  An open-addressing
+   table that only grows; readers take no lock (an entry's key is stored
+   last, with release), writers take the lock.  When it is full, ranges
+   fall back to WHAT as plain text.  */
+enum { NAMES_ROOM = 1024 };
+
+typedef struct registered_name
+{
+  _Atomic (const char *) what;
+  int device;
+  nvtxStringHandle_t handle;
+} registered_name;
+
+static registered_name registered_names[NAMES_ROOM];
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t
+name_slot (const char *what, int device)
+{
+  uint64_t key = (uint64_t) (uintptr_t) what ^ ((uint64_t) device << 48);
+
+  return (size_t) ((key * UINT64_C (0x9e3779b97f4a7c15)) >> 54)
+         & (NAMES_ROOM - 1);
+}
+
+/* The slot of (WHAT, DEVICE), or the free slot where it would go (its
+   what NULL); NULL when the table is full.  */
+static registered_name *
+name_find (const char *what, int device)
+{
+  size_t i = name_slot (what, device);
+
+  for (size_t n = 0; n < NAMES_ROOM; n++, i = (i + 1) & (NAMES_ROOM - 1))
+    {
+      registered_name *slot = &registered_names[i];
+      const char *key = atomic_load_explicit (&slot->what,
+                                              memory_order_acquire);
+      if (key == NULL || (key == what && slot->device == device))
+        return slot;
+    }
+  return NULL;
+}
+
+/* The string registered for "WHAT" or "WHAT on device DEVICE" in
+   DOMAIN, registering it on first use; NULL when the table is full or
+   the tool gave none.  */
+static nvtxStringHandle_t
+name_handle (nvtxDomainHandle_t domain, const char *what, int device)
+{
+  registered_name *slot = name_find (what, device);
+  char text[96];
+
+  if (slot != NULL && atomic_load_explicit (&slot->what,
+                                            memory_order_acquire) != NULL)
+    return slot->handle;
+  pthread_mutex_lock (&names_lock);
+  slot = name_find (what, device);
+  if (slot != NULL && atomic_load_explicit (&slot->what,
+                                            memory_order_relaxed) == NULL)
+    {
+      if (device >= 0)
+        snprintf (text, sizeof text, "%s on device %d", what, device);
+      else
+        snprintf (text, sizeof text, "%s", what);
+      slot->device = device;
+      slot->handle = nvtxDomainRegisterStringA (domain, text);
+      atomic_store_explicit (&slot->what, what, memory_order_release);
+    }
+  pthread_mutex_unlock (&names_lock);
+  return slot != NULL ? slot->handle : NULL;
 }
 
 static void
-range_push (gm_nvtx_kind kind, const char *message)
+attributes_init (nvtxEventAttributes_t *attributes, gm_nvtx_kind kind)
 {
-  nvtxEventAttributes_t attributes = {0};
+  *attributes = (nvtxEventAttributes_t) {0};
+  attributes->version = NVTX_VERSION;
+  attributes->size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  attributes->category = (uint32_t) kind;
+}
 
-  attributes.version = NVTX_VERSION;
-  attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-  attributes.category = (uint32_t) kind;
+static void
+range_push (gm_nvtx_kind kind, const char *what, int device, uint64_t bytes)
+{
+  nvtxDomainHandle_t domain = gpumem_domain ();
+  nvtxEventAttributes_t attributes;
+  nvtxStringHandle_t name;
+
+  if (domain == NULL)
+    return;
+  attributes_init (&attributes, kind);
+  name = name_handle (domain, what, device);
+  if (name != NULL)
+    {
+      attributes.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+      attributes.message.registered = name;
+    }
+  else
+    {
+      attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+      attributes.message.ascii = what;
+    }
+  if (bytes != GM_NVTX_NO_BYTES)
+    {
+      attributes.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
+      attributes.payload.ullValue = bytes;
+    }
+  nvtxDomainRangePushEx (domain, &attributes);
+}
+
+/* A name of any lifetime goes as plain text: the tool copies it.  */
+static void
+range_push_name (gm_nvtx_kind kind, const char *name)
+{
+  nvtxDomainHandle_t domain = gpumem_domain ();
+  nvtxEventAttributes_t attributes;
+
+  if (domain == NULL)
+    return;
+  attributes_init (&attributes, kind);
   attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
-  attributes.message.ascii = message;
-  nvtxDomainRangePushEx (gpumem_domain (), &attributes);
+  attributes.message.ascii = name;
+  nvtxDomainRangePushEx (domain, &attributes);
 }
 
 static void
 range_pop (void)
 {
-  nvtxDomainRangePop (gpumem_domain ());
+  nvtxDomainHandle_t domain = gpumem_domain ();
+
+  if (domain != NULL)
+    nvtxDomainRangePop (domain);
 }
 
-static const gm_nvtx_tool cuda_nvtx_tool = {range_push, range_pop};
+static const gm_nvtx_tool cuda_nvtx_tool = {range_push, range_push_name,
+                                            range_pop};
 
 void
 gm_cuda_nvtx_attach (void)
@@ -82,14 +207,25 @@ gm_cuda_nvtx_attach (void)
 /* The annotated operations: each does what the gm_cuda_* function of
    the same name does (cuda-backend.h).  */
 
+/* A copy's range name: its direction (HtoD, ..., PtoP between devices),
+   2-D or not.  */
 static const char *
-direction (int dst_device, int src_device)
+direction (int dst_device, int src_device, bool two_d)
 {
+  static const char *const names[2][5] = {
+    {"copy HtoH", "copy HtoD", "copy DtoH", "copy DtoD", "copy PtoP"},
+    {"copy HtoH 2-D", "copy HtoD 2-D", "copy DtoH 2-D", "copy DtoD 2-D",
+     "copy PtoP 2-D"},
+  };
+  int which;
+
   if (src_device < 0)
-    return dst_device < 0 ? "HtoH" : "HtoD";
-  if (dst_device < 0)
-    return "DtoH";
-  return dst_device == src_device ? "DtoD" : "PtoP";
+    which = dst_device < 0 ? 0 : 1;
+  else if (dst_device < 0)
+    which = 2;
+  else
+    which = dst_device == src_device ? 3 : 4;
+  return names[two_d][which];
 }
 
 gm_status
@@ -100,8 +236,7 @@ gm_cuda_nvtx_malloc (int device, size_t nbytes, gm_stream *stream,
 
   if (!gm_nvtx_on ())
     return gm_cuda_malloc (device, nbytes, stream, ptr);
-  gm_nvtx_push (GM_NVTX_ALLOC, "alloc %zu bytes on device %d", nbytes,
-                device);
+  gm_nvtx_push (GM_NVTX_ALLOC, "alloc", device, nbytes);
   status = gm_cuda_malloc (device, nbytes, stream, ptr);
   gm_nvtx_pop ();
   return status;
@@ -114,7 +249,7 @@ gm_cuda_nvtx_free (int device, void *ptr, gm_stream *stream)
 
   if (!gm_nvtx_on ())
     return gm_cuda_free (device, ptr, stream);
-  gm_nvtx_push (GM_NVTX_ALLOC, "free on device %d", device);
+  gm_nvtx_push (GM_NVTX_ALLOC, "free", device, GM_NVTX_NO_BYTES);
   status = gm_cuda_free (device, ptr, stream);
   gm_nvtx_pop ();
   return status;
@@ -128,8 +263,8 @@ gm_cuda_nvtx_copy (void *dst, int dst_device, const void *src,
 
   if (!gm_nvtx_on ())
     return gm_cuda_copy (dst, dst_device, src, src_device, nbytes, stream);
-  gm_nvtx_push (GM_NVTX_COPY, "copy %s %zu bytes",
-                direction (dst_device, src_device), nbytes);
+  gm_nvtx_push (GM_NVTX_COPY, direction (dst_device, src_device, false), -1,
+                nbytes);
   status = gm_cuda_copy (dst, dst_device, src, src_device, nbytes, stream);
   gm_nvtx_pop ();
   return status;
@@ -145,9 +280,8 @@ gm_cuda_nvtx_copy2d (void *dst, size_t dpitch, int dst_device,
   if (!gm_nvtx_on ())
     return gm_cuda_copy2d (dst, dpitch, dst_device, src, spitch, src_device,
                            width, height, stream);
-  gm_nvtx_push (GM_NVTX_COPY, "copy %s %zu bytes (%zu rows of %zu)",
-                direction (dst_device, src_device), width * height, height,
-                width);
+  gm_nvtx_push (GM_NVTX_COPY, direction (dst_device, src_device, true), -1,
+                (uint64_t) width * height);
   status = gm_cuda_copy2d (dst, dpitch, dst_device, src, spitch, src_device,
                            width, height, stream);
   gm_nvtx_pop ();
@@ -162,7 +296,7 @@ gm_cuda_nvtx_memset (void *dst, int device, int value, size_t nbytes,
 
   if (!gm_nvtx_on ())
     return gm_cuda_memset (dst, device, value, nbytes, stream);
-  gm_nvtx_push (GM_NVTX_COPY, "memset %zu bytes", nbytes);
+  gm_nvtx_push (GM_NVTX_COPY, "memset", device, nbytes);
   status = gm_cuda_memset (dst, device, value, nbytes, stream);
   gm_nvtx_pop ();
   return status;
@@ -176,7 +310,7 @@ gm_cuda_nvtx_launch (const gm_kernel *kernel, const gm_arg *args,
 
   if (!gm_nvtx_on ())
     return gm_cuda_launch (kernel, args, cfg, device, stream);
-  gm_nvtx_push (GM_NVTX_KERNEL, "kernel %s", kernel->name);
+  gm_nvtx_push_name (GM_NVTX_KERNEL, kernel->name);
   status = gm_cuda_launch (kernel, args, cfg, device, stream);
   gm_nvtx_pop ();
   return status;
@@ -189,8 +323,9 @@ gm_cuda_nvtx_wait (int device, gm_stream *stream, long timeout_us)
 
   if (!gm_nvtx_on ())
     return gm_cuda_wait (device, stream, timeout_us);
-  gm_nvtx_push (GM_NVTX_SYNC, "wait for %s on device %d",
-                stream != NULL ? "a stream" : "the default stream", device);
+  gm_nvtx_push (GM_NVTX_SYNC, stream != NULL
+                ? "wait for a stream" : "wait for the default stream",
+                device, GM_NVTX_NO_BYTES);
   status = gm_cuda_wait (device, stream, timeout_us);
   gm_nvtx_pop ();
   return status;
@@ -203,7 +338,7 @@ gm_cuda_nvtx_device_synchronize (int device)
 
   if (!gm_nvtx_on ())
     return gm_cuda_device_synchronize (device);
-  gm_nvtx_push (GM_NVTX_SYNC, "synchronize device %d", device);
+  gm_nvtx_push (GM_NVTX_SYNC, "synchronize", device, GM_NVTX_NO_BYTES);
   status = gm_cuda_device_synchronize (device);
   gm_nvtx_pop ();
   return status;
@@ -216,8 +351,8 @@ gm_cuda_nvtx_event_wait (gm_event *event, long timeout_us)
 
   if (!gm_nvtx_on ())
     return gm_cuda_event_wait (event, timeout_us);
-  gm_nvtx_push (GM_NVTX_SYNC, "wait for an event on device %d",
-                event->device);
+  gm_nvtx_push (GM_NVTX_SYNC, "wait for an event", event->device,
+                GM_NVTX_NO_BYTES);
   status = gm_cuda_event_wait (event, timeout_us);
   gm_nvtx_pop ();
   return status;

@@ -4,9 +4,6 @@
 
 #include "config.h"
 
-#include <stdarg.h>
-#include <stdio.h>
-
 #include "nvtx.h"
 
 atomic_bool gm_nvtx_switch;
@@ -37,18 +34,22 @@ gm_nvtx_attach (const gm_nvtx_tool *tool)
 }
 
 void
-gm_nvtx_push (gm_nvtx_kind kind, const char *format, ...)
+gm_nvtx_push (gm_nvtx_kind kind, const char *what, int device,
+              uint64_t bytes)
 {
   const gm_nvtx_tool *tool = atomic_load (&attached);
-  char message[128];
-  va_list args;
 
-  if (tool == NULL)
-    return;
-  va_start (args, format);
-  vsnprintf (message, sizeof message, format, args);
-  va_end (args);
-  tool->push (kind, message);
+  if (tool != NULL)
+    tool->push (kind, what, device, bytes);
+}
+
+void
+gm_nvtx_push_name (gm_nvtx_kind kind, const char *name)
+{
+  const gm_nvtx_tool *tool = atomic_load (&attached);
+
+  if (tool != NULL)
+    tool->push_name (kind, name);
 }
 
 void

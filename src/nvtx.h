@@ -6,15 +6,19 @@
    The switch is off unless GPUMEM_NVTX says otherwise (read once, by
    gm_nvtx_init at backend start) or gpumem.nvtx (True) turns it on.
    Off, a caller pays one load and one predictable branch (gm_nvtx_on).
-   On, gm_nvtx_push and gm_nvtx_pop reach the tool the backend attached
-   (cuda-nvtx.c for the CUDA backend); with none attached (the host
-   backend) they do nothing.  */
+   On, gm_nvtx_push, gm_nvtx_push_name and gm_nvtx_pop reach the tool the
+   backend attached (cuda-nvtx.c for the CUDA backend); with none attached
+   (the host backend) they do nothing.  No entry point formats text per
+   range: a range is named by a string of static storage and carries its
+   bytes as a number, so that the tool can name it by a string it
+   registered once.  */
 
 #ifndef GM_NVTX_H
 #define GM_NVTX_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "gm.h"
 
@@ -29,11 +33,16 @@ typedef enum gm_nvtx_kind
   GM_NVTX_NKINDS
 } gm_nvtx_kind;
 
-/* The entry points of an annotation tool: PUSH opens a range of KIND
-   named MESSAGE on the calling thread, POP closes the thread's newest.  */
+/* A range's BYTES when it has none.  */
+#define GM_NVTX_NO_BYTES UINT64_MAX
+
+/* The entry points of an annotation tool, as gm_nvtx_push,
+   gm_nvtx_push_name and gm_nvtx_pop below.  */
 typedef struct gm_nvtx_tool
 {
-  void (*push) (gm_nvtx_kind kind, const char *message);
+  void (*push) (gm_nvtx_kind kind, const char *what, int device,
+                uint64_t bytes);
+  void (*push_name) (gm_nvtx_kind kind, const char *name);
   void (*pop) (void);
 } gm_nvtx_tool;
 
@@ -61,13 +70,20 @@ void gm_nvtx_set (bool on);
    outlive its use; the backend attaches it at start.  */
 void gm_nvtx_attach (const gm_nvtx_tool *tool);
 
-/* Opens a range of KIND named by FORMAT and what follows (printf's
-   rules, cut at 127 bytes) on the calling thread, through the attached
-   tool; does nothing without one.  */
-void gm_nvtx_push (gm_nvtx_kind kind, const char *format, ...)
-  __attribute__ ((format (printf, 2, 3)));
+/* Opens a range of KIND on the calling thread, through the attached
+   tool (nothing without one), named WHAT, a string of static storage
+   ("copy HtoD", a collective's name), followed by " on device DEVICE"
+   when DEVICE >= 0, and carrying BYTES as its payload unless it is
+   GM_NVTX_NO_BYTES.  */
+void gm_nvtx_push (gm_nvtx_kind kind, const char *what, int device,
+                   uint64_t bytes);
 
-/* Closes the calling thread's newest range opened by gm_nvtx_push.  */
+/* Opens a range of KIND named NAME, a string that needs to live only
+   through the call (a kernel's name), like gm_nvtx_push.  */
+void gm_nvtx_push_name (gm_nvtx_kind kind, const char *name);
+
+/* Closes the calling thread's newest range opened by gm_nvtx_push or
+   gm_nvtx_push_name.  */
 void gm_nvtx_pop (void);
 
 #endif /* GM_NVTX_H */
