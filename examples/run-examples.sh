@@ -4,7 +4,7 @@
 # of their own, and runs it: plugin/ (make with pkg-config; nvcc when
 # there is one, else the C++ compiler), embed/ (CMake with pkg-config),
 # extension/ (a Python C extension through gpumem._C_API), pybind11/
-# and nanobind/ (the request's algo as C++ modules through
+# and nanobind/ (the stitching workload's algo as C++ modules through
 # gpumem/pybind11.h and gpumem/nanobind.h, built with CMake; the CUDA
 # path where CMake finds a CUDA compiler).
 #

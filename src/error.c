@@ -1,4 +1,4 @@
-/* error.c -- the error record all rooms use: the calling thread's last
+/* error.c -- the error record every layer uses: the calling thread's last
    failure, set by gm_error_set and read by gm_last_error (gm.h).  Plain
    C, no backend: the fuzz targets link it alone.  */
 

@@ -163,7 +163,7 @@ extern PyMethodDef gmpy_nvtx_methods[];
    history GPUMEM_MEMORY_HISTORY asks for, and registers what the
    program asks at exit (py-mem-history.c).  0 or -1.  */
 int gmpy_mem_history_init (PyObject *module);
-/* Module functions of the kernel rooms: load_kernels (py-plugin.c),
+/* Module functions of the kernel files: load_kernels (py-plugin.c),
    jit and jit_stats (py-jit.c).  */
 extern PyMethodDef gmpy_plugin_methods[];
 extern PyMethodDef gmpy_jit_methods[];

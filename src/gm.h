@@ -1,4 +1,4 @@
-/* gm.h -- gpumem's internal C interface, shared by every room.
+/* gm.h -- gpumem's internal C interface, shared by every layer.
 
    Data flows one way: the Python layer (py-*.c, module.c) checks
    arguments and calls the functions declared here; memory.c keeps the

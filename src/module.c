@@ -116,7 +116,7 @@ static PyMethodDef gmpy_methods[] = {
   {"alloc_gpu_memory", (PyCFunction) (void (*) (void)) gmpy_alloc_gpu_memory,
    METH_VARARGS | METH_KEYWORDS,
    "alloc_gpu_memory(size, dtype='float32', device=None)\n--\n\n"
-   "A new one-dimensional DeviceArray of SIZE elements (the request's API)."},
+   "A new one-dimensional DeviceArray of SIZE elements (the stitching workload's API)."},
   {"asarray", gmpy_asarray, METH_O,
    "asarray(obj)\n--\n\n"
    "OBJ as a DeviceArray without a copy: a DeviceArray itself, any\n"

@@ -4,7 +4,7 @@
    knows the memory page-locked without asking CUDA.  Asking
    (cudaPointerGetAttributes) costs some 0.13 us a copy on an H200
    machine, a tenth of what a 4 KiB copy and a synchronize cost gpumem
-   over raw C (bench/NOTES.md, "Where a small copy's microseconds
+   over raw C (bench/HISTORY.md, "Where a small copy's microseconds
    went").  Memory page-locked by others (cudaHostRegister, CuPy's
    pinned pool) is not listed: the backend asks CUDA about it, as about
    every address not found here.  Safe from any thread.  */

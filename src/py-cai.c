@@ -75,7 +75,7 @@ gmpy_cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
      ndarray (not a subclass: numba's managed arrays are one, and carry
      it), bytes, bytearray, memoryview.  Asking them raises and clears
      an AttributeError, a microsecond of every copy from a NumPy array
-     (bench/NOTES.md, "Where a small copy's microseconds went").  */
+     (bench/HISTORY.md, "Where a small copy's microseconds went").  */
   if (Py_TYPE (obj) == (PyTypeObject *) gmpy_state_get ()->np_ndarray
       || PyBytes_CheckExact (obj) || PyByteArray_CheckExact (obj)
       || PyMemoryView_Check (obj))

@@ -1,4 +1,4 @@
-/* py-utils.c -- the floor under gpumem's Python layer: what every py-*.c
+/* py-utils.c -- the helpers beneath gpumem's Python layer: what every py-*.c
    file shares.  The module's state, the one bridge from a gm_status to a
    Python exception (gmpy_raise), waiting on the backend without the GIL
    (gmpy_wait), the fast-call argument parser, the readers of size,

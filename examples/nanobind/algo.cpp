@@ -1,4 +1,4 @@
-// algo.cpp -- the request's algo as a nanobind module over gpumem arrays.
+// algo.cpp -- the stitching workload's algo as a nanobind module over gpumem arrays.
 #include <gpumem/nanobind.h>
 #include "../pybind11/algo.h"
 namespace nb = nanobind;

@@ -1,4 +1,4 @@
-// algo.cpp -- the request's algo as a pybind11 module over gpumem arrays.
+// algo.cpp -- the stitching workload's algo as a pybind11 module over gpumem arrays.
 #include <gpumem/pybind11.h>
 #include "algo.h"
 namespace py = pybind11;

@@ -1,4 +1,4 @@
-/* algo.h -- the request's kernel, as the bindings in this folder and in
+/* algo.h -- the stitching workload's kernel, as the bindings in this folder and in
    ../nanobind call it: PARTIAL_UPDATE[k] = mean (IMAGES[0:N]) +
    UPDATE[k] for k < 4, the mean summed in double (0 with no images),
    each output rounded once to float, as gpumem's own algo kernel
