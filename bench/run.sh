@@ -288,7 +288,8 @@ esac
 # The sharing section (gpumem only, on the cuda backend): what it costs a
 # C++ binding to take gpumem arrays (bench/binding_overhead.py, pybind11
 # and nanobind) and other libraries to allocate from gpumem's pool
-# (bench/frameworks_alloc.py, PyTorch and CuPy), and other processes to
+# (bench/frameworks_alloc.py, PyTorch and CuPy; bench/frameworks_mixed.py,
+# all of them at once, one pool against three), and other processes to
 # use its memory (bench/sharing_ipc.py); their tables go to sharing.md
 # beside the report.  A missing library is a line, not a failure.
 if test "$backend" != host; then
@@ -311,6 +312,7 @@ if test "$backend" != host; then
         echo
         echo '```'
         timeout "$limit" "$gpumem" -q "$here/sharing_ipc.py" 2>&1 | tail -n 3
+        GPUMEM="$gpumem" timeout "$limit" "$gpumem" -q "$here/frameworks_mixed.py" --seconds 30 2>&1 | tail -n 3
         echo '```'
       } > "$rec/sharing.md"
       cat "$rec/sharing.md" ;;
