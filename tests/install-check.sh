@@ -105,9 +105,48 @@ needs_python () {
   done
   return 1
 }
+# The C++ headers (gpumem/array.hpp and the casters over it) compile
+# alone in C++17 with Python's headers and, for a caster, its library's
+# (pybind11 or nanobind, as the configured Python imports it; SKIP
+# without it).
+cxx_library_flags () {
+  library=$(sed -n 's#^\#include <\(pybind11\|nanobind\)/.*#\1#p' "$1" | head -n 1)
+  case $library in
+    pybind11)
+      "$python" -c 'import pybind11; print("-I" + pybind11.get_include())' 2>/dev/null ;;
+    nanobind)
+      "$python" -c 'import nanobind, os; d = nanobind.include_dir(); print("-I" + d, "-I" + os.path.join(os.path.dirname(d), "ext", "robin_map", "include"))' 2>/dev/null ;;
+    *) echo "" ;;
+  esac
+}
+check_cxx_headers_alone () {
+  if ! command -v c++ >/dev/null; then
+    step "the C++ headers compile alone: SKIP (no c++ here)"
+    return
+  fi
+  for h in "$include"/gpumem/array.hpp "$include"/gpumem/pybind11.h \
+           "$include"/gpumem/nanobind.h; do
+    name=gpumem/$(basename "$h")
+    [ -f "$h" ] || fail "$name is not installed"
+    if ! library=$(cxx_library_flags "$h"); then
+      step "$name compiles alone in C++: SKIP ($python imports neither pybind11 nor nanobind for it)"
+      continue
+    fi
+    step "$name compiles alone in C++ (with Python's headers $library)"
+    printf '#include <%s>\n#include <%s>\nint main () { return 0; }\n' \
+      "$name" "$name" > alone.cc
+    # shellcheck disable=SC2086
+    c++ -std=c++17 -Wall -Wextra -Werror -I"$include" -I"$python_include" \
+      $library -c alone.cc -o alone.o \
+      || fail "$name does not compile alone in C++"
+  done
+}
 check_headers_alone () {
   for h in "$include"/gpumem/*.h; do
     name=gpumem/$(basename "$h")
+    case $name in
+      gpumem/pybind11.h|gpumem/nanobind.h) continue ;;   # C++: above
+    esac
     flags=-I$include
     if needs_python "$h"; then
       step "$name compiles alone (no CUDA; Python's headers, as it includes them)"
@@ -215,6 +254,7 @@ check_examples () {
 check_files
 check_pkg_config
 check_headers_alone
+check_cxx_headers_alone
 check_link
 check_import
 check_program
