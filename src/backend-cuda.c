@@ -153,6 +153,7 @@ const gm_backend gm_backend_cuda = {
   .graph_end = gm_cuda_graph_end,
   .graph_launch = gm_cuda_graph_launch,
   .graph_destroy = gm_cuda_graph_destroy,
+  .graph_order = gm_cuda_graph_order,
   .ipc = &gm_cuda_ipc_ops,
   .can_access_peer = gm_cuda_can_access_peer,
   .shutdown = cuda_shutdown,

@@ -23,6 +23,9 @@ struct gm_stream
   int device;
   cudaStream_t handle;
   bool owned;           /* made by stream_create, not wrapped */
+  /* While graph_begin's capture lasts: the nodes that end each call
+     graph_order numbered (cuda-graph.c); else NULL.  */
+  struct gm_cuda_capture *capture;
 };
 
 struct gm_event
@@ -154,5 +157,7 @@ gm_status gm_cuda_graph_begin (gm_stream *stream);
 gm_status gm_cuda_graph_end (gm_stream *stream, gm_graph **graph);
 gm_status gm_cuda_graph_launch (gm_graph *graph, gm_stream *stream);
 void gm_cuda_graph_destroy (gm_graph *graph);
+gm_status gm_cuda_graph_order (gm_stream *stream, const size_t *after,
+                               size_t nafter);
 
 #endif /* GM_CUDA_BACKEND_H */

@@ -260,7 +260,7 @@ gm_cuda_stream_create (int device, gm_stream **stream)
 
   if (status != GM_OK)
     return status;
-  created = malloc (sizeof *created);
+  created = calloc (1, sizeof *created);
   if (created == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for a stream");
   created->device = device;
@@ -298,7 +298,7 @@ gm_cuda_stream_wrap (int device, void *handle, gm_stream **stream)
         }
     }
 #endif
-  created = malloc (sizeof *created);
+  created = calloc (1, sizeof *created);
   if (created == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for a stream");
   created->device = device;
@@ -365,7 +365,7 @@ gm_cuda_event_create (int device, unsigned flags, gm_event **event)
 
   if (status != GM_OK)
     return status;
-  created = malloc (sizeof *created);
+  created = calloc (1, sizeof *created);
   if (created == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for an event");
   created->device = device;

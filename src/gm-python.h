@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "gm.h"
+#include "graph-deps.h"
 
 /* The module's state.  The program embeds one interpreter, which imports
    gpumem once; gmpy_state () returns that module's state to C helpers
@@ -628,6 +629,7 @@ typedef struct gmpy_graph_rec
   char **arenas;               /* the page-locked blocks stages use */
   size_t narenas, arenas_cap, arena_used, arena_size;
   PyObject *held;              /* a list: the DeviceArrays the calls use */
+  gm_graph_deps deps;          /* which calls wait for which */
   bool capturing, ready;
   struct gmpy_graph_rec *next; /* in the list of live recordings */
 } gmpy_graph_rec;
@@ -651,11 +653,18 @@ void gmpy_graph_rec_clear (gmpy_graph_rec *rec);
 /* Visits REC's references for the garbage collector.  */
 int gmpy_graph_rec_traverse (gmpy_graph_rec *rec, visitproc visit,
                              void *arg);
-/* The recording stream of DEVICE for a call on the arrays ARRAYS (N of
-   them, NULL entries skipped), which the graph then holds, in *STREAM.
-   -1 with gpumem.Error when an array is on another device.  */
+/* The recording stream of DEVICE for the next call, in *STREAM: a call
+   on the arrays ARRAYS (N of them, NULL entries skipped), which the
+   graph then holds, touching the NACCESS ranges ACCESS; the stream is
+   told which earlier calls this one waits for (graph-deps.h), so queue
+   the call at once.  -1 with gpumem.Error when an array is on another
+   device.  */
 int gmpy_graph_stream (int device, PyObject *const *arrays, int n,
+                       const gm_graph_access *access, size_t naccess,
                        gm_stream **stream);
+/* A tuple: for each call REC recorded, in order, the tuple of the
+   numbers of the earlier calls it waits for.  */
+PyObject *gmpy_graph_rec_dependencies (const gmpy_graph_rec *rec);
 /* Records a copy of NBYTES between device memory (DEV, of DEVICE) and
    the host memory VIEW exports: TO_DEVICE from VIEW's start into DEV,
    else from DEV into VIEW's start.  0 or -1 with an exception.  */

@@ -337,6 +337,16 @@ typedef struct gm_backend
   gm_status (*graph_end) (gm_stream *stream, gm_graph **graph);
   gm_status (*graph_launch) (gm_graph *graph, gm_stream *stream);
   void (*graph_destroy) (gm_graph *graph);
+  /* Before each call queued on a recording STREAM, the recorder may say
+     which of the stream's earlier calls it needs done first: the calls
+     numbered AFTER[0 .. NAFTER) (from 0, in the order of this stream's
+     graph_order calls, each followed by its one call), none when NAFTER
+     is 0.  The call may then run at the same time as the others.  A
+     call with graph_order before it numbers every call queued since the
+     previous graph_order as one.  NULL where the backend runs a graph's
+     calls in the order queued (which is one order these allow).  */
+  gm_status (*graph_order) (gm_stream *stream, const size_t *after,
+                            size_t nafter);
   /* Sharing memory with other processes on the node (ipc.h); NULL where
      the backend cannot.  */
   const struct gm_ipc_ops *ipc;

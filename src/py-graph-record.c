@@ -120,6 +120,7 @@ rec_drop (gmpy_graph_rec *rec)
   rec->arenas = NULL;
   rec->narenas = rec->arenas_cap = rec->arena_used = rec->arena_size = 0;
   Py_CLEAR (rec->held);
+  gm_graph_deps_free (&rec->deps);
   rec->ready = false;
 }
 
@@ -208,9 +209,13 @@ rec_device_stream (gmpy_graph_rec *rec, int device, gm_stream **out)
 
 int
 gmpy_graph_stream (int device, PyObject *const *arrays, int n,
+                   const gm_graph_access *access, size_t naccess,
                    gm_stream **stream)
 {
   gmpy_graph_rec *rec = gmpy_graph_capture;
+  const size_t *after;
+  size_t index, nafter;
+  gm_status status;
 
   for (int i = 0; i < n; i++)
     {
@@ -229,7 +234,41 @@ gmpy_graph_stream (int device, PyObject *const *arrays, int n,
       if (PyList_Append (rec->held, arrays[i]) < 0)
         return -1;
     }
-  return rec_device_stream (rec, device, stream);
+  if (rec_device_stream (rec, device, stream) < 0)
+    return -1;
+  status = gm_graph_deps_add (&rec->deps, device, access, naccess, &index,
+                              &after, &nafter);
+  if (status == GM_OK && gm_backend_current->graph_order != NULL)
+    status = gm_backend_current->graph_order (*stream, after, nafter);
+  return status == GM_OK ? 0 : gmpy_raise_int (status);
+}
+
+PyObject *
+gmpy_graph_rec_dependencies (const gmpy_graph_rec *rec)
+{
+  const gm_graph_deps *deps = &rec->deps;
+  PyObject *all = PyTuple_New ((Py_ssize_t) deps->ncalls);
+
+  for (size_t i = 0; all != NULL && i < deps->ncalls; i++)
+    {
+      const gm_graph_deps_call *call = &deps->calls[i];
+      PyObject *one = PyTuple_New ((Py_ssize_t) call->ndeps);
+
+      for (size_t e = 0; one != NULL && e < call->ndeps; e++)
+        {
+          PyObject *number
+            = PyLong_FromSize_t (deps->deps[call->first_dep + e]);
+          if (number == NULL)
+            Py_CLEAR (one);
+          else
+            PyTuple_SET_ITEM (one, (Py_ssize_t) e, number);
+        }
+      if (one == NULL)
+        Py_CLEAR (all);
+      else
+        PyTuple_SET_ITEM (all, (Py_ssize_t) i, one);
+    }
+  return all;
 }
 
 /* NBYTES of REC's page-locked staging in *PTR.  0 or -1.  */
@@ -302,6 +341,7 @@ gmpy_graph_host_copy (const gmpy_devbuf *dev, const Py_buffer *view,
 {
   gmpy_graph_rec *rec = gmpy_graph_capture;
   gmpy_graph_stage stage = {0};
+  gm_graph_access access[2];
   const char *host = view->buf;
   gm_stream *stream;
   gm_status status;
@@ -323,8 +363,16 @@ gmpy_graph_host_copy (const gmpy_devbuf *dev, const Py_buffer *view,
                           "upload before the graph runs; end the graph "
                           "at that copy and replay two graphs");
     }
-  if (gmpy_graph_stream (dev->device, &dev->array, 1, &stream) < 0
-      || rec_staging (rec, nbytes, &stage.staging) < 0)
+  if (rec_staging (rec, nbytes, &stage.staging) < 0)
+    return -1;
+  access[0].ptr = dev->data;
+  access[0].nbytes = nbytes;
+  access[0].write = to_device;
+  access[1].ptr = stage.staging;
+  access[1].nbytes = nbytes;
+  access[1].write = !to_device;
+  if (gmpy_graph_stream (dev->device, &dev->array, 1, access, 2, &stream)
+      < 0)
     return -1;
   if (to_device)
     status = gm_backend_current->copy (dev->data, dev->device, stage.staging,
@@ -379,6 +427,8 @@ gmpy_graph_device_copy (const gmpy_devbuf *dst_buf,
   gmpy_graph_rec *rec = gmpy_graph_capture;
   PyObject *arrays[2] = {dst_buf != NULL ? dst_buf->array : NULL,
                          src_buf != NULL ? src_buf->array : NULL};
+  gm_graph_access access[2] = {{dst, nbytes, true},
+                                {src, nbytes, false}};
   gm_stream *stream;
   gm_status status;
 
@@ -390,7 +440,7 @@ gmpy_graph_device_copy (const gmpy_devbuf *dst_buf,
   if (dst_device != src_device)
     return rec_error (rec, "a copy between two devices", "a graph runs on "
                       "each device apart; copy between devices outside it");
-  if (gmpy_graph_stream (dst_device, arrays, 2, &stream) < 0)
+  if (gmpy_graph_stream (dst_device, arrays, 2, access, 2, &stream) < 0)
     return -1;
   status = gm_backend_current->copy (dst, dst_device, src, src_device,
                                      nbytes, stream);

@@ -16,14 +16,21 @@
 
 #include "gm-python.h"
 
+#include <stddef.h>
 #include <string.h>
+
+#include <structmember.h>
 
 typedef struct graphpy_object
 {
   PyObject_HEAD
+  vectorcallfunc vectorcall;   /* g(): graphpy_vectorcall */
   gmpy_graph_rec rec;
   bool entered;                /* the with statement ran once */
 } graphpy_object;
+
+static PyObject *graphpy_vectorcall (PyObject *self, PyObject *const *args,
+                                     size_t nargsf, PyObject *kwnames);
 
 static PyObject *
 graphpy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -38,6 +45,7 @@ graphpy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
   self = (graphpy_object *) type->tp_alloc (type, 0);
   if (self == NULL)
     return NULL;
+  self->vectorcall = graphpy_vectorcall;
   self->rec.name = name != NULL
                      ? Py_NewRef (name)
                      : PyUnicode_FromFormat ("at %p", (void *) self);
@@ -117,7 +125,11 @@ stage_check (graphpy_object *graph, const gmpy_graph_stage *stage)
   Py_buffer view;
   bool same = false;
 
-  if (PyObject_GetBuffer (stage->root, &view, PyBUF_STRIDED_RO) == 0)
+  /* The array that owns the memory is asked only when the host object
+     is not that array itself (which the second check asks).  */
+  if (stage->root == stage->host)
+    same = true;
+  else if (PyObject_GetBuffer (stage->root, &view, PyBUF_STRIDED_RO) == 0)
     {
       same = view.buf == stage->root_buf && view.len == stage->root_len;
       PyBuffer_Release (&view);
@@ -245,6 +257,31 @@ graphpy_replay_with (graphpy_object *graph, PyObject *stream_obj)
   Py_RETURN_NONE;
 }
 
+/* g() and g(stream=S): no tuple, no dict.  */
+static PyObject *
+graphpy_vectorcall (PyObject *self, PyObject *const *args, size_t nargsf,
+                    PyObject *kwnames)
+{
+  Py_ssize_t nargs = PyVectorcall_NARGS (nargsf);
+  Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE (kwnames) : 0;
+  PyObject *stream_obj = NULL;
+
+  if (nargs == 0 && nkw == 0)
+    return graphpy_replay_with ((graphpy_object *) self, NULL);
+  if (nargs + nkw > 1
+      || (nkw == 1
+          && (!PyUnicode_Check (PyTuple_GET_ITEM (kwnames, 0))
+              || PyUnicode_CompareWithASCIIString (
+                   PyTuple_GET_ITEM (kwnames, 0), "stream") != 0)))
+    goto wrong;
+  stream_obj = args[0];
+  return graphpy_replay_with ((graphpy_object *) self, stream_obj);
+wrong:
+  PyErr_SetString (PyExc_TypeError, "graph() takes one optional argument, "
+                   "stream");
+  return NULL;
+}
+
 static PyObject *
 graphpy_call (PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -281,6 +318,12 @@ graphpy_get_devices (PyObject *self, void *closure)
     return NULL;
   Py_SETREF (list, PyList_AsTuple (list));
   return list;
+}
+
+static PyObject *
+graphpy_get_dependencies (PyObject *self, void *closure)
+{
+  return gmpy_graph_rec_dependencies (&((graphpy_object *) self)->rec);
 }
 
 static PyObject *
@@ -324,6 +367,11 @@ static PyMethodDef graphpy_methods[] = {
 static PyGetSetDef graphpy_getset[] = {
   {"name", graphpy_get_name, NULL, "The graph's name, for messages.",
    NULL},
+  {"dependencies", graphpy_get_dependencies, NULL,
+   "For each call recorded, in order: the tuple of the numbers (from 0)\n"
+   "of the earlier calls it waits for.  Calls that share no memory one\n"
+   "of them writes wait for none of each other: they may run at the\n"
+   "same time (docs/graphs.md).", NULL},
   {"devices", graphpy_get_devices, NULL,
    "The devices the graph runs on: one graph each.", NULL},
   {"host_copies", graphpy_get_host_copies, NULL,
@@ -331,7 +379,14 @@ static PyGetSetDef graphpy_getset[] = {
   {NULL, NULL, NULL, NULL, NULL}
 };
 
+static PyMemberDef graphpy_members[] = {
+  {"__vectorcalloffset__", T_PYSSIZET,
+   offsetof (graphpy_object, vectorcall), READONLY, NULL},
+  {NULL, 0, 0, 0, NULL}
+};
+
 static PyType_Slot graphpy_slots[] = {
+  {Py_tp_members, graphpy_members},
   {Py_tp_new, graphpy_new},
   {Py_tp_dealloc, graphpy_dealloc},
   {Py_tp_traverse, graphpy_traverse},
@@ -357,7 +412,8 @@ static PyType_Slot graphpy_slots[] = {
 static PyType_Spec graphpy_spec = {
   .name = "gpumem.graph",
   .basicsize = sizeof (graphpy_object),
-  .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+  .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC
+           | Py_TPFLAGS_HAVE_VECTORCALL,
   .slots = graphpy_slots,
 };
 

@@ -367,6 +367,8 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   if (gmpy_graph_capture != NULL)
     {
       PyObject *arrays[GM_MAX_KERNEL_PARAMS];
+      gm_graph_access access[GM_MAX_KERNEL_PARAMS];
+      size_t naccess = 0;
 
       if (stream != NULL)
         {
@@ -374,10 +376,23 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                              "stream:` block)");
           return NULL;
         }
+      /* The kernel touches the arrays given, at most: their extents,
+         written unless the registry says the kernel only reads.  */
       for (int i = 0; i < n; i++)
-        arrays[i] = kernel->params[i].kind != GM_PARAM_SCALAR ? arg[i]
-                                                              : NULL;
-      if (gmpy_graph_stream (device, arrays, n, &stream) < 0)
+        {
+          const gm_kernel_param *param = &kernel->params[i];
+
+          arrays[i] = param->kind != GM_PARAM_SCALAR ? arg[i] : NULL;
+          if (param->kind == GM_PARAM_SCALAR)
+            continue;
+          access[naccess].ptr = cargs[i].ptr;
+          access[naccess].nbytes = (size_t) sizes[i]
+                                   * gm_dtypes[param->dtype].itemsize;
+          access[naccess].write = param->kind != GM_PARAM_IN;
+          naccess++;
+        }
+      if (gmpy_graph_stream (device, arrays, n, access, naccess, &stream)
+          < 0)
         return NULL;
     }
   else if (stream == NULL && gmpy_concurrent_active ())

@@ -239,4 +239,62 @@ def stream_replay_of_device_work():
     raises(ValueError, h, stream=s, match="stream=")
 
 
+@case
+def independent_partitions_wait_only_within_their_own():
+    # The stitching iteration's shape: one upload every partition reads,
+    # then per partition a kernel and a download; partitions share no
+    # written memory, so no call of one waits for a call of another.
+    n, parts = 256, 4
+    update = np.arange(4, dtype=np.float32)
+    gpu_update = gpumem.zeros(4)
+    images = [gpumem.to_device(np.full(n, i, np.float32))
+              for i in range(parts)]
+    partial = [gpumem.zeros(4) for _ in range(parts)]
+    out = np.zeros((parts, 4), np.float32)
+    with gpumem.graph() as g:
+        gpumem.copy_to_gpu(update, gpu_update, 4)               # call 0
+        for i in range(parts):
+            gpumem.kernels.algo_seed(images[i], gpu_update,     # 1 + 3i
+                                     partial[i], n)
+            gpumem.kernels.saxpy(4, 1.0, gpu_update, partial[i])  # 2 + 3i
+            gpumem.copy_from_gpu(partial[i], out[i], 4)         # 3 + 3i
+    deps = g.dependencies
+    assert len(deps) == 1 + 3 * parts, deps
+    assert deps[0] == ()
+    for i in range(parts):
+        k = 1 + 3 * i
+        # The kernel reads the upload; the next call waits for the
+        # kernel alone (the upload is reached through it); the download
+        # for the call before it.
+        assert deps[k] == (0,), (i, deps)
+        assert deps[k + 1] == (k,), (i, deps)
+        assert deps[k + 2] == (k + 1,), (i, deps)
+    g()
+    # partial[i] = image value + update, then += update.
+    for i in range(parts):
+        assert np.array_equal(out[i], i + 2 * update), (i, out[i])
+
+
+@case
+def calls_on_shared_memory_keep_their_order():
+    # Write after read and write after write order calls too; a call
+    # that reads only what nobody wrote waits for nothing.
+    n = 64
+    a = gpumem.to_device(np.ones(n, np.float32))
+    b = gpumem.zeros(n)
+    c = gpumem.zeros(n)
+    d = gpumem.zeros(n)
+    with gpumem.graph() as g:
+        gpumem.kernels.saxpy(n, 1.0, a, b)      # 0: reads a, writes b
+        gpumem.kernels.saxpy(n, 1.0, a, c)      # 1: reads a, writes c
+        gpumem.copy(a, d)                       # 2: writes a: after 0, 1
+        gpumem.kernels.saxpy(n, 2.0, d, b)      # 3: writes b: after 0
+        gpumem.copy(c, b)                       # 4: after 1 and 3
+    assert g.dependencies == ((), (), (0, 1), (0,), (1, 3)), g.dependencies
+    g()
+    assert np.all(a.copy_to_host() == 0)
+    assert np.all(c.copy_to_host() == 1)
+    assert np.all(b.copy_to_host() == 1)
+
+
 gmtest.main()
