@@ -6,8 +6,11 @@
 Each configuration runs in a fresh process: four threads (PyTorch, CuPy,
 gpumem, and PyTorch again), each on a stream of its own, allocate arrays
 of random sizes from 1 KiB to 256 MiB (log-uniform), fill each with a
-value of its own, and free random ones, each thread keeping at most
---max-live-mib of its arrays alive.  A sampler records the device's used
+value of its own, and free random ones.  The threads take turns, as the
+stages of a pipeline do: in each --phase-seconds one thread may keep up
+to --max-live-mib of its arrays alive and the others a sixteenth of
+that, so each library's cache, when it has one of its own, keeps memory
+another library needs next.  A sampler records the device's used
 memory (total - free) every 5 ms.  At the end every live array is
 checked against its value (results exact), and, with one pool, gpumem's
 books per owner against the threads' own tally of live bytes (exact to
@@ -26,7 +29,7 @@ CHILD = r"""
 import json, math, random, sys, threading, time
 import numpy as np
 import gpumem
-mode, seconds, max_live = sys.argv[-3], float(sys.argv[-2]), int(sys.argv[-1]) << 20
+mode, seconds, max_live, phase = sys.argv[-4], float(sys.argv[-3]), int(sys.argv[-2]) << 20, float(sys.argv[-1])
 if mode == "pool":
     gpumem.use_pool("torch", "cupy")
 import torch, cupy
@@ -82,13 +85,16 @@ class Gpumem:
 tally = {"torch": 0, "cupy": 0, "gpumem": 0}
 lock = threading.Lock()
 errors, live_all = [], []
-stop = time.monotonic() + seconds
+begin = time.monotonic()
+stop = begin + seconds
 
 def worker(kind, seed):
     rng = random.Random(seed)
     lib, live, held, count = kind(), [], 0, 0
     while time.monotonic() < stop:
-        if live and (held > max_live or rng.random() < 0.45):
+        heavy = int((time.monotonic() - begin) / phase) % 4 == seed
+        cap = max_live if heavy else max_live // 16
+        if live and (held > cap or rng.random() < 0.45):
             obj, value, n = live.pop(rng.randrange(len(live)))
             if not lib.check(obj, value):
                 errors.append(f"{lib.owner}: wrong values before free")
@@ -151,13 +157,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--max-live-mib", type=int, default=8192)
+    parser.add_argument("--phase-seconds", type=float, default=2.0)
     args = parser.parse_args()
     program = os.environ.get("GPUMEM", "gpumem")
     results = {}
     for mode in ("separate", "pool"):
         run = subprocess.run(
             [program, "-q", "-c", CHILD, mode, str(args.seconds),
-             str(args.max_live_mib)],
+             str(args.max_live_mib), str(args.phase_seconds)],
             capture_output=True, text=True, timeout=args.seconds * 3 + 300)
         if run.returncode != 0:
             print(f"{mode}: failed\n{run.stderr[-3000:]}")
