@@ -45,6 +45,9 @@ struct gm_event
   bool timing;          /* GM_EVENT_TIMING: elapsed_ms may measure it */
   bool recorded;
   struct timespec when;
+  /* A shared event's word in shared memory (event_export, event_import):
+     the count of its records in every process, else NULL.  */
+  uint64_t *word;
 };
 
 static int host_devices = 4;
@@ -355,7 +358,31 @@ host_event_record (gm_event *event, gm_stream *stream)
   (void) stream;
   clock_gettime (CLOCK_MONOTONIC, &event->when);
   event->recorded = true;
+  if (event->word != NULL)
+    __atomic_add_fetch (event->word, 1, __ATOMIC_RELEASE);
   return GM_OK;
+}
+
+/* A shared host event is the word its records count in: the work it
+   marks is complete when record returns, in any process.  */
+static gm_status
+host_event_export (gm_event *event, void *word, uint8_t data[64])
+{
+  memset (data, 0, 64);
+  event->word = word;
+  return GM_OK;
+}
+
+static gm_status
+host_event_import (int device, const uint8_t data[64], void *word,
+                   gm_event **event)
+{
+  gm_status status = host_event_create (device, GM_EVENT_INTERPROCESS,
+                                        event);
+  (void) data;
+  if (status == GM_OK)
+    (*event)->word = word;
+  return status;
 }
 
 static gm_status
@@ -526,6 +553,8 @@ const gm_backend gm_backend_host = {
   .event_query = host_event_query,
   .event_wait = host_event_wait,
   .event_elapsed_ms = host_event_elapsed_ms,
+  .event_export = host_event_export,
+  .event_import = host_event_import,
   .host_alloc = host_host_alloc,
   .host_free = host_host_free,
   .foreign_stream_sync = host_foreign_stream_sync,

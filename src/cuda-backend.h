@@ -151,6 +151,13 @@ gm_status gm_cuda_nvtx_launch (const gm_kernel *kernel, const gm_arg *args,
                                gm_stream *stream);
 gm_status gm_cuda_nvtx_wait (int device, gm_stream *stream, long timeout_us);
 gm_status gm_cuda_nvtx_device_synchronize (int device);
+/* cuda-ipc.c: shared events (cudaIpcGetEventHandle,
+   cudaIpcOpenEventHandle).  */
+gm_status gm_cuda_event_export (gm_event *event, void *word,
+                                uint8_t data[64]);
+gm_status gm_cuda_event_import (int device, const uint8_t data[64],
+                                void *word, gm_event **event);
+
 gm_status gm_cuda_nvtx_event_wait (gm_event *event, long timeout_us);
 /* cuda-graph.c */
 gm_status gm_cuda_graph_begin (gm_stream *stream);

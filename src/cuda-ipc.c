@@ -304,6 +304,52 @@ done:
   return status;
 }
 
+/* A shared event is CUDA's interprocess event (created with
+   cudaEventInterprocess | cudaEventDisableTiming): its handle travels
+   in DATA; WORD (the lease's block) is not used.  */
+gm_status
+gm_cuda_event_export (gm_event *event, void *word, uint8_t data[64])
+{
+  cudaIpcEventHandle_t event_handle;
+  gm_status status = gm_cuda_use_device (event->device);
+  (void) word;
+
+  if (status != GM_OK)
+    return status;
+  _Static_assert (sizeof event_handle <= 64,
+                  "a handle has room for CUDA's event handle");
+  GM_CUDA_CHECK (cudaIpcGetEventHandle (&event_handle, event->handle));
+  memset (data, 0, 64);
+  memcpy (data, &event_handle, sizeof event_handle);
+done:
+  return status;
+}
+
+gm_status
+gm_cuda_event_import (int device, const uint8_t data[64], void *word,
+                      gm_event **event)
+{
+  cudaIpcEventHandle_t event_handle;
+  gm_status status = gm_cuda_use_device (device);
+  gm_event *opened = NULL;
+  (void) word;
+
+  if (status != GM_OK)
+    return status;
+  opened = calloc (1, sizeof *opened);
+  if (opened == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for an "
+                         "event");
+  opened->device = device;
+  memcpy (&event_handle, data, sizeof event_handle);
+  GM_CUDA_CHECK (cudaIpcOpenEventHandle (&opened->handle, event_handle));
+  *event = opened;
+  opened = NULL;
+done:
+  free (opened);
+  return status;
+}
+
 const gm_ipc_ops gm_cuda_ipc_ops = {
   .kind = GM_IPC_KIND_CUDA,
   .alloc = cuda_ipc_alloc,

@@ -372,7 +372,8 @@ gm_cuda_event_create (int device, unsigned flags, gm_event **event)
   GM_CUDA_CHECK (cudaEventCreateWithFlags (
        &created->handle,
        ((flags & GM_EVENT_TIMING) ? 0u : cudaEventDisableTiming)
-         | ((flags & GM_EVENT_BLOCKING) ? cudaEventBlockingSync : 0u)));
+         | ((flags & GM_EVENT_BLOCKING) ? cudaEventBlockingSync : 0u)
+         | ((flags & GM_EVENT_INTERPROCESS) ? cudaEventInterprocess : 0u)));
   *event = created;
   created = NULL;
 done:

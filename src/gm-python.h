@@ -227,6 +227,32 @@ int gmpy_stream_context_push (PyObject *stream);
    must be STREAM's (else RuntimeError).  0 or -1.  */
 int gmpy_stream_context_pop (PyObject *stream);
 
+/* gpumem.Event (py-stream.c).  */
+typedef struct eventpy_object
+{
+  PyObject_HEAD
+  gm_event *event;
+  int device;
+  bool recorded;
+  bool timing;            /* made with timing=True */
+  bool interprocess;      /* may be shared (Event(interprocess=True)) */
+  /* A shared event's memory: the producer's block (made at its first
+     share) or the consumer's import, as a capsule; else NULL.  */
+  PyObject *shared;
+} eventpy_object;
+
+/* A new gpumem.Event over EVENT (an interprocess event opened from
+   another process) on DEVICE, keeping SHARED (its import) while it
+   lives.  Takes EVENT in every case.  New reference or NULL.  */
+PyObject *gmpy_event_wrap (gm_event *event, int device, PyObject *shared);
+
+/* py-ipc-event.c: the handle of an interprocess EVENT (gpumem.Event) as
+   bytes, new reference or NULL (gpumem.Error for an event not made with
+   interprocess=True); and the Event that a decoded event HANDLE opens.  */
+struct gm_ipc_handle;
+PyObject *gmpy_event_share (PyObject *event, bool until_opened);
+PyObject *gmpy_event_open (const struct gm_ipc_handle *handle);
+
 /* gpumem.DeviceArray.  */
 typedef struct arraypy_object
 {

@@ -142,6 +142,9 @@ typedef struct gm_graph gm_graph;
 /* Flags of the backend's event_create.  */
 #define GM_EVENT_TIMING 1u
 #define GM_EVENT_BLOCKING 2u
+/* Another process may open the event (event_export); never with
+   GM_EVENT_TIMING.  */
+#define GM_EVENT_INTERPROCESS 4u
 
 /* The kernel registry (kernels/registry.c).  */
 typedef enum gm_param_kind
@@ -297,6 +300,17 @@ typedef struct gm_backend
   gm_status (*event_wait) (gm_event *event, long timeout_us);
   gm_status (*event_elapsed_ms) (gm_event *start, gm_event *end,
                                  float *ms);
+  /* Fills DATA (64 bytes) so that event_import in another process of
+     this node opens EVENT (made with GM_EVENT_INTERPROCESS); WORD is 8
+     bytes of memory shared with that process, which EVENT's records
+     publish to from now on (where the backend keeps its own state
+     there).  */
+  gm_status (*event_export) (gm_event *event, void *word, uint8_t data[64]);
+  /* Opens the event DATA describes (from event_export in another
+     process) as *EVENT on DEVICE, its records published to WORD, the
+     same shared memory; event_destroy lets go of it.  */
+  gm_status (*event_import) (int device, const uint8_t data[64], void *word,
+                             gm_event **event);
 
   /* Page-locked host memory.  */
   gm_status (*host_alloc) (size_t nbytes, void **ptr);

@@ -2,10 +2,11 @@
 
    Layout (little-endian, offsets in bytes):
      0 "GMSH"   4 version u16   6 kind u8   7 dtype u8   8 readonly u8
-     9 ndim u8  10 zero u16     12 pid u32  16 device u32
+     9 ndim u8  10 object u8    11 zero u8   12 pid u32  16 device u32
     20 node[40] (NUL-padded)    60 server u64   68 block u64
     76 secret u64   84 device uuid[16]   100 nbytes u64   108 offset u64
-   116 opaque[128]   244 shape i64 x ndim, then strides i64 x ndim
+   116 opaque[128]   244 an array's shape i64 x ndim, then strides
+   i64 x ndim, or an event's data[64]
    then FNV-1a 64 of everything before it.
    Anything from another process is input: the decoder trusts no field
    (tests/fuzz/fuzz-ipc-handle.c).  */
@@ -86,13 +87,14 @@ gm_ipc_encode (const gm_ipc_handle *handle, uint8_t *out)
 {
   size_t at = GM_IPC_FIXED_BYTES - 8, size;
 
-  memset (out, 0, GM_IPC_ENCODED_BYTES (handle->ndim));
+  memset (out, 0, GM_IPC_MAX_BYTES);
   memcpy (out, "GMSH", 4);
   put_u16 (out + 4, GM_IPC_VERSION);
   out[6] = handle->kind;
   out[7] = handle->dtype;
   out[8] = handle->readonly;
   out[9] = handle->ndim;
+  out[10] = handle->object;
   put_u32 (out + 12, handle->pid);
   put_u32 (out + 16, handle->device);
   memcpy (out + 20, handle->node, GM_IPC_NODE);
@@ -103,6 +105,11 @@ gm_ipc_encode (const gm_ipc_handle *handle, uint8_t *out)
   put_u64 (out + 100, handle->nbytes);
   put_u64 (out + 108, handle->offset);
   memcpy (out + 116, handle->opaque, GM_IPC_OPAQUE);
+  if (handle->object == GM_IPC_OBJECT_EVENT)
+    {
+      memcpy (out + at, handle->event, GM_IPC_EVENT_DATA);
+      at += GM_IPC_EVENT_DATA;
+    }
   for (int d = 0; d < handle->ndim; d++, at += 8)
     put_u64 (out + at, (uint64_t) handle->shape[d]);
   for (int d = 0; d < handle->ndim; d++, at += 8)
@@ -155,7 +162,11 @@ gm_ipc_decode (const uint8_t *data, size_t size, gm_ipc_handle *handle)
     return "it was made by another version of gpumem";
   if (data[9] > GM_MAX_NDIM)
     return "it has too many dimensions";
-  if (size != GM_IPC_ENCODED_BYTES (data[9]))
+  if (data[10] > GM_IPC_OBJECT_EVENT)
+    return "it names an unknown kind of object";
+  if (data[10] == GM_IPC_OBJECT_EVENT
+      ? size != GM_IPC_EVENT_BYTES || data[9] != 0
+      : size != GM_IPC_ENCODED_BYTES (data[9]))
     return "its length does not match its dimensions";
   if (get_u64 (data + size - 8) != checksum (data, size - 8))
     return "its checksum does not match (damaged or forged)";
@@ -164,11 +175,12 @@ gm_ipc_decode (const uint8_t *data, size_t size, gm_ipc_handle *handle)
   handle->dtype = data[7];
   handle->readonly = data[8];
   handle->ndim = data[9];
+  handle->object = data[10];
   if (handle->kind != GM_IPC_KIND_HOST && handle->kind != GM_IPC_KIND_CUDA)
     return "it names an unknown kind of memory";
   if (handle->dtype >= GM_NDTYPES)
     return "it names an unknown dtype";
-  if (handle->readonly > 1 || get_u16 (data + 10) != 0)
+  if (handle->readonly > 1 || data[11] != 0)
     return "its flags are not valid";
   handle->pid = get_u32 (data + 12);
   handle->device = get_u32 (data + 16);
@@ -187,6 +199,14 @@ gm_ipc_decode (const uint8_t *data, size_t size, gm_ipc_handle *handle)
   if (handle->device > INT32_MAX || handle->nbytes == 0
       || handle->nbytes > INT64_MAX || handle->offset > handle->nbytes)
     return "its device or block size is not valid";
+  if (handle->object == GM_IPC_OBJECT_EVENT)
+    {
+      if (handle->dtype != 0 || handle->readonly != 0
+          || handle->nbytes != GM_IPC_EVENT_WORD || handle->offset != 0)
+        return "its event fields are not valid";
+      memcpy (handle->event, data + at, GM_IPC_EVENT_DATA);
+      return NULL;
+    }
   itemsize = item_sizes[handle->dtype];
   for (int d = 0; d < handle->ndim; d++, at += 8)
     {

@@ -31,7 +31,15 @@
 /* The encoded handle's length for NDIM dimensions.  */
 #define GM_IPC_FIXED_BYTES 252
 #define GM_IPC_ENCODED_BYTES(ndim) (GM_IPC_FIXED_BYTES + 16 * (size_t) (ndim))
-#define GM_IPC_MAX_BYTES GM_IPC_ENCODED_BYTES (GM_MAX_NDIM)
+/* Bytes of the backend's description of a shared event (CUDA's
+   interprocess event handle), and an event handle's length: the fixed
+   fields, then these bytes.  */
+#define GM_IPC_EVENT_DATA 64
+#define GM_IPC_EVENT_BYTES (GM_IPC_FIXED_BYTES + GM_IPC_EVENT_DATA)
+/* The longest handle of either object.  */
+#define GM_IPC_MAX_BYTES                                                   \
+  (GM_IPC_ENCODED_BYTES (GM_MAX_NDIM) > GM_IPC_EVENT_BYTES                \
+     ? GM_IPC_ENCODED_BYTES (GM_MAX_NDIM) : GM_IPC_EVENT_BYTES)
 
 /* Which backend made a block: a handle opens only in the same kind.  */
 enum
@@ -40,10 +48,22 @@ enum
   GM_IPC_KIND_CUDA = 2
 };
 
+/* What a handle opens onto.  An event's handle names a block of
+   GM_IPC_EVENT_WORD bytes (the word its records publish to, and the
+   lease that keeps the producer's event), has no dimensions, and
+   carries the backend's event data.  */
+enum
+{
+  GM_IPC_OBJECT_ARRAY = 0,
+  GM_IPC_OBJECT_EVENT = 1
+};
+#define GM_IPC_EVENT_WORD 8
+
 /* What a handle says, decoded.  */
 typedef struct gm_ipc_handle
 {
   uint8_t kind;                  /* GM_IPC_KIND_* */
+  uint8_t object;                /* GM_IPC_OBJECT_* */
   char node[GM_IPC_NODE];        /* the producer's boot id, NUL-padded */
   uint32_t pid;                  /* the producer's process */
   uint64_t server;               /* its share server's random name */
@@ -59,15 +79,19 @@ typedef struct gm_ipc_handle
   int64_t shape[GM_MAX_NDIM];
   int64_t strides[GM_MAX_NDIM];  /* bytes */
   uint8_t opaque[GM_IPC_OPAQUE];
+  uint8_t event[GM_IPC_EVENT_DATA];  /* GM_IPC_OBJECT_EVENT only */
 } gm_ipc_handle;
 
 /* Encodes HANDLE into OUT (room for GM_IPC_MAX_BYTES) and returns its
-   length: little-endian fields, then an FNV-1a checksum over them.  */
+   length: little-endian fields (an array's shape and strides, or an
+   event's data), then an FNV-1a checksum over them.  */
 size_t gm_ipc_encode (const gm_ipc_handle *handle, uint8_t *out);
 
 /* Decodes the SIZE bytes at DATA into *HANDLE, checking everything a
-   handle must be: the magic, the version, the length for its ndim, the
-   checksum, a known kind and dtype, a NUL-terminated node, non-negative
+   handle must be: the magic, the version, the length for its object and
+   ndim, the checksum, a known kind, object and dtype, for an event no
+   dimensions, dtype 0, not read-only and a block of GM_IPC_EVENT_WORD
+   bytes at offset 0, a NUL-terminated node, non-negative
    dimensions, strides that are multiples of the item size, and every
    element inside the block.  NULL when it is a handle, else the reason
    it is not (a constant string; *HANDLE is then unspecified).  Reads no

@@ -1,7 +1,8 @@
 /* py-ipc.c -- sharing arrays with other processes on the node, in
    Python: gpumem.shared_empty, share, open_shared, sharing_stats, and
-   the reducer that makes multiprocessing pass a DeviceArray as a handle
-   instead of its bytes (docs/sharing.md).
+   the reducer that makes multiprocessing pass a DeviceArray (or a
+   shareable Event, py-ipc-event.c) as a handle instead of its bytes
+   (docs/sharing.md).
 
    A shared array wraps its memory as foreign memory: its base is a
    capsule that owns the producer's block (gm_ipc_drop when it goes) or
@@ -217,9 +218,11 @@ ipcpy_share (PyObject *module, PyObject *args, PyObject *kwargs)
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|$p:share", keywords,
                                     &array, &until_opened))
     return NULL;
+  if (PyObject_TypeCheck (array, gmpy_state_get ()->event_type))
+    return gmpy_event_share (array, until_opened != 0);
   if (!gmpy_array_check (array))
-    return PyErr_Format (PyExc_TypeError, "share() takes a DeviceArray, "
-                         "not %.200s", Py_TYPE (array)->tp_name);
+    return PyErr_Format (PyExc_TypeError, "share() takes a DeviceArray or "
+                         "an Event, not %.200s", Py_TYPE (array)->tp_name);
   return share_array ((arraypy_object *) array, until_opened != 0);
 }
 
@@ -249,6 +252,8 @@ ipcpy_open_shared (PyObject *module, PyObject *handle_obj)
                     "%s", reason);
       return NULL;
     }
+  if (handle.object == GM_IPC_OBJECT_EVENT)
+    return gmpy_event_open (&handle);
   for (int d = 0; d < handle.ndim; d++)
     {
       shape[d] = (Py_ssize_t) handle.shape[d];
@@ -291,15 +296,20 @@ ipcpy_sharing_stats (PyObject *module, PyObject *unused)
                         (Py_ssize_t) imports);
 }
 
-/* gpumem._reduce_shared(array): multiprocessing's reducer.  */
+/* gpumem._reduce_shared(obj): multiprocessing's reducer of DeviceArray
+   and Event.  */
 static PyObject *
 ipcpy_reduce_shared (PyObject *module, PyObject *array)
 {
   PyObject *handle, *open_fn, *result;
 
-  if (!gmpy_array_check (array))
-    return PyErr_Format (PyExc_TypeError, "expected a DeviceArray");
-  handle = share_array ((arraypy_object *) array, true);
+  if (PyObject_TypeCheck (array, gmpy_state_get ()->event_type))
+    handle = gmpy_event_share (array, true);
+  else if (gmpy_array_check (array))
+    handle = share_array ((arraypy_object *) array, true);
+  else
+    return PyErr_Format (PyExc_TypeError, "expected a DeviceArray or an "
+                         "Event");
   if (handle == NULL)
     return NULL;
   open_fn = PyObject_GetAttrString (module, "open_shared");
@@ -320,16 +330,18 @@ static PyMethodDef ipcpy_methods[] = {
    "this node can open (share, open_shared; docs/sharing.md)."},
   {"share", (PyCFunction) (void (*) (void)) ipcpy_share,
    METH_VARARGS | METH_KEYWORDS,
-   "share(array, *, until_opened=False)\n--\n\n"
+   "share(obj, *, until_opened=False)\n--\n\n"
    "A handle (bytes) that open_shared opens, in any process on this node,\n"
-   "onto ARRAY's memory: its shape, dtype, strides, device and read-only\n"
-   "flag.  An array not made by shared_empty (or a view of one) is first\n"
+   "onto OBJ: a DeviceArray's memory (its shape, dtype, strides, device\n"
+   "and read-only flag), or an Event made with interprocess=True.\n"
+   "An array not made by shared_empty (or a view of one) is first\n"
    "copied once into shareable memory, which is kept for the handle's\n"
    "first consumer.  until_opened=True keeps a shared_empty block for\n"
    "its first consumer even when this process lets go of it first."},
   {"open_shared", ipcpy_open_shared, METH_O,
    "open_shared(handle)\n--\n\n"
-   "The DeviceArray a share() handle describes, on the same memory.\n"
+   "The DeviceArray a share() handle describes, on the same memory, or\n"
+   "the Event, the same event.\n"
    "gpumem.Error for a handle of another node or device, one closed or\n"
    "forged, or whose producer has exited."},
   {"sharing_stats", ipcpy_sharing_stats, METH_NOARGS,
@@ -364,6 +376,12 @@ register_reducer (PyObject *module)
     }
   result = PyObject_CallMethod (pickler, "register", "OO",
                                 (PyObject *) state->array_type, reducer);
+  if (result != NULL)
+    {
+      Py_DECREF (result);
+      result = PyObject_CallMethod (pickler, "register", "OO",
+                                    (PyObject *) state->event_type, reducer);
+    }
   Py_DECREF (pickler);
   Py_DECREF (reducer);
   Py_XDECREF (result);

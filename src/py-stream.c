@@ -10,14 +10,6 @@
 
 #include "gm-python.h"
 
-typedef struct eventpy_object
-{
-  PyObject_HEAD
-  gm_event *event;
-  int device;
-  bool recorded;
-  bool timing;            /* made with timing=True */
-} eventpy_object;
 
 PyObject *
 gmpy_current_stream_fn (PyObject *module, PyObject *args, PyObject *kwargs)
@@ -321,24 +313,38 @@ static PyType_Spec streampy_spec = {
 static PyObject *
 eventpy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-  static char *keywords[] = {"device", "timing", "blocking", NULL};
-  PyObject *device_obj = Py_None;
+  static char *keywords[] = {"device", "timing", "blocking", "interprocess",
+                             NULL};
+  PyObject *device_obj = Py_None, *timing_obj = Py_None;
   eventpy_object *self;
   gm_status status;
-  int device, timing = 1, blocking = 0;
+  int device, timing, blocking = 0, interprocess = 0;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O$pp:Event", keywords,
-                                    &device_obj, &timing, &blocking)
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O$Opp:Event", keywords,
+                                    &device_obj, &timing_obj, &blocking,
+                                    &interprocess)
       || gmpy_device_arg (device_obj, &device) < 0)
     return NULL;
+  timing = timing_obj == Py_None ? !interprocess
+                                 : PyObject_IsTrue (timing_obj);
+  if (timing < 0)
+    return NULL;
+  if (timing && interprocess)
+    {
+      PyErr_SetString (PyExc_ValueError, "an interprocess Event cannot "
+                       "time: leave timing out or pass timing=False");
+      return NULL;
+    }
   self = (eventpy_object *) type->tp_alloc (type, 0);
   if (self == NULL)
     return NULL;
   self->device = device;
   self->timing = timing;
+  self->interprocess = interprocess;
   status = gm_backend_current->event_create (
-    device, (timing ? GM_EVENT_TIMING : 0u) | (blocking ? GM_EVENT_BLOCKING
-                                                        : 0u),
+    device, (timing ? GM_EVENT_TIMING : 0u)
+              | (blocking ? GM_EVENT_BLOCKING : 0u)
+              | (interprocess ? GM_EVENT_INTERPROCESS : 0u),
     &self->event);
   if (status != GM_OK)
     {
@@ -349,6 +355,23 @@ eventpy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
   return (PyObject *) self;
 }
 
+PyObject *
+gmpy_event_wrap (gm_event *event, int device, PyObject *shared)
+{
+  eventpy_object *self = (eventpy_object *) gmpy_state_get ()->event_type
+                           ->tp_alloc (gmpy_state_get ()->event_type, 0);
+  if (self == NULL)
+    {
+      gm_backend_current->event_destroy (event);
+      return NULL;
+    }
+  self->event = event;
+  self->device = device;
+  self->interprocess = true;
+  self->shared = Py_NewRef (shared);
+  return (PyObject *) self;
+}
+
 static void
 eventpy_dealloc (PyObject *self)
 {
@@ -356,8 +379,10 @@ eventpy_dealloc (PyObject *self)
   PyTypeObject *type = Py_TYPE (self);
 
   PyObject_GC_UnTrack (self);
+  /* The event goes before the shared memory and lease it uses.  */
   if (e->event != NULL)
     gm_backend_current->event_destroy (e->event);
+  Py_CLEAR (e->shared);
   type->tp_free (self);
   Py_DECREF (type);
 }
@@ -471,8 +496,11 @@ static PyType_Slot eventpy_slots[] = {
   {Py_tp_dealloc, eventpy_dealloc},
   {Py_tp_traverse, streampy_traverse},
   {Py_tp_methods, eventpy_methods},
-  {Py_tp_doc, "Event(device=None, *, timing=True, blocking=False)\n--\n\n"
+  {Py_tp_doc, "Event(device=None, *, timing=True, blocking=False, "
+              "interprocess=False)\n--\n\n"
               "A point in a stream, for waiting and timing.\n\n"
+              "interprocess=True makes an event that gpumem.share hands to\n"
+              "other processes of this node (timing is then off);\n"
               "timing=False makes a lighter event that elapsed_ms refuses;\n"
               "blocking=True creates it with CUDA's cudaEventBlockingSync\n"
               "(other code's cudaEventSynchronize then sleeps; gpumem's own\n"

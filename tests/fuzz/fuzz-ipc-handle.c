@@ -9,7 +9,8 @@
    A handle the decoder accepts must encode back to the same
    bytes, name a known dtype and no more than GM_MAX_NDIM dimensions,
    and keep every element inside its block, checked here again by
-   walking the corners of its layout.  */
+   walking the corners of its layout; an accepted event handle has no
+   dimensions and names its GM_IPC_EVENT_WORD-byte word.  */
 
 #include "config.h"
 
@@ -60,6 +61,10 @@ check (const uint8_t *copy, size_t size)
       || handle.node[GM_IPC_NODE - 1] != '\0')
     abort ();
   if (!corners_inside (&handle, item_sizes[handle.dtype]))
+    abort ();
+  if (handle.object == GM_IPC_OBJECT_EVENT
+      && (handle.ndim != 0 || handle.nbytes != GM_IPC_EVENT_WORD
+          || handle.offset != 0 || size != GM_IPC_EVENT_BYTES))
     abort ();
   if (gm_ipc_encode (&handle, encoded) != size
       || memcmp (encoded, copy, size) != 0)

@@ -1,0 +1,149 @@
+/* py-ipc-event.c -- sharing a gpumem.Event with other processes on the
+   node: the handle of an Event made with interprocess=True, and the
+   Event a consumer opens from it (docs/sharing.md, "Events").
+
+   A shared event owns a small shareable block (GM_IPC_EVENT_WORD bytes,
+   made at its first share): the word its records publish to on the host
+   backend, and on every backend what the consumer's lease holds, so the
+   usual handle checks (node, device, producer alive, secret) and the
+   share server's lifetime rules apply to events as to arrays.  The
+   backend's own description of the event (CUDA's interprocess event
+   handle) travels in the handle's event data.  */
+
+#include "gm-python.h"
+
+#include <string.h>
+
+#include "ipc.h"
+
+#define EVENT_BLOCK_CAPSULE "gpumem.shared_event_block"
+#define EVENT_IMPORT_CAPSULE "gpumem.shared_event_import"
+
+static void
+event_block_free (PyObject *capsule)
+{
+  gm_ipc_block *block = PyCapsule_GetPointer (capsule, EVENT_BLOCK_CAPSULE);
+  if (block != NULL)
+    gm_ipc_drop (block);
+}
+
+static void
+event_import_free (PyObject *capsule)
+{
+  gm_ipc_import *import = PyCapsule_GetPointer (capsule,
+                                                EVENT_IMPORT_CAPSULE);
+  if (import != NULL)
+    gm_ipc_close (import);
+}
+
+/* Gives EVENT its shareable block and binds its records to the block's
+   word, once.  0 or -1.  */
+static int
+event_make_shareable (eventpy_object *event, uint8_t data[GM_IPC_EVENT_DATA])
+{
+  gm_ipc_block *block;
+  gm_status status;
+  void *word;
+
+  if (event->shared == NULL)
+    {
+      Py_BEGIN_ALLOW_THREADS
+      status = gm_ipc_alloc (event->device, GM_IPC_EVENT_WORD, NULL, &block,
+                             &word);
+      Py_END_ALLOW_THREADS
+      if (status != GM_OK)
+        {
+          gmpy_raise (status);
+          return -1;
+        }
+      event->shared = PyCapsule_New (block, EVENT_BLOCK_CAPSULE,
+                                     event_block_free);
+      if (event->shared == NULL)
+        {
+          gm_ipc_drop (block);
+          return -1;
+        }
+      if (PyCapsule_SetContext (event->shared, word) < 0)
+        return -1;
+    }
+  word = PyCapsule_GetContext (event->shared);
+  status = gm_backend_current->event_export (event->event, word, data);
+  if (status != GM_OK)
+    {
+      gmpy_raise (status);
+      return -1;
+    }
+  return 0;
+}
+
+PyObject *
+gmpy_event_share (PyObject *event_obj, bool until_opened)
+{
+  eventpy_object *event = (eventpy_object *) event_obj;
+  uint8_t encoded[GM_IPC_MAX_BYTES], data[GM_IPC_EVENT_DATA];
+  gm_ipc_handle handle;
+  gm_ipc_block *block;
+  gm_status status;
+  size_t size;
+
+  if (!event->interprocess)
+    return PyErr_Format (gmpy_state_get ()->error, "share: this Event was "
+                         "not made to be shared: make it with "
+                         "gpumem.Event(interprocess=True)");
+  if (!PyCapsule_IsValid (event->shared, EVENT_BLOCK_CAPSULE)
+      && event->shared != NULL)
+    return PyErr_Format (gmpy_state_get ()->error, "share: this Event was "
+                         "opened from another process; share that "
+                         "process's handle instead");
+  if (event_make_shareable (event, data) < 0)
+    return NULL;
+  block = PyCapsule_GetPointer (event->shared, EVENT_BLOCK_CAPSULE);
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_ipc_export (block, NULL, until_opened, &handle);
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  handle.object = GM_IPC_OBJECT_EVENT;
+  handle.offset = 0;
+  handle.dtype = 0;
+  handle.readonly = 0;
+  handle.ndim = 0;
+  memcpy (handle.event, data, GM_IPC_EVENT_DATA);
+  size = gm_ipc_encode (&handle, encoded);
+  return PyBytes_FromStringAndSize ((const char *) encoded,
+                                    (Py_ssize_t) size);
+}
+
+PyObject *
+gmpy_event_open (const gm_ipc_handle *handle)
+{
+  gm_ipc_import *import;
+  gm_event *event;
+  PyObject *capsule, *result;
+  gm_status status;
+  void *word;
+  int device;
+
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_ipc_open (handle, &import, &word, &device);
+  if (status == GM_OK)
+    {
+      status = gm_backend_current->event_import (device, handle->event,
+                                                 word, &event);
+      if (status != GM_OK)
+        gm_ipc_close (import);
+    }
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  capsule = PyCapsule_New (import, EVENT_IMPORT_CAPSULE, event_import_free);
+  if (capsule == NULL)
+    {
+      gm_backend_current->event_destroy (event);
+      gm_ipc_close (import);
+      return NULL;
+    }
+  result = gmpy_event_wrap (event, device, capsule);
+  Py_DECREF (capsule);
+  return result;
+}
