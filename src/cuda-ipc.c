@@ -332,6 +332,7 @@ gm_cuda_event_import (int device, const uint8_t data[64], void *word,
   cudaIpcEventHandle_t event_handle;
   gm_status status = gm_cuda_use_device (device);
   gm_event *opened = NULL;
+  cudaError_t err;
   (void) word;
 
   if (status != GM_OK)
@@ -342,7 +343,20 @@ gm_cuda_event_import (int device, const uint8_t data[64], void *word,
                          "event");
   opened->device = device;
   memcpy (&event_handle, data, sizeof event_handle);
-  GM_CUDA_CHECK (cudaIpcOpenEventHandle (&opened->handle, event_handle));
+  err = cudaIpcOpenEventHandle (&opened->handle, event_handle);
+  if (err == cudaErrorDeviceUninitialized)
+    {
+      /* CUDA opens an event's handle only in another process than the
+         one that made the event (seen on an H200, CUDA 13.0).  */
+      (void) cudaGetLastError ();
+      status = gm_error_set (GM_ERR_VALUE, 0, NULL, "CUDA opens an event "
+                             "handle only in another process than the one "
+                             "that shared the event (cudaIpcOpenEventHandle: "
+                             "%s): use the Event itself in this process",
+                             cudaGetErrorName (err));
+      goto done;
+    }
+  GM_CUDA_CHECK (err);
   *event = opened;
   opened = NULL;
 done:
