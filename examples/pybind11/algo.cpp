@@ -1,23 +1,19 @@
 // algo.cpp -- the stitching workload's algo as a pybind11 module over gpumem arrays.
 #include <gpumem/pybind11.h>
 #include "algo.h"
-namespace py = pybind11;
-using floats = gpumem::array<float, 1>;
-using const_floats = gpumem::array<const float, 1>;
 
-floats algo (const_floats images, const_floats complete_update, floats partial_update,
-             std::int64_t number_of_images)
+gpumem::array<float, 1> algo (gpumem::array<const float, 1> images, gpumem::array<const float, 1> update,
+                              gpumem::array<float, 1> partial, std::int64_t n)
 {
-  if (number_of_images > images.size () || complete_update.size () < 4 || partial_update.size () < 4)
-    throw py::value_error ("algo: needs number_of_images <= len(images) and 4 updates");
-  algo_run (images.on_host (), partial_update.stream (), images.data (), images.stride (0),
-      complete_update.data (), complete_update.stride (0), partial_update.data (),
-      partial_update.stride (0), number_of_images);
-  return partial_update;
+  if (n > images.size () || update.size () < 4 || partial.size () < 4)
+    throw pybind11::value_error ("algo: needs number_of_images <= len(images) and 4 updates");
+  algo_run (images.on_host (), partial.stream (), images.data (), images.stride (0),
+            update.data (), update.stride (0), partial.data (), partial.stride (0), n);
+  return partial;
 }
 
 PYBIND11_MODULE (algo_pybind11, m)
 {
-  m.def ("algo", &algo, py::arg ("images"), py::arg ("complete_update"),
-         py::arg ("partial_update"), py::arg ("number_of_images"));
+  m.def ("algo", &algo, pybind11::arg ("images"), pybind11::arg ("complete_update"),
+         pybind11::arg ("partial_update"), pybind11::arg ("number_of_images"));
 }
