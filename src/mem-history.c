@@ -168,7 +168,8 @@ gm_hist_intern (gm_hist *hist, const gm_mem_frame *frames, size_t n,
       hist->stack_start = grown;
       hist->stacks_room = room;
     }
-  memcpy (hist->frames + hist->nframes, frames, n * sizeof *frames);
+  if (n > 0)
+    memcpy (hist->frames + hist->nframes, frames, n * sizeof *frames);
   hist->nframes += n;
   hist->stack_start[hist->nstacks + 1] = hist->nframes;
   hist->stack_slots[i] = (int32_t) hist->nstacks;
@@ -297,7 +298,8 @@ gm_hist_stack (const gm_hist *hist, int32_t stack, gm_mem_frame *frames)
     return 0;
   start = hist->stack_start[stack];
   n = hist->stack_start[stack + 1] - start;
-  memcpy (frames, hist->frames + start, n * sizeof *frames);
+  if (n > 0)
+    memcpy (frames, hist->frames + start, n * sizeof *frames);
   return n;
 }
 
@@ -327,15 +329,21 @@ gm_hist_copy (const gm_hist *hist, gm_mem_history_copy *copy)
     size_t first = hist->max_entries - hist->head;
     if (first > hist->count)
       first = hist->count;
-    memcpy (copy->events, hist->ring + hist->head,
-            first * sizeof *copy->events);
-    memcpy (copy->events + first, hist->ring,
-            (hist->count - first) * sizeof *copy->events);
+    /* (memcpy may not be given NULL, even for no bytes: an empty
+       history has no frames array yet.)  */
+    if (first > 0)
+      memcpy (copy->events, hist->ring + hist->head,
+              first * sizeof *copy->events);
+    if (hist->count > first)
+      memcpy (copy->events + first, hist->ring,
+              (hist->count - first) * sizeof *copy->events);
   }
   copy->nevents = hist->count;
   copy->dropped = hist->dropped;
   copy->max_entries = hist->max_entries;
-  memcpy (copy->frames, hist->frames, hist->nframes * sizeof *copy->frames);
+  if (hist->nframes > 0)
+    memcpy (copy->frames, hist->frames,
+            hist->nframes * sizeof *copy->frames);
   memcpy (copy->stack_start, hist->stack_start,
           (hist->nstacks + 1) * sizeof *copy->stack_start);
   copy->nstacks = hist->nstacks;
