@@ -31,6 +31,7 @@
 
 #include "cuda-backend.h"
 #include "cuda-status.h"
+#include "graph-deps.h"
 
 /* The nodes that end each call graph_order numbered: ENDS[i] is
    NODES[first .. first + count).  WANT: graph_order's scratch.  */
@@ -60,26 +61,6 @@ capture_free (gm_stream *stream)
   free (capture);
 }
 
-/* Grows *ARRAY (of SIZE-byte items, *CAP of them) to hold NEED.  */
-static bool
-capture_reserve (void *array, size_t *cap, size_t need, size_t size)
-{
-  void **slot = array;
-  size_t grown;
-  void *block;
-
-  if (need <= *cap)
-    return true;
-  grown = *cap ? 2 * *cap : 16;
-  while (grown < need)
-    grown *= 2;
-  block = realloc (*slot, grown * size);
-  if (block == NULL)
-    return false;
-  *slot = block;
-  *cap = grown;
-  return true;
-}
 
 struct gm_graph
 {
@@ -224,9 +205,9 @@ gm_cuda_graph_order (gm_stream *stream, const size_t *after, size_t nafter)
                              "was invalidated");
       goto done;
     }
-  if (!capture_reserve (&capture->ends, &capture->ends_cap, capture->ncalls,
+  if (!gm_graph_reserve ((void **) &capture->ends, &capture->ends_cap, capture->ncalls,
                         sizeof *capture->ends)
-      || !capture_reserve (&capture->nodes, &capture->nodes_cap,
+      || !gm_graph_reserve ((void **) &capture->nodes, &capture->nodes_cap,
                            capture->nnodes + ncurrent,
                            sizeof *capture->nodes))
     {
@@ -245,7 +226,7 @@ gm_cuda_graph_order (gm_stream *stream, const size_t *after, size_t nafter)
       size_t first = capture->ends[after[i]].first;
       size_t count = capture->ends[after[i]].count;
 
-      if (!capture_reserve (&capture->want, &capture->want_cap,
+      if (!gm_graph_reserve ((void **) &capture->want, &capture->want_cap,
                             nwant + count, sizeof *capture->want))
         {
           status = gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory "

@@ -8,9 +8,8 @@
 
 #include "graph-deps.h"
 
-/* Grows *ARRAY (of SIZE-byte items, *CAP of them) to hold NEED.  */
-static bool
-reserve (void **array, size_t *cap, size_t need, size_t size)
+bool
+gm_graph_reserve (void **array, size_t *cap, size_t need, size_t size)
 {
   size_t grown;
   void *block;
@@ -56,18 +55,18 @@ gm_graph_deps_add (gm_graph_deps *deps, int device,
     return gm_error_set (GM_ERR_VALUE, 0, NULL, "a graph's call on no "
                          "device");
   /* Everything this call may need, before anything changes.  */
-  if (!reserve ((void **) &deps->calls, &deps->calls_cap, k + 1,
+  if (!gm_graph_reserve ((void **) &deps->calls, &deps->calls_cap, k + 1,
                 sizeof *deps->calls)
-      || !reserve ((void **) &deps->accesses, &deps->accesses_cap,
+      || !gm_graph_reserve ((void **) &deps->accesses, &deps->accesses_cap,
                    deps->naccesses + naccess, sizeof *deps->accesses)
-      || !reserve ((void **) &deps->deps, &deps->deps_cap, deps->ndeps + k,
+      || !gm_graph_reserve ((void **) &deps->deps, &deps->deps_cap, deps->ndeps + k,
                    sizeof *deps->deps)
-      || !reserve ((void **) &deps->after, &deps->after_cap, k + 1,
+      || !gm_graph_reserve ((void **) &deps->after, &deps->after_cap, k + 1,
                    sizeof *deps->after))
     goto nomem;
-  if (!reserve ((void **) &deps->marks, &deps->marks_cap, k + 1,
+  if (!gm_graph_reserve ((void **) &deps->marks, &deps->marks_cap, k + 1,
                 sizeof *deps->marks)
-      || !reserve ((void **) &deps->stack, &deps->stack_cap, k + 1,
+      || !gm_graph_reserve ((void **) &deps->stack, &deps->stack_cap, k + 1,
                    sizeof *deps->stack))
     goto nomem;
   if ((size_t) device >= (size_t) deps->ndev)

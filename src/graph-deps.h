@@ -67,5 +67,9 @@ gm_status gm_graph_deps_add (gm_graph_deps *deps, int device,
                              size_t *nafter);
 /* Frees what DEPS holds and zeroes it.  */
 void gm_graph_deps_free (gm_graph_deps *deps);
+/* Grows *ARRAY (of SIZE-byte items, *CAP of them, doubling) to hold
+   NEED; false when memory runs out (*ARRAY is then as it was).  The
+   graph files' one growable-array helper.  */
+bool gm_graph_reserve (void **array, size_t *cap, size_t need, size_t size);
 
 #endif /* GM_GRAPH_DEPS_H */
