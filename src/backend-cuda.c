@@ -3,7 +3,8 @@
    a file: cuda-devices.c (devices, peers), cuda-streams.c (streams,
    events, waits), cuda-memory.c (device and page-locked memory),
    cuda-copy.c (copies; cuda-staging.c for pageable memory) and
-   cuda-launch.c (kernels); cuda-backend.h is their private interface.
+   cuda-launch.c (kernels; cuda-reduce.cu for reduce); cuda-backend.h
+   is their private interface.
    The table's copies, memsets, launches, waits, allocations and frees go
    through cuda-nvtx.c, which annotates them for NVTX when asked (nvtx.h)
    and otherwise calls straight through.
@@ -130,6 +131,7 @@ const gm_backend gm_backend_cuda = {
   .copy2d = gm_cuda_nvtx_copy2d,
   .memset = gm_cuda_nvtx_memset,
   .launch = gm_cuda_nvtx_launch,
+  .reduce = gm_cuda_reduce,
   .wait = gm_cuda_nvtx_wait,
   .device_synchronize = gm_cuda_nvtx_device_synchronize,
   .stream_create = gm_cuda_stream_create,

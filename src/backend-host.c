@@ -24,6 +24,7 @@
 #include "dlpack-abi.h"
 #include "gm.h"
 #include "host-graph.h"
+#include "host-reduce.h"
 #include "ipc.h"
 
 #define HOST_MAX_DEVICES 64
@@ -267,6 +268,31 @@ host_launch (const gm_kernel *kernel, const gm_arg *args,
 }
 
 static gm_status
+host_reduce (void *dst, void *const *srcs, int n, size_t count,
+             gm_dtype dtype, gm_reduce_op op, int device, gm_stream *stream)
+{
+  gm_status status = gm_reduce_check (n, dtype, op);
+
+  (void) device;
+  if (status != GM_OK)
+    return status;
+  if (stream != NULL && stream->recording != NULL)
+    {
+      gm_host_op record = {.kind = GM_HOST_OP_REDUCE, .dst = dst,
+                           .reduce = {.n = n, .count = count,
+                                      .dtype = dtype, .op = op}};
+
+      for (int k = 0; k < n; k++)
+        record.reduce.srcs[k] = srcs[k];
+      return gm_host_graph_add (stream->recording, &record);
+    }
+  pthread_mutex_lock (&work_lock);
+  gm_host_reduce_run (dst, srcs, n, count, dtype, op);
+  pthread_mutex_unlock (&work_lock);
+  return GM_OK;
+}
+
+static gm_status
 host_wait (int device, gm_stream *stream, long timeout_us)
 {
   (void) device;
@@ -480,8 +506,8 @@ host_graph_end (gm_stream *stream, gm_graph **graph)
 }
 
 /* Runs GRAPH's calls in the order they were recorded, as the calls
-   themselves would have run them (host_copy, host_memset,
-   host_launch).  */
+   themselves would have run them (host_copy, host_memset, host_launch,
+   host_reduce).  */
 static gm_status
 host_graph_launch (gm_graph *graph, gm_stream *stream)
 {
@@ -504,6 +530,11 @@ host_graph_launch (gm_graph *graph, gm_stream *stream)
           break;
         case GM_HOST_OP_LAUNCH:
           op->kernel->run_host (op->args);
+          break;
+        case GM_HOST_OP_REDUCE:
+          gm_host_reduce_run (op->dst, op->reduce.srcs, op->reduce.n,
+                              op->reduce.count, op->reduce.dtype,
+                              op->reduce.op);
           break;
         }
     }
@@ -539,6 +570,7 @@ const gm_backend gm_backend_host = {
   .copy2d = host_copy2d,
   .memset = host_memset,
   .launch = host_launch,
+  .reduce = host_reduce,
   .wait = host_wait,
   .device_synchronize = host_device_synchronize,
   .stream_create = host_stream_create,

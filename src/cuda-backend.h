@@ -126,6 +126,9 @@ gm_status gm_cuda_memset (void *dst, int device, int value, size_t nbytes,
 gm_status gm_cuda_launch (const gm_kernel *kernel, const gm_arg *args,
                           const gm_launch_cfg *cfg, int device,
                           gm_stream *stream);
+gm_status gm_cuda_reduce (void *dst, void *const *srcs, int n, size_t count,
+                          gm_dtype dtype, gm_reduce_op op, int device,
+                          gm_stream *stream);
 
 /* cuda-nvtx.c: the operations of the same names without nvtx_,
    annotated with NVTX ranges (and, for memory, registrations) while the

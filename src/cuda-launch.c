@@ -1,6 +1,6 @@
 /* cuda-launch.c -- the CUDA backend's kernel launches: built-in
    kernels through their launchers, JIT kernels (jit.c) loaded into the
-   device on first use.  */
+   device on first use, and the reduction of N arrays (cuda-reduce.cu).  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda-backend.h"
+#include "cuda-reduce.h"
 #include "cuda-status.h"
 #include "jit.h"
 
@@ -99,5 +100,31 @@ gm_cuda_launch (const gm_kernel *kernel, const gm_arg *args,
                                                                       stream));
   if (err != cudaSuccess)
     status = gm_cuda_status (err, kernel->name, __FILE__, __LINE__);
+  return status;
+}
+
+/* The reduce member (gm.h): the arguments checked before anything is
+   queued; with STREAM NULL the kernel goes on the legacy default stream
+   and is waited for (Ordering, backend-cuda.c).  */
+gm_status
+gm_cuda_reduce (void *dst, void *const *srcs, int n, size_t count,
+                gm_dtype dtype, gm_reduce_op op, int device,
+                gm_stream *stream)
+{
+  gm_status status = gm_reduce_check (n, dtype, op);
+  cudaError_t err;
+
+  if (status == GM_OK)
+    status = gm_cuda_use_device (device);
+  if (status != GM_OK || count == 0)
+    return status;
+  err = (cudaError_t) gm_cuda_reduce_launch (dst, srcs, n, count, dtype, op,
+                                             gm_cuda_props (device)->sm_count,
+                                             (void *) gm_cuda_handle_of (stream));
+  if (err != cudaSuccess)
+    return gm_cuda_status (err, "reduce", __FILE__, __LINE__);
+  if (stream == NULL)
+    GM_CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
+done:
   return status;
 }

@@ -209,6 +209,23 @@ typedef enum gm_memory_kind
   GM_MEMORY_CUDA       /* CUDA device memory */
 } gm_memory_kind;
 
+/* The operations of the backends' reduce; their values are those of
+   comm-job.h's gm_comm_op (comm-job.c checks).  */
+typedef enum gm_reduce_op
+{
+  GM_REDUCE_SUM, GM_REDUCE_MAX, GM_REDUCE_MIN
+} gm_reduce_op;
+
+/* The most arrays one reduce call combines.  */
+#define GM_REDUCE_MAX_INPUTS 8
+
+/* Whether a reduce of N arrays of DTYPE with OP is one the backends
+   run (reduce.c, the one check both use): GM_OK, GM_ERR_VALUE for N
+   outside 1 .. GM_REDUCE_MAX_INPUTS or an unknown OP, GM_ERR_TYPE for
+   float16, an unknown DTYPE, and a complex DTYPE with an OP other than
+   GM_REDUCE_SUM; the error says which.  */
+gm_status gm_reduce_check (int n, gm_dtype dtype, gm_reduce_op op);
+
 /* The backend interface.  Device indexes are 0 .. device_count - 1 and
    are checked by the caller.  "Host" addresses have device -1.  */
 typedef struct gm_backend
@@ -361,6 +378,24 @@ typedef struct gm_backend
      calls in the order queued (which is one order these allow).  */
   gm_status (*graph_order) (gm_stream *stream, const size_t *after,
                             size_t nafter);
+  /* DST[i] = SRCS[0][i] OP SRCS[1][i] OP ... OP SRCS[N-1][i] for I < COUNT,
+     always in that order (so that every caller gets the same bits), on
+     DEVICE (every pointer is memory DEVICE's kernels can read, aligned
+     to its element; DST may be one of SRCS, but overlap none otherwise),
+     ordered on STREAM (NULL: after the work queued before on the
+     device's default stream, and complete on return).  1 <= N <=
+     GM_REDUCE_MAX_INPUTS (8).  DTYPE is any gm_dtype but float16
+     (GM_ERR_TYPE); on bool, SUM and MAX are a logical or, MIN a logical
+     and (the result 0 or 1, also for N 1); integer sums wrap around as
+     unsigned ones do; complex dtypes take SUM only (GM_ERR_TYPE
+     otherwise); MAX/MIN take a > b / a < b, keeping the earlier operand
+     on ties and NaN comparisons exactly as  x = (y > x) ? y : x  does in
+     that order.  Refused arguments (gm_reduce_check) leave DST as it
+     was.  NULL where the backend has none.  */
+  gm_status (*reduce) (void *dst, void *const *srcs, int n, size_t count,
+                       gm_dtype dtype, gm_reduce_op op, int device,
+                       gm_stream *stream);
+
   /* Sharing memory with other processes on the node (ipc.h); NULL where
      the backend cannot.  */
   const struct gm_ipc_ops *ipc;

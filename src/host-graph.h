@@ -1,5 +1,5 @@
-/* host-graph.h -- the host backend's graphs: the list of copies, memsets
-   and kernel launches a recording stream was given, run again in order
+/* host-graph.h -- the host backend's graphs: the list of copies, memsets,
+   kernel launches and reduces a recording stream was given, run again in order
    (host-graph.c).  Plain data: backend-host.c records into it and runs
    it, so that this file calls nothing of the backend's.  */
 
@@ -14,7 +14,8 @@ typedef enum gm_host_op_kind
 {
   GM_HOST_OP_COPY,         /* memmove of WIDTH bytes, HEIGHT rows */
   GM_HOST_OP_MEMSET,       /* VALUE into WIDTH bytes at DST */
-  GM_HOST_OP_LAUNCH        /* KERNEL's C reference on ARGS */
+  GM_HOST_OP_LAUNCH,       /* KERNEL's C reference on ARGS */
+  GM_HOST_OP_REDUCE        /* REDUCE's arrays into DST */
 } gm_host_op_kind;
 
 /* One recorded call, its arguments copied.  */
@@ -27,6 +28,14 @@ typedef struct gm_host_op
   int value;
   const gm_kernel *kernel;
   gm_arg args[GM_MAX_KERNEL_PARAMS];
+  struct
+  {
+    void *srcs[GM_REDUCE_MAX_INPUTS];
+    int n;
+    size_t count;
+    gm_dtype dtype;
+    gm_reduce_op op;
+  } reduce;
 } gm_host_op;
 
 struct gm_graph
