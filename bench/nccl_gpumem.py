@@ -8,7 +8,9 @@ baseline, with bus bandwidth as nccl-tests defines it
 
 ranks: gpumem.comm.allreduce, a DeviceArray on each rank's own device,
 the engine as GPUMEM_COMM chooses (the record's "impl" says which:
-gpumem-nccl or gpumem-mpi).  devices: gpumem.allreduce_devices over
+gpumem-nccl, gpumem-ipc or gpumem-mpi; with gpumem-ipc, ranks sharing
+one GPU, rank 0 also times one device copy of each size,
+"device-copy").  devices: gpumem.allreduce_devices over
 every device of this one process.  Modes: sync, each call complete when
 it returns (no stream=: gpumem's ordinary call); async, ITERS calls with
 stream= queued back to back and one synchronize (NCCL only, ranks form),
@@ -35,6 +37,32 @@ def parse_args(argv):
                         help="sizes x16 apart instead of x2")
     parser.add_argument("--out", required=True)
     return parser.parse_args(argv)
+
+
+def copy_reference(count, rank, barrier, out):
+    """Where ranks share one GPU (impl gpumem-ipc), the time rank 0 takes
+    for one device-to-device copy of the same bytes while the others wait:
+    the data's least traffic on that GPU, the limit of the windows'
+    engine (its allreduce moves each byte a few times)."""
+    barrier()
+    if rank == 0:
+        src, dst = gpumem.zeros(count, "float32"), gpumem.empty(count)
+        gpumem.copy(dst, src)
+        times = []
+        for _ in range(7):
+            iters = 20
+            start = time.perf_counter()
+            for _ in range(iters):
+                gpumem.copy(dst, src)
+            times.append((time.perf_counter() - start) / iters)
+        t = sorted(times)[len(times) // 2]
+        out.write(json.dumps({
+            "impl": "device-copy", "form": "ranks", "n": 1,
+            "bytes": count * 4, "mode": "sync", "time_us": t * 1e6,
+            "algbw_GBs": count * 4 / t / 1e9, "busbw_GBs": 0.0,
+            "iters": iters * 7}) + "\n")
+        out.flush()
+    barrier()
 
 
 def main(argv):
@@ -121,6 +149,8 @@ def main(argv):
                     "busbw_GBs": algbw * 2 * (n - 1) / n,
                     "iters": iters}) + "\n")
                 out.flush()
+        if impl == "gpumem-ipc":
+            copy_reference(count, rank, barrier, out)
         nbytes *= 16 if args.quick else 2
     if out is not None:
         out.close()

@@ -10,6 +10,7 @@
 
 #include "comm-agree.h"
 #include "comm-engine.h"
+#include "comm-ipc.h"
 #ifdef GM_HAVE_NCCL
 #include "comm-nccl.h"
 #endif
@@ -32,6 +33,9 @@ gm_comm_describe (const gm_comm_call *call, size_t chunk_bytes,
   if (desc->nccl == GM_NCCL_OK)
     desc->device_key = (int64_t) gm_nccl_device_key (call->device);
 #endif
+  desc->ipc_key = (int64_t) gm_comm_ipc_key (call->device);
+  desc->ipc_auto
+    = gm_comm_ipc_auto (call->count * gm_dtypes[call->dtype].itemsize);
   desc->op = call->kind == GM_COMM_ALLREDUCE ? (int64_t) call->op : 0;
   desc->root = call->kind == GM_COMM_ALLREDUCE ? 0 : call->root;
   desc->dtype = call->dtype;
@@ -136,8 +140,44 @@ gm_comm_compare (const gm_comm_desc *all, int n)
   return GM_OK;
 }
 
+/* The shared windows' half of gm_comm_choose_engine, once NCCL was
+   not chosen.  */
+static gm_status
+choose_ipc (const gm_comm_desc *all, int n, uint64_t *ipc_key)
+{
+  int who = -1;
+
+  *ipc_key = 0;
+  if (all[0].engine != GM_COMM_ENGINE_IPC
+      && all[0].engine != GM_COMM_ENGINE_AUTO)
+    return GM_OK;
+  for (int r = 0; r < n && who < 0; r++)
+    if (all[r].ipc_key == 0 || all[r].ipc_key != all[0].ipc_key)
+      who = r;
+  if (all[0].engine == GM_COMM_ENGINE_AUTO)
+    {
+      for (int r = 0; r < n && who < 0; r++)
+        if (!all[r].ipc_auto)
+          who = r;
+      if (who < 0)
+        *ipc_key = (uint64_t) all[0].ipc_key;
+      return GM_OK;
+    }
+  if (who >= 0)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "gpumem.comm.%s: GPUMEM_COMM=ipc, but rank %d %s; "
+                         "no data was moved",
+                         gm_comm_kind_name ((gm_comm_kind) all[0].kind), who,
+                         all[who].ipc_key == 0
+                           ? "cannot share memory (its backend cannot)"
+                           : "uses another device or node than rank 0");
+  *ipc_key = (uint64_t) all[0].ipc_key;
+  return GM_OK;
+}
+
 gm_status
-gm_comm_choose_engine (const gm_comm_desc *all, int n, uint64_t *layout)
+gm_comm_choose_engine (const gm_comm_desc *all, int n, uint64_t *layout,
+                       uint64_t *ipc_key)
 {
   static uint64_t checked_hash;   /* the last layout seen, its verdict */
   static gm_nccl_verdict checked_verdict;
@@ -146,6 +186,7 @@ gm_comm_choose_engine (const gm_comm_desc *all, int n, uint64_t *layout)
   int who = 0;
 
   *layout = 0;
+  *ipc_key = 0;
   if (all[0].kind == GM_COMM_BARRIER)
     return GM_OK;
   for (int r = 0; r < n && verdict == GM_NCCL_OK; r++)
@@ -180,6 +221,8 @@ gm_comm_choose_engine (const gm_comm_desc *all, int n, uint64_t *layout)
     }
   if (verdict == GM_NCCL_OK)
     *layout = hash;
+  else if (all[0].engine != GM_COMM_ENGINE_NCCL)
+    return choose_ipc (all, n, ipc_key);
   else if (all[0].engine == GM_COMM_ENGINE_NCCL
            && verdict != GM_NCCL_DTYPE)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,

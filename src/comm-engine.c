@@ -30,7 +30,7 @@ static long timeout_ms = COMM_DEFAULT_TIMEOUT_S * 1000L;
 gm_status
 gm_comm_engine_init (void)
 {
-  static const char *const names[] = {"auto", "nccl", "mpi"};
+  static const char *const names[] = {"auto", "nccl", "mpi", "ipc"};
   const char *engine = getenv ("GPUMEM_COMM");
   const char *timeout = getenv ("GPUMEM_COMM_TIMEOUT");
 
@@ -43,7 +43,7 @@ gm_comm_engine_init (void)
       if (i == sizeof names / sizeof names[0])
         return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
                              "GPUMEM_COMM='%s' is not one of auto, nccl, "
-                             "mpi", engine);
+                             "mpi, ipc", engine);
       engine_setting = (gm_comm_engine) i;
     }
   if (timeout != NULL && *timeout != '\0')
@@ -80,6 +80,8 @@ gm_comm_engine_name (gm_comm_engine engine)
       return "nccl";
     case GM_COMM_ENGINE_MPI:
       return "mpi";
+    case GM_COMM_ENGINE_IPC:
+      return "ipc";
     default:
       return "auto";
     }
@@ -100,7 +102,8 @@ gm_nccl_verdict_for (gm_comm_kind kind, gm_dtype dtype, gm_comm_op op)
   (void) dtype;
   return GM_NCCL_NOT_BUILT;
 #else
-  if (engine_setting == GM_COMM_ENGINE_MPI)
+  if (engine_setting == GM_COMM_ENGINE_MPI
+      || engine_setting == GM_COMM_ENGINE_IPC)
     return GM_NCCL_TURNED_OFF;
   if (kind == GM_COMM_BARRIER)
     return GM_NCCL_BARRIER;
@@ -127,7 +130,7 @@ gm_nccl_verdict_text (gm_nccl_verdict verdict)
     case GM_NCCL_NOT_BUILT:
       return "gpumem was built without NCCL (configure --with-nccl)";
     case GM_NCCL_TURNED_OFF:
-      return "GPUMEM_COMM=mpi turns NCCL off";
+      return "GPUMEM_COMM=mpi or ipc turns NCCL off";
     case GM_NCCL_HOST_MEMORY:
       return "the backend's memory is host memory, not CUDA device memory";
     case GM_NCCL_DTYPE:
@@ -143,11 +146,28 @@ gm_nccl_verdict_text (gm_nccl_verdict verdict)
 const char *
 gm_comm_backend_name (void)
 {
+  const gm_backend *b = gm_backend_current;
+
+  if (engine_setting == GM_COMM_ENGINE_IPC)
+    return "ipc";
   /* More ranks on this node than GPUs: the ranks' default devices are
-     shared, and their collectives go through MPI.  */
-  if (gm_backend_current != NULL
-      && gm_comm_local_size () > gm_backend_current->device_count ())
-    return "mpi";
+     shared, and their collectives go through shared windows when the
+     whole job shares one device (comm-agree.c decides so), else MPI.  */
+  if (b != NULL && gm_comm_local_size () > b->device_count ())
+    return engine_setting == GM_COMM_ENGINE_AUTO
+               && gm_comm_size () == gm_comm_local_size ()
+               && b->device_count () == 1 && gm_comm_ipc_auto (0)
+             ? "ipc" : "mpi";
   return gm_nccl_verdict_for (GM_COMM_ALLREDUCE, GM_FLOAT32, GM_COMM_SUM)
            == GM_NCCL_OK ? "nccl" : "mpi";
+}
+
+bool
+gm_comm_ipc_auto (size_t nbytes)
+{
+  const gm_backend *b = gm_backend_current;
+
+  return engine_setting == GM_COMM_ENGINE_AUTO && b != NULL && b->ipc != NULL
+         && b->mpi_needs_staging && !gm_comm_cuda_aware ()
+         && nbytes >= GM_COMM_IPC_MIN_BYTES;
 }

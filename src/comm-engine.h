@@ -11,20 +11,29 @@
 
 #include "comm-job.h"
 
-/* GPUMEM_COMM: auto (NCCL where it can move the data, else MPI), nccl
-   (NCCL or an error; reductions of dtypes NCCL has none of still take
-   MPI), mpi (never NCCL).  */
+/* GPUMEM_COMM: auto (NCCL where it can move the data; else shared
+   windows where the ranks share one device of one node and MPI would
+   stage the data through host memory, for arrays of at least
+   GM_COMM_IPC_MIN_BYTES; else MPI), nccl (NCCL or an error; reductions
+   of dtypes NCCL has none of still take MPI), mpi (never NCCL nor
+   windows), ipc (shared windows, comm-ipc.h, or an error).  */
 typedef enum gm_comm_engine
 {
-  GM_COMM_ENGINE_AUTO, GM_COMM_ENGINE_NCCL, GM_COMM_ENGINE_MPI
+  GM_COMM_ENGINE_AUTO, GM_COMM_ENGINE_NCCL, GM_COMM_ENGINE_MPI,
+  GM_COMM_ENGINE_IPC
 } gm_comm_engine;
+
+/* The smallest array whose collectives GPUMEM_COMM=auto moves through
+   shared windows rather than MPI's host staging (bench/NOTES.md, "One
+   GPU, several ranks", says where it comes from).  */
+#define GM_COMM_IPC_MIN_BYTES ((size_t) 0)
 
 /* Why NCCL can or cannot move a collective's data.  */
 typedef enum gm_nccl_verdict
 {
   GM_NCCL_OK,
   GM_NCCL_NOT_BUILT,       /* configured without NCCL */
-  GM_NCCL_TURNED_OFF,      /* GPUMEM_COMM=mpi */
+  GM_NCCL_TURNED_OFF,      /* GPUMEM_COMM=mpi or ipc */
   GM_NCCL_HOST_MEMORY,     /* the backend's memory is not CUDA device memory */
   GM_NCCL_DTYPE,           /* NCCL cannot reduce this dtype */
   GM_NCCL_SHARED_DEVICE,   /* two ranks use one GPU */
@@ -37,7 +46,7 @@ typedef enum gm_nccl_verdict
 gm_status gm_comm_engine_init (void);
 
 gm_comm_engine gm_comm_engine_setting (void);
-/* GPUMEM_COMM's value as written: "auto", "nccl" or "mpi".  */
+/* GPUMEM_COMM's value as written: "auto", "nccl", "mpi" or "ipc".  */
 const char *gm_comm_engine_name (gm_comm_engine engine);
 
 /* GPUMEM_COMM_TIMEOUT in milliseconds: how long a collective waits for
@@ -53,9 +62,16 @@ gm_nccl_verdict gm_nccl_verdict_for (gm_comm_kind kind, gm_dtype dtype,
 const char *gm_nccl_verdict_text (gm_nccl_verdict verdict);
 
 /* "nccl" when collectives on arrays on the ranks' default devices go
-   through NCCL (dtypes NCCL cannot reduce still take MPI), else "mpi":
-   also where this node has more ranks than GPUs, so that ranks share
-   one.  After gm_backend_init.  */
+   through NCCL (dtypes NCCL cannot reduce still take MPI); "ipc" when
+   they go through shared windows (GPUMEM_COMM=ipc, or every rank of the
+   job on one node with one device among them, and MPI staging through
+   host memory); else "mpi".  After gm_backend_init.  */
 const char *gm_comm_backend_name (void);
+
+/* Whether GPUMEM_COMM=auto moves a collective of NBYTES through shared
+   windows when this rank shares its device with every other rank: the
+   backend can share memory, MPI would stage device memory through host
+   memory, and NBYTES is at least GM_COMM_IPC_MIN_BYTES.  */
+bool gm_comm_ipc_auto (size_t nbytes);
 
 #endif /* GM_COMM_ENGINE_H */

@@ -5,11 +5,17 @@
 
 #include "config.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "comm-job.h"
 
 static int world_rank, world_size = 1;
 static int local_rank, local_size = 1;
 static bool cuda_aware;
+/* node_of[R]: rank R's node, as gm_comm_job_set_nodes says; NULL until
+   MPI has told (the job is then this one process).  */
+static int *node_of;
 
 const char *
 gm_comm_kind_name (gm_comm_kind kind)
@@ -95,6 +101,16 @@ gm_comm_cuda_aware (void)
   return cuda_aware;
 }
 
+bool
+gm_comm_same_node (int rank)
+{
+  if (rank < 0 || rank >= world_size)
+    return false;
+  if (rank == world_rank)
+    return true;
+  return node_of != NULL && node_of[rank] == node_of[world_rank];
+}
+
 int
 gm_comm_default_device (void)
 {
@@ -111,4 +127,18 @@ gm_comm_job_set (int rank, int size, int node_rank, int node_size,
   local_rank = node_rank;
   local_size = node_size;
   cuda_aware = aware;
+}
+
+gm_status
+gm_comm_job_set_nodes (const int *nodes, int size)
+{
+  int *copy = malloc (sizeof *copy * (size_t) size);
+
+  if (copy == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
+                         "out of host memory for the job's node table");
+  memcpy (copy, nodes, sizeof *copy * (size_t) size);
+  free (node_of);
+  node_of = copy;
+  return GM_OK;
 }

@@ -22,6 +22,9 @@ int gm_comm_size (void);            /* the number of processes (1 alone) */
 int gm_comm_local_rank (void);      /* the rank among this node's */
 int gm_comm_local_size (void);      /* the processes on this node */
 bool gm_comm_cuda_aware (void);     /* MPI takes device addresses */
+/* Whether RANK (of 0 .. size-1) runs on this process's node: true for
+   this rank itself, false for a number that is not a rank.  */
+bool gm_comm_same_node (int rank);
 
 /* The device this process uses by default: its node-local rank modulo
    the backend's device count (0 without MPI).  After gm_backend_init.  */
@@ -74,5 +77,11 @@ typedef struct gm_comm_call
    on this node, and AWARE, whether MPI takes device addresses.  */
 void gm_comm_job_set (int rank, int size, int node_rank, int node_size,
                       bool aware);
+
+/* Records which node every rank runs on (comm-mpi.c alone calls it):
+   NODE_OF[R], for R < size, is the same number for ranks on one node
+   and different for ranks on different ones; copied.  GM_OK, or
+   GM_ERR_HOST_NOMEM.  */
+gm_status gm_comm_job_set_nodes (const int *node_of, int size);
 
 #endif /* GM_COMM_JOB_H */

@@ -33,6 +33,7 @@
 
 #include "comm-agree.h"
 #include "comm-engine.h"
+#include "comm-ipc.h"
 #include "comm-mpi.h"
 #ifdef GM_HAVE_NCCL
 #include "comm-nccl.h"
@@ -48,6 +49,9 @@
 #define COMM_MIN_GATHER_CHUNK ((size_t) 1 << 20)
 
 static bool mpi_started;
+/* The messages of gm_mpi_send and gm_mpi_try_recv travel here, apart
+   from any the script's own MPI code sends on MPI_COMM_WORLD.  */
+static MPI_Comm messages = MPI_COMM_NULL;
 static bool staging_forced;
 static size_t chunk_bytes = COMM_CHUNK;
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -58,6 +62,9 @@ static bool staging_pinned;
 
 static void staging_release (void);
 static void fatal (const char *what);
+static gm_status ipc_allgather (const void *mine, void *all, size_t nbytes);
+static gm_status ipc_barrier (void);
+static const gm_comm_ipc_net ipc_net = {ipc_allgather, ipc_barrier};
 
 /* Whether to start MPI, in *YES: GPUMEM_MPI when set (gm_env_bool's
    spellings; any other value is an error), else whether an MPI launcher
@@ -102,13 +109,41 @@ query_cuda_aware (void)
 #endif
 }
 
+/* Every rank's node (gm_comm_job_set_nodes) from LEADER, this node's
+   number.  GPUMEM_TEST_RANKS_PER_NODE=K instead puts ranks 0..K-1 on
+   one node, K..2K-1 on the next, and so on: how tests on one machine
+   reach the refusals for ranks on another node.  */
+static gm_status
+learn_nodes (int leader, int size)
+{
+  size_t per_node = 0;
+  gm_status status;
+  int *node_of = malloc (sizeof *node_of * (size_t) size);
+
+  if (node_of == NULL)
+    return GM_ERR_HOST_NOMEM;
+  status = gm_env_size ("GPUMEM_TEST_RANKS_PER_NODE", 0, 0, 1 << 20,
+                        &per_node);
+  if (status == GM_OK
+      && MPI_Allgather (&leader, 1, MPI_INT, node_of, 1, MPI_INT,
+                        MPI_COMM_WORLD) != MPI_SUCCESS)
+    status = GM_ERR_UNAVAILABLE;
+  for (int r = 0; status == GM_OK && per_node > 0 && r < size; r++)
+    node_of[r] = (int) ((size_t) r / per_node);
+  if (status == GM_OK)
+    status = gm_comm_job_set_nodes (node_of, size);
+  free (node_of);
+  return status;
+}
+
 gm_status
 gm_mpi_start (void)
 {
   MPI_Comm node;
   int provided = MPI_THREAD_SINGLE;
   const char *aware_env = getenv ("GPUMEM_MPI_CUDA_AWARE");
-  int rank = 0, size = 1, node_rank = 0, node_size = 1;
+  int rank = 0, size = 1, node_rank = 0, node_size = 1, leader;
+  gm_status status;
   bool start;
 
   if (launched (&start) != GM_OK)
@@ -128,15 +163,26 @@ gm_mpi_start (void)
   mpi_started = true;
   MPI_Comm_rank (MPI_COMM_WORLD, &rank);
   MPI_Comm_size (MPI_COMM_WORLD, &size);
-  /* The ranks that share this node's memory share its devices.  */
+  /* The ranks that share this node's memory share its devices; a
+     node's number is its lowest world rank.  */
+  leader = rank;
   if (MPI_Comm_split_type (MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
                            MPI_INFO_NULL, &node) == MPI_SUCCESS)
     {
       MPI_Comm_rank (node, &node_rank);
       MPI_Comm_size (node, &node_size);
+      MPI_Allreduce (&rank, &leader, 1, MPI_INT, MPI_MIN, node);
       MPI_Comm_free (&node);
     }
   gm_comm_job_set (rank, size, node_rank, node_size, query_cuda_aware ());
+  status = learn_nodes (leader, size);
+  if (status == GM_ERR_VALUE)       /* a bad GPUMEM_TEST_RANKS_PER_NODE */
+    return GM_ERR_UNAVAILABLE;
+  if (status != GM_OK
+      || MPI_Comm_dup (MPI_COMM_WORLD, &messages) != MPI_SUCCESS)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "MPI could not tell which node every rank runs "
+                         "on");
   if (size > 1
       && gm_comm_watchdog_start (gm_comm_timeout_ms (), fatal) != GM_OK)
     return GM_ERR_UNAVAILABLE;
@@ -160,6 +206,9 @@ gm_mpi_finalize (int status)
       MPI_Abort (MPI_COMM_WORLD, status);
     }
   staging_release ();
+  gm_comm_ipc_shutdown (&ipc_net);
+  if (messages != MPI_COMM_NULL)
+    MPI_Comm_free (&messages);
   MPI_Finalize ();
   mpi_started = false;
 }
@@ -190,10 +239,32 @@ share_bytes (void *bytes, size_t nbytes)
   return GM_OK;
 }
 
-/* Exchanges CALL's description with every rank and compares them; then
-   chooses the engine (gm_comm_choose_engine sets *LAYOUT).  */
+/* The exchanges of the shared windows' engine (comm-ipc.h), under
+   mpi_lock as every MPI call here.  */
 static gm_status
-agree (const gm_comm_call *call, uint64_t *layout)
+ipc_allgather (const void *mine, void *all, size_t nbytes)
+{
+  if (MPI_Allgather (mine != NULL ? mine : MPI_IN_PLACE, (int) nbytes,
+                     MPI_BYTE, all, (int) nbytes, MPI_BYTE, MPI_COMM_WORLD)
+      != MPI_SUCCESS)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "MPI_Allgather of the ranks' windows failed");
+  return GM_OK;
+}
+
+static gm_status
+ipc_barrier (void)
+{
+  if (MPI_Barrier (MPI_COMM_WORLD) != MPI_SUCCESS)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "MPI_Barrier failed");
+  return GM_OK;
+}
+
+/* Exchanges CALL's description with every rank and compares them; then
+   chooses the engine (gm_comm_choose_engine sets *LAYOUT and
+   *IPC_KEY).  */
+static gm_status
+agree (const gm_comm_call *call, uint64_t *layout, uint64_t *ipc_key)
 {
   gm_comm_desc mine, *all;
   gm_status status;
@@ -207,7 +278,7 @@ agree (const gm_comm_call *call, uint64_t *layout)
                  MPI_INT64_T, MPI_COMM_WORLD);
   status = gm_comm_compare (all, gm_comm_size ());
   if (status == GM_OK)
-    status = gm_comm_choose_engine (all, gm_comm_size (), layout);
+    status = gm_comm_choose_engine (all, gm_comm_size (), layout, ipc_key);
   free (all);
   return status;
 }
@@ -450,12 +521,12 @@ gm_status
 gm_mpi_run (const gm_comm_call *call)
 {
   gm_status status, moved;
-  uint64_t layout;
+  uint64_t layout, ipc_key;
   bool staged;
 
   pthread_mutex_lock (&mpi_lock);
   gm_comm_watchdog_arm (gm_comm_kind_name (call->kind));
-  status = agree (call, &layout);
+  status = agree (call, &layout, &ipc_key);
   if (status != GM_OK || call->kind == GM_COMM_BARRIER)
     goto done;
 #ifdef GM_HAVE_NCCL
@@ -472,6 +543,13 @@ gm_mpi_run (const gm_comm_call *call)
   /* MPI reads the memory behind the device's back: the work queued on
      it must be done first.  */
   status = gm_backend_current->device_synchronize (call->device);
+  if (ipc_key != 0)
+    {
+      moved = gm_comm_ipc_run (call, ipc_key, chunk_bytes, &ipc_net);
+      if (status == GM_OK)
+        status = moved;
+      goto done;
+    }
   staged = needs_staging ();
   /* A failed synchronize is reported after the collective, which still
      meets the other ranks.  */
@@ -489,3 +567,55 @@ done:
   return status;
 }
 
+
+gm_status
+gm_mpi_send (int dest, int tag, const void *bytes, size_t nbytes)
+{
+  int rc;
+
+  pthread_mutex_lock (&mpi_lock);
+  rc = MPI_Send (bytes, (int) nbytes, MPI_BYTE, dest, tag, messages);
+  pthread_mutex_unlock (&mpi_lock);
+  if (rc != MPI_SUCCESS)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "MPI_Send to rank %d failed", dest);
+  return GM_OK;
+}
+
+gm_status
+gm_mpi_try_recv (int source, int tag, void *buf, size_t cap, size_t *nbytes)
+{
+  MPI_Message message;
+  MPI_Status status;
+  int found = 0, count = 0, rc;
+
+  pthread_mutex_lock (&mpi_lock);
+  rc = MPI_Improbe (source, tag, messages, &found, &message, &status);
+  if (rc == MPI_SUCCESS && found)
+    {
+      MPI_Get_count (&status, MPI_BYTE, &count);
+      if ((size_t) count <= cap)
+        rc = MPI_Mrecv (buf, count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
+      else
+        {
+          /* Not one of gm_mpi_send's: taken off the queue, refused.  */
+          char *sink = malloc ((size_t) count);
+          rc = MPI_Mrecv (sink, count, MPI_BYTE, &message,
+                          MPI_STATUS_IGNORE);
+          free (sink);
+          count = -1;
+        }
+    }
+  pthread_mutex_unlock (&mpi_lock);
+  if (rc != MPI_SUCCESS)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "receiving a message from rank %d failed", source);
+  if (!found)
+    return GM_ERR_NOT_READY;
+  if (count < 0)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL,
+                         "rank %d sent a message longer than %zu bytes",
+                         source, cap);
+  *nbytes = (size_t) count;
+  return GM_OK;
+}

@@ -22,4 +22,16 @@ void gm_mpi_finalize (int status);
    the job has more than one process.  */
 gm_status gm_mpi_run (const gm_comm_call *call);
 
+/* Sends the NBYTES at BYTES (a few hundred: MPI sends them at once,
+   without waiting for the receive) to rank DEST with TAG, on a
+   communicator of gpumem's own.  GM_OK, or GM_ERR_UNAVAILABLE.  */
+gm_status gm_mpi_send (int dest, int tag, const void *bytes, size_t nbytes);
+
+/* Takes the next message from rank SOURCE with TAG into BUF (CAP bytes)
+   when one has arrived, without waiting: GM_OK and its length in
+   *NBYTES; GM_ERR_NOT_READY when none has; GM_ERR_VALUE when it is
+   longer than CAP (it is dropped); GM_ERR_UNAVAILABLE.  */
+gm_status gm_mpi_try_recv (int source, int tag, void *buf, size_t cap,
+                           size_t *nbytes);
+
 #endif /* GM_COMM_MPI_H */

@@ -5,6 +5,10 @@
 
 #include "config.h"
 
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "comm.h"
 #include "comm-engine.h"
 #include "nvtx.h"
@@ -80,4 +84,92 @@ gm_comm_run (const gm_comm_call *call)
   status = run_call (call);
   gm_nvtx_pop ();
   return status;
+}
+
+/* Messages this rank sent to itself, oldest first.  */
+typedef struct self_message
+{
+  struct self_message *next;
+  int tag;
+  size_t nbytes;
+  unsigned char bytes[GM_COMM_MESSAGE_MAX];
+} self_message;
+
+static self_message *self_first;
+static pthread_mutex_t self_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static gm_status
+check_peer (int rank, int tag, const char *what)
+{
+  if (rank < 0 || rank >= gm_comm_size ())
+    return gm_error_set (GM_ERR_VALUE, 0, NULL,
+                         "%s %d is not a rank: the job has %d process%s "
+                         "(ranks 0 to %d)", what, rank, gm_comm_size (),
+                         gm_comm_size () == 1 ? "" : "es",
+                         gm_comm_size () - 1);
+  if (tag < 0 || tag > GM_COMM_TAG_MAX)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL,
+                         "tag %d is out of range: 0 to %d", tag,
+                         GM_COMM_TAG_MAX);
+  return GM_OK;
+}
+
+gm_status
+gm_comm_send (int dest, int tag, const void *bytes, size_t nbytes)
+{
+  gm_status status = check_peer (dest, tag, "dest");
+  self_message *message, **last;
+
+  if (status != GM_OK)
+    return status;
+  if (nbytes > GM_COMM_MESSAGE_MAX)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "a message of %zu bytes is "
+                         "longer than %d", nbytes, GM_COMM_MESSAGE_MAX);
+#ifdef GM_HAVE_MPI
+  if (dest != gm_comm_rank ())
+    return gm_mpi_send (dest, tag, bytes, nbytes);
+#endif
+  message = malloc (sizeof *message);
+  if (message == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
+                         "out of host memory for a message");
+  message->next = NULL;
+  message->tag = tag;
+  message->nbytes = nbytes;
+  memcpy (message->bytes, bytes, nbytes);
+  pthread_mutex_lock (&self_lock);
+  for (last = &self_first; *last != NULL; last = &(*last)->next)
+    ;
+  *last = message;
+  pthread_mutex_unlock (&self_lock);
+  return GM_OK;
+}
+
+gm_status
+gm_comm_try_recv (int source, int tag, void *buf, size_t *nbytes)
+{
+  gm_status status = check_peer (source, tag, "source");
+  self_message *found = NULL;
+
+  if (status != GM_OK)
+    return status;
+#ifdef GM_HAVE_MPI
+  if (source != gm_comm_rank ())
+    return gm_mpi_try_recv (source, tag, buf, GM_COMM_MESSAGE_MAX, nbytes);
+#endif
+  pthread_mutex_lock (&self_lock);
+  for (self_message **p = &self_first; *p != NULL; p = &(*p)->next)
+    if ((*p)->tag == tag)
+      {
+        found = *p;
+        *p = found->next;
+        break;
+      }
+  pthread_mutex_unlock (&self_lock);
+  if (found == NULL)
+    return GM_ERR_NOT_READY;
+  memcpy (buf, found->bytes, found->nbytes);
+  *nbytes = found->nbytes;
+  free (found);
+  return GM_OK;
 }

@@ -49,4 +49,21 @@ int gm_comm_finalize (int status);
    collective is still completed with the other ranks).  */
 gm_status gm_comm_run (const gm_comm_call *call);
 
+/* Messages of a few hundred bytes between two ranks: how a rank hands
+   another the handle of an array it shares (gpumem.comm.send_shared).
+   gm_comm_send sends the NBYTES (at most GM_COMM_MESSAGE_MAX) at BYTES
+   to rank DEST with TAG (0 .. GM_COMM_TAG_MAX) and returns without
+   waiting for the receive; a message to this rank itself (also in a job
+   of one process) waits here for its own gm_comm_try_recv.
+   gm_comm_try_recv takes the oldest message from SOURCE with TAG into
+   BUF (GM_COMM_MESSAGE_MAX bytes) when one has arrived: GM_OK with its
+   length in *NBYTES, GM_ERR_NOT_READY when none has (call it again);
+   messages from one rank with one tag arrive in the order sent.  Both:
+   GM_ERR_VALUE for a rank or tag out of range; GM_ERR_UNAVAILABLE when
+   MPI fails; GM_ERR_HOST_NOMEM.  Call without the GIL.  */
+#define GM_COMM_MESSAGE_MAX 1024
+#define GM_COMM_TAG_MAX 32767
+gm_status gm_comm_send (int dest, int tag, const void *bytes, size_t nbytes);
+gm_status gm_comm_try_recv (int source, int tag, void *buf, size_t *nbytes);
+
 #endif /* GM_COMM_H */

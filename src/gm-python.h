@@ -153,6 +153,11 @@ int gmpy_frameworks_init (PyObject *module);
    reducer that multiprocessing's pickler uses for DeviceArray
    (py-ipc.c).  0 or -1.  */
 int gmpy_ipc_init (PyObject *module);
+/* gpumem.share(OBJ, until_opened=UNTIL_OPENED) and gpumem.open_shared
+   (HANDLE), for the other modules that hand arrays between processes
+   (py-comm-share.c).  A new reference, or NULL with an exception.  */
+PyObject *gmpy_ipc_share (PyObject *obj, bool until_opened);
+PyObject *gmpy_ipc_open (PyObject *handle);
 
 /* Module functions of the memory books (py-memory.c): memory_stats,
    set_memory_limit, empty_cache.  */

@@ -314,13 +314,16 @@ gmpy_comm_init (PyObject *module, gmpy_state *state)
         "staged through pinned host memory).  barrier(), bcast(a, root=0),\n"
         "allreduce(a, op='sum'), gather(a, root=0) work on DeviceArrays of\n"
         "the same shape and dtype on every rank; a rank whose arguments\n"
-        "differ makes every rank raise ValueError.  Outside mpirun the job\n"
+        "differ makes every rank raise ValueError.  send_shared(a, dest)\n"
+        "and recv_shared(source) hand an array to a rank on this node\n"
+        "without a copy.  Outside mpirun the job\n"
         "is this process alone: rank 0 of 1.  backend: 'nccl' when\n"
         "collectives on device arrays go through NCCL, else 'mpi'\n"
         "(GPUMEM_COMM chooses).  allreduce_devices and bcast_devices are\n"
         "gpumem's, over the devices of this one process.")
         < 0
       || PyModule_AddFunctions (comm, commpy_methods) < 0
+      || gmpy_comm_share_add (comm) < 0
       || PyModule_AddIntConstant (comm, "rank", gm_comm_rank ()) < 0
       || PyModule_AddIntConstant (comm, "size", gm_comm_size ()) < 0
       || PyModule_AddIntConstant (comm, "local_rank", gm_comm_local_rank ())

@@ -218,17 +218,30 @@ ipcpy_share (PyObject *module, PyObject *args, PyObject *kwargs)
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|$p:share", keywords,
                                     &array, &until_opened))
     return NULL;
-  if (PyObject_TypeCheck (array, gmpy_state_get ()->event_type))
-    return gmpy_event_share (array, until_opened != 0);
-  if (!gmpy_array_check (array))
+  return gmpy_ipc_share (array, until_opened != 0);
+}
+
+PyObject *
+gmpy_ipc_share (PyObject *obj, bool until_opened)
+{
+  if (PyObject_TypeCheck (obj, gmpy_state_get ()->event_type))
+    return gmpy_event_share (obj, until_opened);
+  if (!gmpy_array_check (obj))
     return PyErr_Format (PyExc_TypeError, "share() takes a DeviceArray or "
-                         "an Event, not %.200s", Py_TYPE (array)->tp_name);
-  return share_array ((arraypy_object *) array, until_opened != 0);
+                         "an Event, not %.200s", Py_TYPE (obj)->tp_name);
+  return share_array ((arraypy_object *) obj, until_opened);
 }
 
 /* gpumem.open_shared(handle).  */
 static PyObject *
 ipcpy_open_shared (PyObject *module, PyObject *handle_obj)
+{
+  (void) module;
+  return gmpy_ipc_open (handle_obj);
+}
+
+PyObject *
+gmpy_ipc_open (PyObject *handle_obj)
 {
   gmpy_state *state = gmpy_state_get ();
   Py_ssize_t shape[GM_MAX_NDIM], strides[GM_MAX_NDIM];
@@ -240,7 +253,6 @@ ipcpy_open_shared (PyObject *module, PyObject *handle_obj)
   gm_status status;
   void *base;
   int device;
-  (void) module;
 
   if (PyObject_GetBuffer (handle_obj, &view, PyBUF_SIMPLE) < 0)
     return NULL;

@@ -248,6 +248,39 @@ def assert_close(got, expect, dtype):
         assert np.array_equal(got, expect), (got, expect)
 
 
+def collective_case(fn):
+    """Registers FN as a case every rank of an MPI job runs (gpumem.comm);
+    it fails on every rank if it fails on any, and the ranks stay in
+    step."""
+    def run():
+        import gpumem
+        comm = gpumem.comm
+        error = skipped = None
+        try:
+            fn()
+        except Skip as exc:
+            skipped = exc
+        except Exception as exc:
+            error = exc
+        # A shape no case uses, so a rank left behind in a case's own
+        # collective fails it (mismatch) instead of matching this one.
+        failed = gpumem.zeros((comm.size, 3), dtype="int64")
+        if error is not None:
+            failed[comm.rank:comm.rank + 1].copy_from_host(
+                np.ones((1, 3), np.int64))
+        comm.allreduce(failed, op="max")
+        ranks = [r for r in range(comm.size)
+                 if failed.copy_to_host()[r, 0]]
+        if error is not None:
+            raise error
+        if ranks:
+            raise AssertionError(f"the case failed on rank(s) {ranks}")
+        if skipped is not None:
+            raise skipped
+    run.__name__ = fn.__name__
+    return case(run)
+
+
 def main():
     """Runs every case; exits 1 when any failed."""
     import gpumem

@@ -42,31 +42,7 @@ def every_rank(shape, dtype, salt=0):
     return np.stack([data(shape, dtype, r, salt) for r in range(SIZE)])
 
 
-def collective_case(fn):
-    """A case every rank runs; it fails on every rank if it fails on any."""
-    def run():
-        error = skipped = None
-        try:
-            fn()
-        except gmtest.Skip as exc:
-            skipped = exc
-        except Exception as exc:
-            error = exc
-        # A shape no case uses, so a rank left behind in a case's own
-        # collective fails it (mismatch) instead of matching this one.
-        failed = gpumem.zeros((SIZE, 3), dtype="int64")
-        if error is not None:
-            failed[RANK:RANK + 1].copy_from_host(np.ones((1, 3), np.int64))
-        comm.allreduce(failed, op="max")
-        ranks = [r for r in range(SIZE) if failed.copy_to_host()[r, 0]]
-        if error is not None:
-            raise error
-        if ranks:
-            raise AssertionError(f"the case failed on rank(s) {ranks}")
-        if skipped is not None:
-            raise skipped
-    run.__name__ = fn.__name__
-    return gmtest.case(run)
+collective_case = gmtest.collective_case
 
 
 @collective_case
@@ -86,15 +62,17 @@ def rank_size_and_default_device():
 
 @collective_case
 def the_engine_is_reported():
-    assert comm.backend in ("nccl", "mpi")
-    if gpumem.backend == "host":
-        assert comm.backend == "mpi"
-    if gmtest.os.environ.get("GPUMEM_COMM") == "mpi":
+    assert comm.backend in ("nccl", "mpi", "ipc")
+    setting = gmtest.os.environ.get("GPUMEM_COMM")
+    if setting in ("mpi", "ipc"):
+        assert comm.backend == setting
+    elif gpumem.backend == "host":
         assert comm.backend == "mpi"
     # Every rank says the same.
-    mine = gpumem.to_device(np.array([comm.backend == "nccl"], np.int32))
+    index = ("nccl", "mpi", "ipc").index(comm.backend)
+    mine = gpumem.to_device(np.array([index], np.int32))
     comm.allreduce(mine)
-    assert mine.copy_to_host()[0] in (0, SIZE)
+    assert mine.copy_to_host()[0] == SIZE * index
 
 
 @collective_case

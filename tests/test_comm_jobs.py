@@ -249,6 +249,39 @@ def gpumem_comm_nccl_raises_on_every_rank_where_nccl_cannot_run():
 
 
 @case
+def gpumem_comm_ipc_raises_on_every_rank_where_ranks_use_other_devices():
+    # Two ranks on two devices (the host backend's simulated ones, or two
+    # GPUs) cannot share windows of one device; with one device they can.
+    if gpumem.device_count() < 2:
+        gmtest.skip("needs 2 devices for ranks on different devices")
+    path = script("import gpumem\n"
+                  "from gpumem import comm\n"
+                  "a = gpumem.zeros(4, device=comm.rank)\n"
+                  "try:\n"
+                  "    comm.allreduce(a)\n"
+                  "except gpumem.Error as exc:\n"
+                  "    print('raised', comm.rank, exc, flush=True)\n"
+                  "b = gpumem.full(4, comm.rank + 1.0, device=0)\n"
+                  "comm.allreduce(b)\n"
+                  "same = b.copy_to_host().tolist() == [3.0] * 4\n"
+                  "good = gpumem.full(1, int(same and comm.backend == 'ipc'),"
+                  " dtype='int32', device=0)\n"
+                  "comm.allreduce(good, op='min')\n"
+                  "if comm.rank == 0:\n"
+                  "    print('summed on every rank:', good.copy_to_host()[0],"
+                  " flush=True)\n")
+    try:
+        proc = job(2, path, env={"GPUMEM_COMM": "ipc"})
+    finally:
+        os.unlink(path)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert proc.stdout.count("raised") == 2, proc.stdout
+    assert "GPUMEM_COMM=ipc, but rank 1 uses another device or node than " \
+        "rank 0; no data was moved" in proc.stdout, proc.stdout
+    assert "summed on every rank: 1" in proc.stdout, proc.stdout
+
+
+@case
 def ranks_that_set_gpumem_comm_differently_raise_everywhere():
     # The ranks must choose alike; rank 1 runs with GPUMEM_COMM=mpi, the
     # others with auto (a wrapper sets it a rank, as a site script

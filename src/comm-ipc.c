@@ -1,0 +1,356 @@
+/* comm-ipc.c -- collectives between ranks of one node that share one
+   device, through windows every rank maps (comm-ipc.h).
+
+   The windows.  Each rank allocates one block of shareable memory on
+   the device (ipc.h), at least as large as the round the collective
+   moves (CHUNK_BYTES at most), and every rank maps every other rank's
+   from the handles they all-gather; the table is kept for the next
+   collective and made anew, on every rank at once, when a larger round
+   or another device is asked for (every rank decides from the agreed
+   call alone).  A rank that cannot make or map its part says so in one
+   more all-gather, and every rank then fails alike.
+
+   A round of each collective (copies and reductions complete on return,
+   so a barrier after them means every rank's part is done):
+     bcast:     the root copies its chunk into its window; barrier; every
+                other rank copies it out of the root's window; barrier.
+     gather:    every rank copies its chunk into its window; barrier; the
+                root copies each window into its row; barrier.
+     allreduce: every rank copies its chunk into its window; barrier;
+                rank R reduces slice R of every window, in rank order,
+                into slice R of its own window; barrier; every rank copies
+                every slice out of its reducer's window; barrier.
+   The last barrier keeps a window from being written by the next round
+   while another rank still reads it.  */
+
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm-ipc.h"
+#include "ipc.h"
+
+/* Keys of up to this many devices are kept: every collective asks.  */
+#define IPC_MAX_KEYS 64
+/* Slices of an allreduce start at multiples of this many bytes.  */
+#define IPC_SLICE_ALIGN 256
+/* A new window is at least this large (up to the round), so that rounds
+   that grow a little do not remake it each time.  */
+#define IPC_MIN_WINDOW ((size_t) 1 << 20)
+
+/* This rank's window and its map of every rank's.  */
+static struct
+{
+  uint64_t key;              /* the device's key; 0: no windows */
+  int device;
+  size_t bytes;              /* every rank's window has this many */
+  int nranks;
+  gm_ipc_block *block;       /* this rank's */
+  void **base;               /* NRANKS: rank R's window, mapped here */
+  gm_ipc_import **imports;   /* NRANKS: NULL for this rank's own */
+} win;
+
+uint64_t
+gm_comm_ipc_key (int device)
+{
+  static _Atomic uint64_t known[IPC_MAX_KEYS];
+  const gm_ipc_ops *ops = gm_backend_current ? gm_backend_current->ipc : NULL;
+  uint64_t hash = 1469598103934665603u;   /* FNV-1a */
+  char node[GM_IPC_NODE];
+  uint8_t uuid[16];
+
+  if (ops == NULL || device < 0)
+    return 0;
+  if (device < IPC_MAX_KEYS && known[device] != 0)
+    return known[device];
+  if (ops->device_uuid (device, uuid) != GM_OK)
+    return 0;
+  gm_ipc_node_id (node);
+  for (size_t i = 0; i < sizeof node; i++)
+    hash = (hash ^ (unsigned char) node[i]) * 1099511628211u;
+  for (size_t i = 0; i < sizeof uuid; i++)
+    hash = (hash ^ uuid[i]) * 1099511628211u;
+  if (hash == 0)
+    hash = 1;
+  if (device < IPC_MAX_KEYS)
+    known[device] = hash;
+  return hash;
+}
+
+void
+gm_comm_ipc_shutdown (const gm_comm_ipc_net *net)
+{
+  bool had = win.key != 0;
+
+  /* Imports first.  While the processes live, a producer's block
+     outlives its consumers' maps (ipc.h); at the end of the job a barrier
+     keeps every rank's block until every map of it is gone.  */
+  for (int r = 0; win.imports != NULL && r < win.nranks; r++)
+    if (win.imports[r] != NULL)
+      gm_ipc_close (win.imports[r]);
+  if (net != NULL && had)
+    net->barrier ();
+  if (win.block != NULL)
+    gm_ipc_drop (win.block);
+  free (win.base);
+  free (win.imports);
+  memset (&win, 0, sizeof win);
+}
+
+/* Makes this rank's window of BYTES on DEVICE and its handle's bytes in
+   OUT (GM_IPC_ENCODED_BYTES (1) of them).  */
+static gm_status
+make_window (int device, size_t bytes, uint8_t *out)
+{
+  uint8_t encoded[GM_IPC_MAX_BYTES];
+  gm_ipc_handle handle;
+  gm_status status;
+  void *ptr;
+
+  status = gm_ipc_alloc (device, bytes, NULL, &win.block, &ptr);
+  if (status != GM_OK)
+    return status;
+  win.base[gm_comm_rank ()] = ptr;
+  status = gm_ipc_export (win.block, NULL, false, &handle);
+  if (status != GM_OK)
+    return status;
+  handle.offset = 0;
+  handle.dtype = GM_UINT8;
+  handle.readonly = 0;
+  handle.ndim = 1;
+  handle.shape[0] = (int64_t) bytes;
+  handle.strides[0] = 1;
+  gm_ipc_encode (&handle, encoded);
+  memcpy (out, encoded, GM_IPC_ENCODED_BYTES (1));
+  return GM_OK;
+}
+
+/* Maps rank R's window from its handle's bytes IN.  */
+static gm_status
+map_window (int r, const uint8_t *in)
+{
+  gm_ipc_handle handle;
+  int device;
+
+  if (gm_ipc_decode (in, GM_IPC_ENCODED_BYTES (1), &handle) != NULL)
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "rank %d made no window",
+                         r);
+  return gm_ipc_open (&handle, &win.imports[r], &win.base[r], &device);
+}
+
+/* Gives every rank a window of at least WANT bytes (and at most MOST,
+   which is at least WANT) on DEVICE (KEY), mapped by every rank, unless
+   the current ones do.  Every rank decides alike from the same
+   arguments.  */
+static gm_status
+windows_for (uint64_t key, int device, size_t want, size_t most,
+             const gm_comm_ipc_net *net)
+{
+  const size_t hsize = GM_IPC_ENCODED_BYTES (1);
+  int nranks = gm_comm_size (), rank = gm_comm_rank ();
+  size_t bytes = want;
+  gm_status status = GM_OK, failed = GM_OK;
+  uint8_t *handles;
+  int32_t mine, *all;
+
+  if (win.key == key && win.device == device && win.bytes >= want)
+    return GM_OK;
+  if (win.key == key && bytes < 2 * win.bytes)
+    bytes = 2 * win.bytes;
+  if (bytes < IPC_MIN_WINDOW)
+    bytes = IPC_MIN_WINDOW;
+  if (bytes > most)
+    bytes = most;
+  gm_comm_ipc_shutdown (NULL);
+  handles = calloc ((size_t) nranks, hsize);
+  all = calloc ((size_t) nranks, sizeof *all);
+  win.base = calloc ((size_t) nranks, sizeof *win.base);
+  win.imports = calloc ((size_t) nranks, sizeof *win.imports);
+  win.nranks = nranks;
+  if (handles == NULL || all == NULL || win.base == NULL
+      || win.imports == NULL)
+    status = gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "out of host memory "
+                           "for the ranks' windows");
+  else
+    status = make_window (device, bytes, handles + (size_t) rank * hsize);
+  /* Every rank takes part in both exchanges, whatever failed: the
+     others would wait for it otherwise.  */
+  if (handles != NULL)
+    failed = net->allgather (NULL, handles, hsize);
+  for (int r = 0; status == GM_OK && failed == GM_OK && r < nranks; r++)
+    if (r != rank)
+      status = map_window (r, handles + (size_t) r * hsize);
+  mine = status != GM_OK;
+  if (all != NULL && failed == GM_OK)
+    failed = net->allgather (&mine, all, sizeof mine);
+  for (int r = 0; all != NULL && failed == GM_OK && r < nranks; r++)
+    if (all[r] != 0 && status == GM_OK)
+      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "rank %d could not "
+                             "make or map its window", r);
+  if (failed != GM_OK && status == GM_OK)
+    status = failed;
+  free (handles);
+  free (all);
+  if (status != GM_OK)
+    {
+      gm_comm_ipc_shutdown (NULL);
+      return status;
+    }
+  win.key = key;
+  win.device = device;
+  win.bytes = bytes;
+  return GM_OK;
+}
+
+/* The first error of a round is kept: the round goes on meeting the
+   other ranks after it.  */
+static void
+keep (gm_status *first, gm_status status)
+{
+  if (*first == GM_OK)
+    *first = status;
+}
+
+static void
+copy_in (gm_status *status, int device, void *dst, const void *src,
+         size_t nbytes)
+{
+  if (*status == GM_OK && nbytes > 0)
+    keep (status, gm_backend_current->copy (dst, device, src, device, nbytes,
+                                            NULL));
+}
+
+/* DST = SRCS[0] op ... op SRCS[N-1] over COUNT elements, in that order,
+   in groups of the backend's most inputs; DST is not one of the SRCS
+   after the first group's.  */
+static gm_status
+reduce (void *dst, void **srcs, int n, size_t count, const gm_comm_call *call)
+{
+  const gm_backend *b = gm_backend_current;
+  void *group[GM_REDUCE_MAX_INPUTS];
+  gm_status status;
+  int done = n < GM_REDUCE_MAX_INPUTS ? n : GM_REDUCE_MAX_INPUTS;
+
+  status = b->reduce (dst, srcs, done, count, call->dtype,
+                      (gm_reduce_op) call->op, call->device, NULL);
+  while (status == GM_OK && done < n)
+    {
+      int take = n - done;
+      if (take > GM_REDUCE_MAX_INPUTS - 1)
+        take = GM_REDUCE_MAX_INPUTS - 1;
+      group[0] = dst;
+      memcpy (group + 1, srcs + done, sizeof *srcs * (size_t) take);
+      status = b->reduce (dst, group, take + 1, count, call->dtype,
+                          (gm_reduce_op) call->op, call->device, NULL);
+      done += take;
+    }
+  return status;
+}
+
+/* One round of an allreduce: COUNT elements from element OFF.  */
+static void
+allreduce_round (const gm_comm_call *call, size_t off, size_t count,
+                 const gm_comm_ipc_net *net, gm_status *status)
+{
+  size_t itemsize = gm_dtypes[call->dtype].itemsize;
+  int nranks = win.nranks, rank = gm_comm_rank ();
+  size_t align = IPC_SLICE_ALIGN / itemsize;
+  size_t per = (count + (size_t) nranks - 1) / (size_t) nranks;
+  char *data = (char *) call->data + off * itemsize;
+  void *srcs[64], **from = srcs;
+
+  per = (per + align - 1) / align * align;
+  if (nranks > 64)
+    from = malloc (sizeof *from * (size_t) nranks);
+  copy_in (status, call->device, win.base[rank], data, count * itemsize);
+  keep (status, net->barrier ());
+  if (from == NULL)
+    keep (status, gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "out of host "
+                                "memory for an allreduce"));
+  else if (*status == GM_OK && (size_t) rank * per < count)
+    {
+      size_t first = (size_t) rank * per;
+      size_t n = count - first < per ? count - first : per;
+      /* Slice RANK of its own window is overwritten by the first group
+         of the reduction: it must be in it (rank < the group's size),
+         else the sum lands in this rank's array and is copied over.  */
+      bool in_place = rank < GM_REDUCE_MAX_INPUTS;
+      void *dst = in_place ? (char *) win.base[rank] + first * itemsize
+                           : data + first * itemsize;
+      for (int r = 0; r < nranks; r++)
+        from[r] = (char *) win.base[r] + first * itemsize;
+      keep (status, reduce (dst, from, nranks, n, call));
+      if (!in_place)
+        copy_in (status, call->device,
+                 (char *) win.base[rank] + first * itemsize, dst,
+                 n * itemsize);
+    }
+  if (from != srcs)
+    free (from);
+  keep (status, net->barrier ());
+  for (int r = 0; r < nranks && (size_t) r * per < count; r++)
+    {
+      size_t first = (size_t) r * per;
+      size_t n = count - first < per ? count - first : per;
+      copy_in (status, call->device, data + first * itemsize,
+               (char *) win.base[r] + first * itemsize, n * itemsize);
+    }
+  keep (status, net->barrier ());
+}
+
+/* One round of a bcast or gather: COUNT elements from element OFF.  */
+static void
+move_round (const gm_comm_call *call, size_t off, size_t count,
+            const gm_comm_ipc_net *net, gm_status *status)
+{
+  size_t itemsize = gm_dtypes[call->dtype].itemsize;
+  size_t nbytes = count * itemsize;
+  int rank = gm_comm_rank ();
+  bool root = rank == call->root;
+  char *data = (char *) call->data + off * itemsize;
+
+  if (call->kind == GM_COMM_GATHER || root)
+    copy_in (status, call->device, win.base[rank], data, nbytes);
+  keep (status, net->barrier ());
+  if (call->kind == GM_COMM_BCAST && !root)
+    copy_in (status, call->device, data, win.base[call->root], nbytes);
+  for (int r = 0; call->kind == GM_COMM_GATHER && root && r < win.nranks; r++)
+    copy_in (status, call->device,
+             (char *) call->result + ((size_t) r * call->count + off)
+                                       * itemsize,
+             win.base[r], nbytes);
+  keep (status, net->barrier ());
+}
+
+gm_status
+gm_comm_ipc_run (const gm_comm_call *call, uint64_t key, size_t chunk_bytes,
+                 const gm_comm_ipc_net *net)
+{
+  size_t itemsize = gm_dtypes[call->dtype].itemsize;
+  size_t total = call->count * itemsize, round, chunk;
+  gm_status status;
+
+  if (total == 0 || call->kind == GM_COMM_BARRIER)
+    return GM_OK;
+  /* Whole elements a round, and for an allreduce whole aligned slices.  */
+  chunk = chunk_bytes / itemsize;
+  if (call->kind == GM_COMM_ALLREDUCE
+      && chunk < (size_t) gm_comm_size () * IPC_SLICE_ALIGN / itemsize)
+    chunk = (size_t) gm_comm_size () * IPC_SLICE_ALIGN / itemsize;
+  if (chunk == 0)
+    chunk = 1;
+  round = (call->count < chunk ? call->count : chunk) * itemsize;
+  status = windows_for (key, call->device, round, chunk * itemsize, net);
+  if (status != GM_OK)
+    return status;
+  for (size_t off = 0; off < call->count; off += chunk)
+    {
+      size_t n = call->count - off < chunk ? call->count - off : chunk;
+      if (call->kind == GM_COMM_ALLREDUCE)
+        allreduce_round (call, off, n, net, &status);
+      else
+        move_round (call, off, n, net, &status);
+    }
+  return status;
+}
