@@ -10,18 +10,26 @@
    call alone).  A rank that cannot make or map its part says so in one
    more all-gather, and every rank then fails alike.
 
-   A round of each collective (copies and reductions complete on return,
-   so a barrier after them means every rank's part is done):
-     bcast:     the root copies its chunk into its window; barrier; every
-                other rank copies it out of the root's window; barrier.
-     gather:    every rank copies its chunk into its window; barrier; the
-                root copies each window into its row; barrier.
-     allreduce: every rank copies its chunk into its window; barrier;
-                rank R reduces slice R of every window, in rank order,
-                into slice R of its own window; barrier; every rank copies
-                every slice out of its reducer's window; barrier.
-   The last barrier keeps a window from being written by the next round
-   while another rank still reads it.  */
+   Turns.  Without MPS a GPU runs one process's work at a time and
+   switches between processes that have work queued by time slices:
+   measured on an H200, a 1 KiB device copy took 11 us from one rank
+   alone and 272 us each when two ranks copied at once, a kernel worse
+   (bench/NOTES.md, "One GPU, several ranks").  So the ranks touch the
+   device in turns, one after the other, a barrier between turns, and
+   one rank does the reduction: every step then runs as fast as it runs
+   alone.  A round of each collective:
+     bcast:     the root copies its chunk into its window; every other
+                rank, in turn, copies it out of the root's window.
+     gather:    every rank, in turn, copies its chunk into its window;
+                the root copies each window into its row.
+     allreduce: every rank, in turn, copies its chunk into its window;
+                rank 0 reduces every window, in rank order, into its
+                own and copies the result out; every other rank, in
+                turn, copies it out of rank 0's window.
+   Copies and reductions are complete on return, so a barrier after a
+   turn means its work is done; the last barrier of a round keeps a
+   window from being written by the next round while another rank still
+   reads it.  */
 
 #include "config.h"
 
@@ -33,8 +41,6 @@
 
 /* Keys of up to this many devices are kept: every collective asks.  */
 #define IPC_MAX_KEYS 64
-/* Slices of an allreduce start at multiples of this many bytes.  */
-#define IPC_SLICE_ALIGN 256
 /* A new window is at least this large (up to the round), so that rounds
    that grow a little do not remake it each time.  */
 #define IPC_MIN_WINDOW ((size_t) 1 << 20)
@@ -222,10 +228,11 @@ copy_in (gm_status *status, int device, void *dst, const void *src,
 }
 
 /* DST = SRCS[0] op ... op SRCS[N-1] over COUNT elements, in that order,
-   in groups of the backend's most inputs; DST is not one of the SRCS
-   after the first group's.  */
+   in groups of the backend's most inputs; DST may be SRCS[0] alone of
+   them.  */
 static gm_status
-reduce (void *dst, void **srcs, int n, size_t count, const gm_comm_call *call)
+reduce (void *dst, void *const *srcs, int n, size_t count,
+        const gm_comm_call *call)
 {
   const gm_backend *b = gm_backend_current;
   void *group[GM_REDUCE_MAX_INPUTS];
@@ -248,55 +255,38 @@ reduce (void *dst, void **srcs, int n, size_t count, const gm_comm_call *call)
   return status;
 }
 
+/* Ends the turn of the rank whose turn it was: every rank waits until
+   its work is done.  */
+static void
+end_turn (const gm_comm_ipc_net *net, gm_status *status)
+{
+  keep (status, net->barrier ());
+}
+
 /* One round of an allreduce: COUNT elements from element OFF.  */
 static void
 allreduce_round (const gm_comm_call *call, size_t off, size_t count,
                  const gm_comm_ipc_net *net, gm_status *status)
 {
-  size_t itemsize = gm_dtypes[call->dtype].itemsize;
-  int nranks = win.nranks, rank = gm_comm_rank ();
-  size_t align = IPC_SLICE_ALIGN / itemsize;
-  size_t per = (count + (size_t) nranks - 1) / (size_t) nranks;
-  char *data = (char *) call->data + off * itemsize;
-  void *srcs[64], **from = srcs;
+  size_t nbytes = count * gm_dtypes[call->dtype].itemsize;
+  int rank = gm_comm_rank ();
+  char *data = (char *) call->data + off * gm_dtypes[call->dtype].itemsize;
 
-  per = (per + align - 1) / align * align;
-  if (nranks > 64)
-    from = malloc (sizeof *from * (size_t) nranks);
-  copy_in (status, call->device, win.base[rank], data, count * itemsize);
-  keep (status, net->barrier ());
-  if (from == NULL)
-    keep (status, gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "out of host "
-                                "memory for an allreduce"));
-  else if (*status == GM_OK && (size_t) rank * per < count)
+  for (int turn = 0; turn < win.nranks; turn++)
     {
-      size_t first = (size_t) rank * per;
-      size_t n = count - first < per ? count - first : per;
-      /* Slice RANK of its own window is overwritten by the first group
-         of the reduction: it must be in it (rank < the group's size),
-         else the sum lands in this rank's array and is copied over.  */
-      bool in_place = rank < GM_REDUCE_MAX_INPUTS;
-      void *dst = in_place ? (char *) win.base[rank] + first * itemsize
-                           : data + first * itemsize;
-      for (int r = 0; r < nranks; r++)
-        from[r] = (char *) win.base[r] + first * itemsize;
-      keep (status, reduce (dst, from, nranks, n, call));
-      if (!in_place)
-        copy_in (status, call->device,
-                 (char *) win.base[rank] + first * itemsize, dst,
-                 n * itemsize);
+      if (turn == rank)
+        copy_in (status, call->device, win.base[rank], data, nbytes);
+      end_turn (net, status);
     }
-  if (from != srcs)
-    free (from);
-  keep (status, net->barrier ());
-  for (int r = 0; r < nranks && (size_t) r * per < count; r++)
+  for (int turn = 0; turn < win.nranks; turn++)
     {
-      size_t first = (size_t) r * per;
-      size_t n = count - first < per ? count - first : per;
-      copy_in (status, call->device, data + first * itemsize,
-               (char *) win.base[r] + first * itemsize, n * itemsize);
+      if (turn == rank && rank == 0 && *status == GM_OK)
+        keep (status, reduce (win.base[0], win.base, win.nranks, count,
+                              call));
+      if (turn == rank)
+        copy_in (status, call->device, data, win.base[0], nbytes);
+      end_turn (net, status);
     }
-  keep (status, net->barrier ());
 }
 
 /* One round of a bcast or gather: COUNT elements from element OFF.  */
@@ -310,17 +300,33 @@ move_round (const gm_comm_call *call, size_t off, size_t count,
   bool root = rank == call->root;
   char *data = (char *) call->data + off * itemsize;
 
-  if (call->kind == GM_COMM_GATHER || root)
-    copy_in (status, call->device, win.base[rank], data, nbytes);
-  keep (status, net->barrier ());
-  if (call->kind == GM_COMM_BCAST && !root)
-    copy_in (status, call->device, data, win.base[call->root], nbytes);
-  for (int r = 0; call->kind == GM_COMM_GATHER && root && r < win.nranks; r++)
+  if (call->kind == GM_COMM_BCAST)
+    {
+      if (root)
+        copy_in (status, call->device, win.base[rank], data, nbytes);
+      end_turn (net, status);
+      for (int turn = 0; turn < win.nranks; turn++)
+        {
+          if (turn == rank && !root)
+            copy_in (status, call->device, data, win.base[call->root],
+                     nbytes);
+          if (turn != call->root)
+            end_turn (net, status);
+        }
+      return;
+    }
+  for (int turn = 0; turn < win.nranks; turn++)
+    {
+      if (turn == rank)
+        copy_in (status, call->device, win.base[rank], data, nbytes);
+      end_turn (net, status);
+    }
+  for (int r = 0; root && r < win.nranks; r++)
     copy_in (status, call->device,
              (char *) call->result + ((size_t) r * call->count + off)
                                        * itemsize,
              win.base[r], nbytes);
-  keep (status, net->barrier ());
+  end_turn (net, status);
 }
 
 gm_status
@@ -333,11 +339,8 @@ gm_comm_ipc_run (const gm_comm_call *call, uint64_t key, size_t chunk_bytes,
 
   if (total == 0 || call->kind == GM_COMM_BARRIER)
     return GM_OK;
-  /* Whole elements a round, and for an allreduce whole aligned slices.  */
+  /* Whole elements a round.  */
   chunk = chunk_bytes / itemsize;
-  if (call->kind == GM_COMM_ALLREDUCE
-      && chunk < (size_t) gm_comm_size () * IPC_SLICE_ALIGN / itemsize)
-    chunk = (size_t) gm_comm_size () * IPC_SLICE_ALIGN / itemsize;
   if (chunk == 0)
     chunk = 1;
   round = (call->count < chunk ? call->count : chunk) * itemsize;

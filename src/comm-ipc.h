@@ -1,8 +1,8 @@
 /* comm-ipc.h -- collectives between ranks of one node that share one
    device, through memory they all map (ipc.h): each rank keeps a window
    of shareable memory on the device, maps every other rank's, and the
-   data moves by device copies and a device reduction between barriers,
-   never through host memory.  What NCCL cannot do (it takes one GPU a
+   data moves by device copies and a device reduction, the ranks taking
+   turns between barriers, never through host memory.  What NCCL cannot do (it takes one GPU a
    rank) and MPI does only by staging through pinned host memory.
 
    No MPI headers: comm-mpi.c passes the two exchanges this needs.  */
@@ -36,8 +36,8 @@ uint64_t gm_comm_ipc_key (int device);
    every rank's KEY for CALL->device is equal) with the job's other ranks,
    moving at most CHUNK_BYTES a round.  Sees the work queued before on the
    device and is complete on return (CALL->stream is not used).  Every
-   rank's result has the same bits: each part of an allreduce is reduced
-   by one rank, in rank order.  GM_OK; on every rank alike
+   rank's result has the same bits: rank 0 reduces, in rank order, and
+   every rank copies its result.  GM_OK; on every rank alike
    GM_ERR_NOMEM / GM_ERR_FAILED when a rank could not make or map a
    window (nothing moved); a backend's status when a copy or reduction
    failed here (the collective still meets the other ranks).  */

@@ -349,7 +349,7 @@ gm_cuda_event_import (int device, const uint8_t data[64], void *word,
       /* CUDA opens an event's handle only in another process than the
          one that made the event (seen on an H200, CUDA 13.0).  */
       (void) cudaGetLastError ();
-      status = gm_error_set (GM_ERR_VALUE, 0, NULL, "CUDA opens an event "
+      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "CUDA opens an event "
                              "handle only in another process than the one "
                              "that shared the event (cudaIpcOpenEventHandle: "
                              "%s): use the Event itself in this process",
