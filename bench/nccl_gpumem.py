@@ -32,6 +32,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(prog="gpumem bench/nccl_gpumem.py")
     parser.add_argument("--form", choices=["ranks", "devices"],
                         required=True)
+    parser.add_argument("--min-bytes", type=int, default=4)
     parser.add_argument("--max-bytes", type=int, default=1 << 30)
     parser.add_argument("--quick", action="store_true",
                         help="sizes x16 apart instead of x2")
@@ -129,7 +130,7 @@ def main(argv):
         return slowest(time.perf_counter() - start) / iters
 
     out = open(args.out, "w") if rank == 0 else None
-    nbytes = 4
+    nbytes = max(4, args.min_bytes // 4 * 4)
     while nbytes <= args.max_bytes:
         count = nbytes // 4
         call(count)                               # warm up

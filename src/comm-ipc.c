@@ -17,15 +17,19 @@
    (bench/NOTES.md, "One GPU, several ranks").  So the ranks touch the
    device in turns, one after the other, a barrier between turns, and
    one rank does the reduction: every step then runs as fast as it runs
-   alone.  A round of each collective:
+   alone, though each pass of the device from one process to another
+   still costs (about 150 us measured there).  A round of each
+   collective:
      bcast:     the root copies its chunk into its window; every other
                 rank, in turn, copies it out of the root's window.
-     gather:    every rank, in turn, copies its chunk into its window;
-                the root copies each window into its row.
+     gather:    every other rank, in turn, copies its chunk into its
+                window; then the root copies its chunk and each window
+                into their rows.
      allreduce: every rank, in turn, copies its chunk into its window;
-                rank 0 reduces every window, in rank order, into its
-                own and copies the result out; every other rank, in
-                turn, copies it out of rank 0's window.
+                the last rank, in its turn, reduces every window, in
+                rank order, into its own and copies the result out;
+                every other rank, in turn, copies it out of that
+                window.
    Copies and reductions are complete on return, so a barrier after a
    turn means its work is done; the last barrier of a round keeps a
    window from being written by the next round while another rank still
@@ -228,8 +232,8 @@ copy_in (gm_status *status, int device, void *dst, const void *src,
 }
 
 /* DST = SRCS[0] op ... op SRCS[N-1] over COUNT elements, in that order,
-   in groups of the backend's most inputs; DST may be SRCS[0] alone of
-   them.  */
+   in groups of the backend's most inputs; DST may be one of the SRCS
+   only when N is at most GM_REDUCE_MAX_INPUTS (one group), else none.  */
 static gm_status
 reduce (void *dst, void *const *srcs, int n, size_t count,
         const gm_comm_call *call)
@@ -263,28 +267,40 @@ end_turn (const gm_comm_ipc_net *net, gm_status *status)
   keep (status, net->barrier ());
 }
 
-/* One round of an allreduce: COUNT elements from element OFF.  */
+/* One round of an allreduce: COUNT elements from element OFF.  The
+   last rank reduces, in the same turn as its copy in and out, and the
+   others copy out in the reverse order, so that the device passes from
+   one process to another 2 (N - 1) times a round and the next round
+   starts with the rank that ended this one.  */
 static void
 allreduce_round (const gm_comm_call *call, size_t off, size_t count,
                  const gm_comm_ipc_net *net, gm_status *status)
 {
   size_t nbytes = count * gm_dtypes[call->dtype].itemsize;
-  int rank = gm_comm_rank ();
+  int rank = gm_comm_rank (), last = win.nranks - 1;
   char *data = (char *) call->data + off * gm_dtypes[call->dtype].itemsize;
 
-  for (int turn = 0; turn < win.nranks; turn++)
+  /* The reduction may write over its last source only when one kernel
+     reads them all; else it lands in the last rank's array first.  */
+  bool one_pass = win.nranks <= GM_REDUCE_MAX_INPUTS;
+
+  for (int turn = 0; turn <= last; turn++)
     {
       if (turn == rank)
         copy_in (status, call->device, win.base[rank], data, nbytes);
+      if (turn == rank && rank == last && *status == GM_OK)
+        keep (status, reduce (one_pass ? win.base[last] : data, win.base,
+                              win.nranks, count, call));
+      if (turn == rank && rank == last && one_pass)
+        copy_in (status, call->device, data, win.base[last], nbytes);
+      else if (turn == rank && rank == last)
+        copy_in (status, call->device, win.base[last], data, nbytes);
       end_turn (net, status);
     }
-  for (int turn = 0; turn < win.nranks; turn++)
+  for (int turn = last - 1; turn >= 0; turn--)
     {
-      if (turn == rank && rank == 0 && *status == GM_OK)
-        keep (status, reduce (win.base[0], win.base, win.nranks, count,
-                              call));
       if (turn == rank)
-        copy_in (status, call->device, data, win.base[0], nbytes);
+        copy_in (status, call->device, data, win.base[last], nbytes);
       end_turn (net, status);
     }
 }
@@ -315,17 +331,20 @@ move_round (const gm_comm_call *call, size_t off, size_t count,
         }
       return;
     }
+  /* The root's turn comes last, with its own chunk copied straight into
+     its row.  */
   for (int turn = 0; turn < win.nranks; turn++)
     {
-      if (turn == rank)
+      if (turn == rank && !root)
         copy_in (status, call->device, win.base[rank], data, nbytes);
-      end_turn (net, status);
+      if (turn != call->root)
+        end_turn (net, status);
     }
   for (int r = 0; root && r < win.nranks; r++)
     copy_in (status, call->device,
              (char *) call->result + ((size_t) r * call->count + off)
                                        * itemsize,
-             win.base[r], nbytes);
+             r == rank ? data : win.base[r], nbytes);
   end_turn (net, status);
 }
 

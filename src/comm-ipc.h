@@ -36,8 +36,8 @@ uint64_t gm_comm_ipc_key (int device);
    every rank's KEY for CALL->device is equal) with the job's other ranks,
    moving at most CHUNK_BYTES a round.  Sees the work queued before on the
    device and is complete on return (CALL->stream is not used).  Every
-   rank's result has the same bits: rank 0 reduces, in rank order, and
-   every rank copies its result.  GM_OK; on every rank alike
+   rank's result has the same bits: the last rank reduces, in rank order,
+   and every rank copies its result.  GM_OK; on every rank alike
    GM_ERR_NOMEM / GM_ERR_FAILED when a rank could not make or map a
    window (nothing moved); a backend's status when a copy or reduction
    failed here (the collective still meets the other ranks).  */
