@@ -25,7 +25,8 @@
 # the plugin tests/plugins/cuda-plugin.cu is built into BENCH_BUILD
 # with raw.cu; skipped on the host backend), and multigpu
 # where nvidia-smi lists 2 or more GPUs, and there too nccl (the
-# collectives, bench/nccl.sh).  BENCH_SECTIONS="basic loop" chooses.
+# collectives, bench/nccl.sh); commipc (ranks sharing one GPU,
+# bench/comm_ipc.sh) where MPIRUN names mpirun.  BENCH_SECTIONS="basic loop" chooses.
 #
 # Environment: GPUMEM (the program; default src/gpumem of this tree),
 # NVCC and NVCC_ARCH (default nvcc from PATH or /usr/local/cuda, sm_90),
@@ -105,6 +106,9 @@ if test -z "$sections"; then
   fi
   if test "$gpus" -ge 2; then
     sections="$sections nccl"
+  fi
+  if test "$backend" != host && test -n "${MPIRUN:-}"; then
+    sections="$sections commipc"
   fi
 fi
 
@@ -282,6 +286,28 @@ case " $sections " in
            status=1 ;;
       esac
       tail -n 2 "$rec/nccl.log"
+    fi ;;
+esac
+
+# Ranks sharing one GPU, where MPI is built in (bench/comm_ipc.sh: the
+# shared windows against MPI's staging; its table, comm-ipc.md, joins
+# the reports), in what is left of the budget.
+case " $sections " in
+  *" commipc "*)
+    left=$(( budget - 30 - ($(date +%s) - begin) ))
+    if test "$left" -lt 60; then
+      echo "bench: the one-GPU collectives not run: the ${budget} s budget is spent" >&2
+      echo "commipc: not run (budget spent)" >> "$rec/skipped.txt"
+      status=1
+    else
+      step "running the one-GPU collectives (bench/comm_ipc.sh, at most $left s)"
+      GPUMEM="$gpumem" BENCH_PYTHON=$python timeout "$left" \
+        sh "$here/comm_ipc.sh" "$rec" > "$rec/comm-ipc.log" 2>&1
+      case $? in
+        0|77) ;;
+        *) echo "bench: bench/comm_ipc.sh FAILED or ran out of time (see comm-ipc.log)" >&2
+           status=1 ;;
+      esac
     fi ;;
 esac
 

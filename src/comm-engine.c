@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,7 +157,8 @@ gm_comm_backend_name (void)
   if (b != NULL && gm_comm_local_size () > b->device_count ())
     return engine_setting == GM_COMM_ENGINE_AUTO
                && gm_comm_size () == gm_comm_local_size ()
-               && b->device_count () == 1 && gm_comm_ipc_auto (0)
+               && b->device_count () == 1
+               && gm_comm_ipc_auto (SIZE_MAX)
              ? "ipc" : "mpi";
   return gm_nccl_verdict_for (GM_COMM_ALLREDUCE, GM_FLOAT32, GM_COMM_SUM)
            == GM_NCCL_OK ? "nccl" : "mpi";
@@ -169,5 +171,6 @@ gm_comm_ipc_auto (size_t nbytes)
 
   return engine_setting == GM_COMM_ENGINE_AUTO && b != NULL && b->ipc != NULL
          && b->mpi_needs_staging && !gm_comm_cuda_aware ()
-         && nbytes >= GM_COMM_IPC_MIN_BYTES;
+         && nbytes / GM_COMM_IPC_MIN_BYTES_PER_RANK
+              >= (size_t) gm_comm_size ();
 }

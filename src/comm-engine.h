@@ -14,19 +14,22 @@
 /* GPUMEM_COMM: auto (NCCL where it can move the data; else shared
    windows where the ranks share one device of one node and MPI would
    stage the data through host memory, for arrays of at least
-   GM_COMM_IPC_MIN_BYTES; else MPI), nccl (NCCL or an error; reductions
-   of dtypes NCCL has none of still take MPI), mpi (never NCCL nor
-   windows), ipc (shared windows, comm-ipc.h, or an error).  */
+   GM_COMM_IPC_MIN_BYTES_PER_RANK times the ranks; else MPI), nccl
+   (NCCL or an error; reductions of dtypes NCCL has none of still take
+   MPI), mpi (never NCCL nor windows), ipc (shared windows, comm-ipc.h,
+   or an error).  */
 typedef enum gm_comm_engine
 {
   GM_COMM_ENGINE_AUTO, GM_COMM_ENGINE_NCCL, GM_COMM_ENGINE_MPI,
   GM_COMM_ENGINE_IPC
 } gm_comm_engine;
 
-/* The smallest array whose collectives GPUMEM_COMM=auto moves through
-   shared windows rather than MPI's host staging (bench/NOTES.md, "One
-   GPU, several ranks", says where it comes from).  */
-#define GM_COMM_IPC_MIN_BYTES ((size_t) 0)
+/* GPUMEM_COMM=auto moves a collective through shared windows rather
+   than MPI's host staging from this many bytes a rank of the job: each
+   rank's turns cost about the same whatever the size, staging grows with
+   it (on an H200 the windows won from 1 MiB with 2 ranks and from 2 MiB
+   with 4: bench/NOTES.md, "One GPU, several ranks").  */
+#define GM_COMM_IPC_MIN_BYTES_PER_RANK ((size_t) 512 << 10)
 
 /* Why NCCL can or cannot move a collective's data.  */
 typedef enum gm_nccl_verdict
@@ -71,7 +74,8 @@ const char *gm_comm_backend_name (void);
 /* Whether GPUMEM_COMM=auto moves a collective of NBYTES through shared
    windows when this rank shares its device with every other rank: the
    backend can share memory, MPI would stage device memory through host
-   memory, and NBYTES is at least GM_COMM_IPC_MIN_BYTES.  */
+   memory, and NBYTES is at least GM_COMM_IPC_MIN_BYTES_PER_RANK times
+   the job's ranks.  */
 bool gm_comm_ipc_auto (size_t nbytes);
 
 #endif /* GM_COMM_ENGINE_H */

@@ -178,8 +178,9 @@ def probes_in_notes():
 def the_suite_apart_from_the_probes():
     with open(os.path.join(BENCH, "run.sh"), encoding="utf-8") as f:
         run = f.read()
-    with open(os.path.join(BENCH, "nccl.sh"), encoding="utf-8") as f:
-        run += f.read()
+    for part in ("nccl.sh", "comm_ipc.sh"):
+        with open(os.path.join(BENCH, part), encoding="utf-8") as f:
+            run += f.read()
     probes = sorted(os.listdir(os.path.join(BENCH, "probes")))
     assert probes, "bench/probes/ is empty"
     # make bench runs no probe, and every probe says what it answered.

@@ -76,6 +76,25 @@ def the_engine_is_reported():
 
 
 @collective_case
+def auto_takes_the_shared_windows_for_large_arrays_only():
+    # Ranks sharing one GPU (comm.backend 'ipc' under GPUMEM_COMM=auto):
+    # small arrays go through MPI's staging, large ones through the
+    # windows, which map every other rank's window (an import each).
+    setting = gmtest.os.environ.get("GPUMEM_COMM") or "auto"
+    if comm.backend != "ipc" or setting != "auto":
+        gmtest.skip(f"engine {comm.backend}, GPUMEM_COMM={setting}")
+    imports = gpumem.sharing_stats()["imports"]
+    small = gpumem.full(1000, RANK + 1.0)
+    comm.allreduce(small)
+    assert np.all(small.copy_to_host() == SIZE * (SIZE + 1) / 2)
+    assert gpumem.sharing_stats()["imports"] == imports
+    large = gpumem.full(SIZE * (512 << 10) // 4, RANK + 1.0)
+    comm.allreduce(large)
+    assert np.all(large.copy_to_host() == SIZE * (SIZE + 1) / 2)
+    assert gpumem.sharing_stats()["imports"] == SIZE - 1
+
+
+@collective_case
 def collectives_on_a_stream():
     s = gpumem.Stream()
     a = gpumem.to_device(np.full(1000, RANK + 1, np.float32))
