@@ -266,49 +266,40 @@ for item in $plan; do
   fi
 done
 
+# Runs bench/SCRIPT (a benchmark of its own that writes into the
+# records; 77 is a skip) as section NAME, described by WHAT, with what is
+# left of the budget; its output goes to LOG in the records.
+budgeted () {
+  name=$1 what=$2 script=$3 log=$4
+  left=$(( budget - 30 - ($(date +%s) - begin) ))
+  if test "$left" -lt 60; then
+    echo "bench: $what not run: the ${budget} s budget is spent" >&2
+    echo "$name: not run (budget spent)" >> "$rec/skipped.txt"
+    status=1
+    return
+  fi
+  step "running $what (bench/$script, at most $left s)"
+  GPUMEM="$gpumem" BENCH_PYTHON=$python timeout "$left" \
+    sh "$here/$script" "$rec" > "$rec/$log" 2>&1
+  case $? in
+    0|77) ;;
+    *) echo "bench: bench/$script FAILED or ran out of time (see $log)" >&2
+       status=1 ;;
+  esac
+  tail -n 2 "$rec/$log"
+}
+
 # Collectives where 2 or more GPUs answer (bench/nccl.sh: its records
 # and logs join the others, its report and plot the main report; 77,
-# fewer GPUs, is a skip), in what is left of the budget.
+# fewer GPUs, is a skip); ranks sharing one GPU, where MPI is built in
+# (bench/comm_ipc.sh: the shared windows against MPI's staging; its
+# table, comm-ipc.md, joins the reports).
 case " $sections " in
-  *" nccl "*)
-    left=$(( budget - 30 - ($(date +%s) - begin) ))
-    if test "$left" -lt 60; then
-      echo "bench: the collectives benchmark not run: the ${budget} s budget is spent" >&2
-      echo "nccl: not run (budget spent)" >> "$rec/skipped.txt"
-      status=1
-    else
-      step "running the collectives benchmark (bench/nccl.sh, at most $left s)"
-      BENCH_PYTHON=$python timeout "$left" sh "$here/nccl.sh" "$rec" \
-        > "$rec/nccl.log" 2>&1
-      case $? in
-        0|77) ;;
-        *) echo "bench: bench/nccl.sh FAILED or ran out of time (see nccl.log)" >&2
-           status=1 ;;
-      esac
-      tail -n 2 "$rec/nccl.log"
-    fi ;;
+  *" nccl "*) budgeted nccl "the collectives benchmark" nccl.sh nccl.log ;;
 esac
-
-# Ranks sharing one GPU, where MPI is built in (bench/comm_ipc.sh: the
-# shared windows against MPI's staging; its table, comm-ipc.md, joins
-# the reports), in what is left of the budget.
 case " $sections " in
   *" commipc "*)
-    left=$(( budget - 30 - ($(date +%s) - begin) ))
-    if test "$left" -lt 60; then
-      echo "bench: the one-GPU collectives not run: the ${budget} s budget is spent" >&2
-      echo "commipc: not run (budget spent)" >> "$rec/skipped.txt"
-      status=1
-    else
-      step "running the one-GPU collectives (bench/comm_ipc.sh, at most $left s)"
-      GPUMEM="$gpumem" BENCH_PYTHON=$python timeout "$left" \
-        sh "$here/comm_ipc.sh" "$rec" > "$rec/comm-ipc.log" 2>&1
-      case $? in
-        0|77) ;;
-        *) echo "bench: bench/comm_ipc.sh FAILED or ran out of time (see comm-ipc.log)" >&2
-           status=1 ;;
-      esac
-    fi ;;
+    budgeted commipc "the one-GPU collectives" comm_ipc.sh comm-ipc.log ;;
 esac
 
 # The sharing section (gpumem only, on the cuda backend): what it costs a
