@@ -34,7 +34,7 @@ uint64_t gm_comm_ipc_key (int device);
 
 /* Runs CALL (bcast, allreduce or gather; the ranks agreed on it, and
    every rank's KEY for CALL->device is equal) with the job's other ranks,
-   moving at most CHUNK_BYTES a round.  Sees the work queued before on the
+   moving a few times CHUNK_BYTES (GPUMEM_MPI_CHUNK) a round.  Sees the work queued before on the
    device and is complete on return (CALL->stream is not used).  Every
    rank's result has the same bits: the last rank reduces, in rank order,
    and every rank copies its result.  GM_OK; on every rank alike
