@@ -227,9 +227,10 @@ keep (gm_status *first, gm_status status)
     *first = status;
 }
 
+/* One device copy of a round, unless an earlier step failed.  */
 static void
-copy_in (gm_status *status, int device, void *dst, const void *src,
-         size_t nbytes)
+device_copy (gm_status *status, int device, void *dst, const void *src,
+             size_t nbytes)
 {
   if (*status == GM_OK && nbytes > 0)
     keep (status, gm_backend_current->copy (dst, device, src, device, nbytes,
@@ -248,8 +249,8 @@ reduce (void *dst, void *const *srcs, int n, size_t count,
   gm_status status;
   int done = n < GM_REDUCE_MAX_INPUTS ? n : GM_REDUCE_MAX_INPUTS;
 
-  status = b->reduce (dst, srcs, done, count, call->dtype,
-                      (gm_reduce_op) call->op, call->device, NULL);
+  status = b->reduce (dst, srcs, done, count, call->dtype, call->op,
+                      call->device, NULL);
   while (status == GM_OK && done < n)
     {
       int take = n - done;
@@ -258,7 +259,7 @@ reduce (void *dst, void *const *srcs, int n, size_t count,
       group[0] = dst;
       memcpy (group + 1, srcs + done, sizeof *srcs * (size_t) take);
       status = b->reduce (dst, group, take + 1, count, call->dtype,
-                          (gm_reduce_op) call->op, call->device, NULL);
+                          call->op, call->device, NULL);
       done += take;
     }
   return status;
@@ -292,20 +293,20 @@ allreduce_round (const gm_comm_call *call, size_t off, size_t count,
   for (int turn = 0; turn <= last; turn++)
     {
       if (turn == rank)
-        copy_in (status, call->device, win.base[rank], data, nbytes);
+        device_copy (status, call->device, win.base[rank], data, nbytes);
       if (turn == rank && rank == last && *status == GM_OK)
         keep (status, reduce (one_pass ? win.base[last] : data, win.base,
                               win.nranks, count, call));
       if (turn == rank && rank == last && one_pass)
-        copy_in (status, call->device, data, win.base[last], nbytes);
+        device_copy (status, call->device, data, win.base[last], nbytes);
       else if (turn == rank && rank == last)
-        copy_in (status, call->device, win.base[last], data, nbytes);
+        device_copy (status, call->device, win.base[last], data, nbytes);
       end_turn (net, status);
     }
   for (int turn = last - 1; turn >= 0; turn--)
     {
       if (turn == rank)
-        copy_in (status, call->device, data, win.base[last], nbytes);
+        device_copy (status, call->device, data, win.base[last], nbytes);
       end_turn (net, status);
     }
 }
@@ -324,12 +325,12 @@ move_round (const gm_comm_call *call, size_t off, size_t count,
   if (call->kind == GM_COMM_BCAST)
     {
       if (root)
-        copy_in (status, call->device, win.base[rank], data, nbytes);
+        device_copy (status, call->device, win.base[rank], data, nbytes);
       end_turn (net, status);
       for (int turn = 0; turn < win.nranks; turn++)
         {
           if (turn == rank && !root)
-            copy_in (status, call->device, data, win.base[call->root],
+            device_copy (status, call->device, data, win.base[call->root],
                      nbytes);
           if (turn != call->root)
             end_turn (net, status);
@@ -341,12 +342,12 @@ move_round (const gm_comm_call *call, size_t off, size_t count,
   for (int turn = 0; turn < win.nranks; turn++)
     {
       if (turn == rank && !root)
-        copy_in (status, call->device, win.base[rank], data, nbytes);
+        device_copy (status, call->device, win.base[rank], data, nbytes);
       if (turn != call->root)
         end_turn (net, status);
     }
   for (int r = 0; root && r < win.nranks; r++)
-    copy_in (status, call->device,
+    device_copy (status, call->device,
              (char *) call->result + ((size_t) r * call->count + off)
                                        * itemsize,
              r == rank ? data : win.base[r], nbytes);

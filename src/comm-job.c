@@ -34,25 +34,11 @@ gm_comm_kind_name (gm_comm_kind kind)
   return "?";
 }
 
-/* A collective's op goes to the backends' reduce as it is.  */
-_Static_assert ((int) GM_COMM_SUM == (int) GM_REDUCE_SUM
-                && (int) GM_COMM_MAX == (int) GM_REDUCE_MAX
-                && (int) GM_COMM_MIN == (int) GM_REDUCE_MIN,
-                "gm_comm_op and gm_reduce_op must number the ops alike");
-
+/* The ops are the backends' reduce ops (gm.h).  */
 const char *
 gm_comm_op_name (gm_comm_op op)
 {
-  switch (op)
-    {
-    case GM_COMM_SUM:
-      return "sum";
-    case GM_COMM_MAX:
-      return "max";
-    case GM_COMM_MIN:
-      return "min";
-    }
-  return "?";
+  return gm_reduce_op_name (op);
 }
 
 gm_status

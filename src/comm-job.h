@@ -35,10 +35,11 @@ typedef enum gm_comm_kind
   GM_COMM_BARRIER, GM_COMM_BCAST, GM_COMM_ALLREDUCE, GM_COMM_GATHER
 } gm_comm_kind;
 
-typedef enum gm_comm_op
-{
-  GM_COMM_SUM, GM_COMM_MAX, GM_COMM_MIN
-} gm_comm_op;
+/* allreduce's ops are the backends' reduce ops (gm.h).  */
+typedef gm_reduce_op gm_comm_op;
+#define GM_COMM_SUM GM_REDUCE_SUM
+#define GM_COMM_MAX GM_REDUCE_MAX
+#define GM_COMM_MIN GM_REDUCE_MIN
 
 /* The name of KIND ("bcast") and of OP ("sum").  */
 const char *gm_comm_kind_name (gm_comm_kind kind);

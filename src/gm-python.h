@@ -115,13 +115,13 @@ int gmpy_size_arg (PyObject *obj, const char *what, Py_ssize_t *value);
    for a bool or anything but an int.  0 or -1.  */
 int gmpy_stream_number (PyObject *obj, const char *what, long long *value);
 
-/* Reads OBJ, a root= argument of FNAME (an int, not a bool), into
-   *VALUE, and the int itself into *INDEX (a new reference) for the
-   caller's range message, which must name the number given: one too
-   large for a Py_ssize_t reads as -1, never clipped.  TypeError for
+/* Reads OBJ, the argument WHAT ("root", "dest") of FNAME (an int, not a
+   bool), into *VALUE, and the int itself into *INDEX (a new reference)
+   for the caller's range message, which must name the number given: one
+   too large for a Py_ssize_t reads as -1, never clipped.  TypeError for
    anything else (*INDEX NULL).  0 or -1.  */
-int gmpy_root_arg (PyObject *obj, const char *fname, PyObject **index,
-                   Py_ssize_t *value);
+int gmpy_rank_arg (PyObject *obj, const char *fname, const char *what,
+                   PyObject **index, Py_ssize_t *value);
 
 /* The numpy.dtype for a dtype= argument (name, type or dtype), as a
    gm_dtype in *DTYPE.  0 or -1 (TypeError naming the supported ones).  */

@@ -209,12 +209,15 @@ typedef enum gm_memory_kind
   GM_MEMORY_CUDA       /* CUDA device memory */
 } gm_memory_kind;
 
-/* The operations of the backends' reduce; their values are those of
-   comm-job.h's gm_comm_op (comm-job.c checks).  */
+/* The operations of the backends' reduce, and of gpumem.comm's
+   allreduce (comm-job.h's gm_comm_op is this type).  */
 typedef enum gm_reduce_op
 {
   GM_REDUCE_SUM, GM_REDUCE_MAX, GM_REDUCE_MIN
 } gm_reduce_op;
+
+/* OP's name: "sum", "max", "min" ("?" for another number).  */
+const char *gm_reduce_op_name (gm_reduce_op op);
 
 /* The most arrays one reduce call combines.  */
 #define GM_REDUCE_MAX_INPUTS 8

@@ -199,7 +199,7 @@ devicespy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   if (gmpy_parse_args (args, nargs, kwnames, "bcast_devices", names, 1, -1,
                        arg) < 0
       || (arg[1] != NULL
-          && gmpy_root_arg (arg[1], fname, &index, &root) < 0))
+          && gmpy_rank_arg (arg[1], fname, "root", &index, &root) < 0))
     return NULL;
   count = PyList_Check (arg[0]) ? PyList_GET_SIZE (arg[0])
           : PyTuple_Check (arg[0]) ? PyTuple_GET_SIZE (arg[0]) : 0;

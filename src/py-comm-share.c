@@ -28,41 +28,24 @@ enum
    are looked at, in seconds.  */
 #define WAIT_SLICE_S 0.05
 
-/* Reads a peer rank argument: an int naming a rank on this node.  FNAME
-   and WHAT ("dest") name it in errors.  0 or -1 (TypeError,
-   ValueError).  */
+/* Reads a peer rank argument WHAT ("dest") of gpumem.comm.FNAME: a rank
+   on this node.  0 or -1 (TypeError, ValueError).  */
 static int
 peer_arg (PyObject *obj, const char *fname, const char *what, int *rank)
 {
-  long value;
+  char name[64];
 
-  if (!PyLong_Check (obj) || PyBool_Check (obj))
+  snprintf (name, sizeof name, "gpumem.comm.%s", fname);
+  if (gmpy_comm_rank_arg (obj, name, what, rank) < 0)
+    return -1;
+  if (!gm_comm_same_node (*rank))
     {
-      PyErr_Format (PyExc_TypeError, "gpumem.comm.%s: %s must be an int "
-                    "(a rank), not %.100s", fname, what,
-                    Py_TYPE (obj)->tp_name);
+      PyErr_Format (PyExc_ValueError, "%s: rank %d runs on another node; "
+                    "arrays are handed over without a copy only between "
+                    "ranks of one node (bcast and gather copy between "
+                    "nodes)", name, *rank);
       return -1;
     }
-  value = PyLong_AsLong (obj);
-  if (value == -1 && PyErr_Occurred ())
-    PyErr_Clear ();
-  if (value < 0 || value >= gm_comm_size ())
-    {
-      PyErr_Format (PyExc_ValueError, "gpumem.comm.%s: %s %S is not a "
-                    "rank: the job has %d process%s (ranks 0 to %d)", fname,
-                    what, obj, gm_comm_size (),
-                    gm_comm_size () == 1 ? "" : "es", gm_comm_size () - 1);
-      return -1;
-    }
-  if (!gm_comm_same_node ((int) value))
-    {
-      PyErr_Format (PyExc_ValueError, "gpumem.comm.%s: rank %ld runs on "
-                    "another node; arrays are handed over without a copy "
-                    "only between ranks of one node (bcast and gather copy "
-                    "between nodes)", fname, value);
-      return -1;
-    }
-  *rank = (int) value;
   return 0;
 }
 

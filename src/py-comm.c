@@ -114,10 +114,9 @@ stream_arg (PyObject *obj, gm_comm_call *call)
   return 0;
 }
 
-/* Reads a root= argument (NULL: 0) into *ROOT: a rank of the job.
-   0 or -1.  */
-static int
-root_arg (PyObject *obj, const char *fname, int *root)
+int
+gmpy_comm_rank_arg (PyObject *obj, const char *fname, const char *what,
+                    int *rank)
 {
   PyObject *index;
   Py_ssize_t value;
@@ -125,19 +124,19 @@ root_arg (PyObject *obj, const char *fname, int *root)
 
   if (obj == NULL)
     return 0;
-  if (gmpy_root_arg (obj, fname, &index, &value) < 0)
+  if (gmpy_rank_arg (obj, fname, what, &index, &value) < 0)
     return -1;
   if (value < 0 || value >= size)
     {
       PyErr_Format (PyExc_ValueError,
-                    "%s: root %S is not a rank: the job has %d "
-                    "process%s (ranks 0 to %d)", fname, index, size,
+                    "%s: %s %S is not a rank: the job has %d "
+                    "process%s (ranks 0 to %d)", fname, what, index, size,
                     size == 1 ? "" : "es", size - 1);
       Py_DECREF (index);
       return -1;
     }
   Py_DECREF (index);
-  *root = (int) value;
+  *rank = (int) value;
   return 0;
 }
 
@@ -161,7 +160,8 @@ commpy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   gm_comm_call call = {.kind = GM_COMM_BCAST};
 
   if (gmpy_parse_args (args, nargs, kwnames, "bcast", names, 1, 2, arg) < 0
-      || root_arg (arg[1], "gpumem.comm.bcast", &call.root) < 0
+      || gmpy_comm_rank_arg (arg[1], "gpumem.comm.bcast", "root",
+                             &call.root) < 0
       || array_arg (arg[0], gm_comm_rank () != call.root, "bcast", &call,
                     dims) < 0
       || stream_arg (arg[2], &call) < 0)
@@ -244,7 +244,8 @@ commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   arraypy_object *result = NULL;
 
   if (gmpy_parse_args (args, nargs, kwnames, "gather", names, 1, 2, arg) < 0
-      || root_arg (arg[1], "gpumem.comm.gather", &call.root) < 0
+      || gmpy_comm_rank_arg (arg[1], "gpumem.comm.gather", "root",
+                             &call.root) < 0
       || array_arg (arg[0], false, "gather", &call, dims) < 0
       || stream_arg (arg[2], &call) < 0)
     call.refused = true;

@@ -241,14 +241,14 @@ index_arg (PyObject *obj, const char *what, Py_ssize_t *value)
 }
 
 int
-gmpy_root_arg (PyObject *obj, const char *fname, PyObject **index,
-               Py_ssize_t *value)
+gmpy_rank_arg (PyObject *obj, const char *fname, const char *what,
+               PyObject **index, Py_ssize_t *value)
 {
   *index = NULL;
   if (!PyIndex_Check (obj) || PyBool_Check (obj))
     {
-      PyErr_Format (PyExc_TypeError, "%s: root must be an int, not %.100s",
-                    fname, Py_TYPE (obj)->tp_name);
+      PyErr_Format (PyExc_TypeError, "%s: %s must be an int, not %.100s",
+                    fname, what, Py_TYPE (obj)->tp_name);
       return -1;
     }
   *index = PyNumber_Index (obj);

@@ -6,8 +6,8 @@
 
 #include "gm.h"
 
-static const char *
-reduce_op_name (gm_reduce_op op)
+const char *
+gm_reduce_op_name (gm_reduce_op op)
 {
   switch (op)
     {
@@ -42,6 +42,6 @@ gm_reduce_check (int n, gm_dtype dtype, gm_reduce_op op)
     return gm_error_set (GM_ERR_TYPE, 0, NULL,
                          "reduce op '%s' is not defined for %s: complex "
                          "numbers have no order (sum is)",
-                         reduce_op_name (op), gm_dtypes[dtype].name);
+                         gm_reduce_op_name (op), gm_dtypes[dtype].name);
   return GM_OK;
 }
