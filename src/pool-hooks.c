@@ -39,9 +39,23 @@ static hook_stream hook_streams[HOOK_STREAMS];
 static int hook_streams_used;
 static pthread_mutex_t hook_streams_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The kept wrapper of HANDLE on DEVICE, or NULL; with
+   hook_streams_lock held.  */
+static gm_stream *
+find_locked (int device, void *handle)
+{
+  for (int i = 0; i < hook_streams_used; i++)
+    if (hook_streams[i].handle == handle && hook_streams[i].device == device)
+      return hook_streams[i].stream;
+  return NULL;
+}
+
 /* In *STREAM gpumem's stream for HANDLE on DEVICE: NULL for the default
-   stream (HANDLE NULL), a kept wrapper, or (*OWNED true) one made for
-   this call alone, which the caller destroys.  */
+   stream (HANDLE NULL, or CUDA's special handles 1, the legacy default
+   stream, and 2, the per-thread default stream, which names another
+   stream in each thread and follows the legacy one), a kept wrapper, or
+   (*OWNED true) one made for this call alone, which the caller
+   destroys.  */
 static gm_status
 stream_for (int device, void *handle, gm_stream **stream, bool *owned)
 {
@@ -50,31 +64,26 @@ stream_for (int device, void *handle, gm_stream **stream, bool *owned)
 
   *stream = NULL;
   *owned = false;
-  if (handle == NULL)
+  if ((uintptr_t) handle <= 2)
     return GM_OK;
   pthread_mutex_lock (&hook_streams_lock);
-  for (int i = 0; i < hook_streams_used; i++)
-    if (hook_streams[i].handle == handle && hook_streams[i].device == device)
-      {
-        *stream = hook_streams[i].stream;
-        pthread_mutex_unlock (&hook_streams_lock);
-        return GM_OK;
-      }
+  *stream = find_locked (device, handle);
   pthread_mutex_unlock (&hook_streams_lock);
+  if (*stream != NULL)
+    return GM_OK;
 
   status = gm_backend_current->stream_wrap (device, handle, &made);
   if (status != GM_OK)
     return status;
   pthread_mutex_lock (&hook_streams_lock);
   /* Another thread may have wrapped the same handle meanwhile.  */
-  for (int i = 0; i < hook_streams_used; i++)
-    if (hook_streams[i].handle == handle && hook_streams[i].device == device)
-      {
-        *stream = hook_streams[i].stream;
-        pthread_mutex_unlock (&hook_streams_lock);
-        gm_backend_current->stream_destroy (made);
-        return GM_OK;
-      }
+  *stream = find_locked (device, handle);
+  if (*stream != NULL)
+    {
+      pthread_mutex_unlock (&hook_streams_lock);
+      gm_backend_current->stream_destroy (made);
+      return GM_OK;
+    }
   if (hook_streams_used < HOOK_STREAMS)
     {
       hook_streams[hook_streams_used].device = device;

@@ -8,6 +8,10 @@
 
 #include "gpumem/extension.h"
 
+/* capi_describe copies every dimension of an array into a gm_buffer.  */
+_Static_assert (GM_MAX_NDIM <= GM_BUFFER_MAX_NDIM,
+                "a gm_buffer holds every dimension a DeviceArray may have");
+
 /* Describes the DeviceArray ARRAY_OBJ into *BUF as it is: its own
    strides (negative for a reversed view, any for a strided one) and the
    address of element 0.  *BUF takes over the caller's reference to
