@@ -122,6 +122,11 @@ int gmpy_stream_number (PyObject *obj, const char *what, long long *value);
    anything else (*INDEX NULL).  0 or -1.  */
 int gmpy_rank_arg (PyObject *obj, const char *fname, const char *what,
                    PyObject **index, Py_ssize_t *value);
+/* Reads OBJ, the argument WHAT ("root", "dest") of FNAME, into *RANK: a
+   rank of the MPI job (comm-job.h); NULL leaves *RANK as it is.  0 or -1
+   (TypeError, ValueError).  */
+int gmpy_comm_rank_arg (PyObject *obj, const char *fname, const char *what,
+                        int *rank);
 
 /* The numpy.dtype for a dtype= argument (name, type or dtype), as a
    gm_dtype in *DTYPE.  0 or -1 (TypeError naming the supported ones).  */

@@ -114,32 +114,6 @@ stream_arg (PyObject *obj, gm_comm_call *call)
   return 0;
 }
 
-int
-gmpy_comm_rank_arg (PyObject *obj, const char *fname, const char *what,
-                    int *rank)
-{
-  PyObject *index;
-  Py_ssize_t value;
-  int size = gm_comm_size ();
-
-  if (obj == NULL)
-    return 0;
-  if (gmpy_rank_arg (obj, fname, what, &index, &value) < 0)
-    return -1;
-  if (value < 0 || value >= size)
-    {
-      PyErr_Format (PyExc_ValueError,
-                    "%s: %s %S is not a rank: the job has %d "
-                    "process%s (ranks 0 to %d)", fname, what, index, size,
-                    size == 1 ? "" : "es", size - 1);
-      Py_DECREF (index);
-      return -1;
-    }
-  Py_DECREF (index);
-  *rank = (int) value;
-  return 0;
-}
-
 static PyObject *
 commpy_barrier (PyObject *module, PyObject *unused)
 {

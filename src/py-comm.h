@@ -12,12 +12,6 @@
    (comm.h's gm_comm_op).  0 or -1 (TypeError, ValueError).  */
 int gmpy_comm_op_arg (PyObject *obj, const char *fname, gm_comm_op *op);
 
-/* Reads OBJ, the argument WHAT ("root", "dest") of FNAME, into *RANK: a
-   rank of the job; NULL leaves *RANK as it is.  0 or -1 (TypeError,
-   ValueError).  */
-int gmpy_comm_rank_arg (PyObject *obj, const char *fname, const char *what,
-                        int *rank);
-
 /* Adds send_shared and recv_shared (py-comm-share.c) to COMM, the
    gpumem.comm module.  0 or -1.  */
 int gmpy_comm_share_add (PyObject *comm);

@@ -2,11 +2,13 @@
    file shares.  The module's state, the one bridge from a gm_status to a
    Python exception (gmpy_raise), waiting on the backend without the GIL
    (gmpy_wait), the fast-call argument parser, the readers of size,
-   shape and dtype arguments, and whether a DeviceArray (or the device
+   shape, dtype and rank arguments, and whether a DeviceArray (or the device
    buffer read from one) may still be used.  It calls no other py-*.c
    file.  */
 
 #include "gm-python.h"
+
+#include "comm-job.h"
 
 /* The state of the one gpumem module the embedded interpreter imports;
    set by its exec slot, cleared when it is freed.  */
@@ -266,6 +268,32 @@ gmpy_rank_arg (PyObject *obj, const char *fname, const char *what,
          message names *INDEX itself.  */
       PyErr_Clear ();
     }
+  return 0;
+}
+
+int
+gmpy_comm_rank_arg (PyObject *obj, const char *fname, const char *what,
+                    int *rank)
+{
+  PyObject *index;
+  Py_ssize_t value;
+  int size = gm_comm_size ();
+
+  if (obj == NULL)
+    return 0;
+  if (gmpy_rank_arg (obj, fname, what, &index, &value) < 0)
+    return -1;
+  if (value < 0 || value >= size)
+    {
+      PyErr_Format (PyExc_ValueError,
+                    "%s: %s %S is not a rank: the job has %d "
+                    "process%s (ranks 0 to %d)", fname, what, index, size,
+                    size == 1 ? "" : "es", size - 1);
+      Py_DECREF (index);
+      return -1;
+    }
+  Py_DECREF (index);
+  *rank = (int) value;
   return 0;
 }
 
