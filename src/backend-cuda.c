@@ -27,21 +27,24 @@
    - the work of a NULL-stream call goes on the legacy default stream
      (cudaStreamLegacy, named so, so that a build with per-thread
      default streams cannot change it): copies (cudaMemcpyAsync there
-     and a synchronize, or cudaMemcpy), memsets, kernels, allocations
-     and frees, the small copies' bounce buffer and the ring of the
-     staged pageable copies (cuda-staging.c).  It starts after every earlier
-     write on any gpumem stream, and a copy into memory that a stream
-     is still reading starts after that read;
+     and a synchronize, or cudaMemcpy), memsets, kernels, a graph's
+     replay, allocations and frees, the small copies' bounce buffer and
+     the ring of the staged pageable copies (cuda-staging.c).  It
+     starts after every earlier write on any gpumem stream, and a copy
+     into memory that a stream is still reading starts after that read;
    - a copy between two devices also makes the legacy stream it runs on
      wait for an event recorded on the other device's legacy stream
      (follow_device, cuda-copy.c): a device's legacy stream orders only
      its own device's streams;
    - it returns only once its work is done (cudaStreamSynchronize, or
-     the ring's events), so that whatever is queued after it, on any
-     stream or by the host, sees the result.  cudaMemcpy returns early
-     for copies into device memory (from pageable memory once the
-     driver holds the bytes, between devices at once), so those are
-     followed by a synchronize of the legacy stream.
+     the ring's events; for a kernel or a graph's replay, the caller's
+     wait (device, NULL), which for a replay comes after it queued on
+     every device the graph uses, so that the devices run at the same
+     time), so that whatever is queued after it, on any stream or by
+     the host, sees the result.  cudaMemcpy returns early for copies
+     into device memory (from pageable memory once the driver holds the
+     bytes, between devices at once), so those are followed by a
+     synchronize of the legacy stream.
    Streams other libraries make non-blocking are outside this rule;
    DLPack's stream handshake and the CUDA Array Interface's stream
    order those.  Collectives keep the rule too: MPI's (comm-mpi.c)

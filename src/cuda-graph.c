@@ -5,8 +5,10 @@
    its code, which the stricter modes refuse during a capture); every
    copy, memset and launch later queued on it becomes a node of the
    graph instead of running.  graph_end ends the capture and instantiates
-   the graph; graph_launch queues the instance (cudaGraphLaunch) and,
-   with no stream, waits for it.
+   the graph; graph_launch queues the instance (cudaGraphLaunch) on the
+   stream given, or with none on the device's legacy default stream,
+   behind all the work queued before on gpumem's streams (Ordering in
+   backend-cuda.c), for the caller to wait for.
 
    Work a kernel's launcher allocates and frees on the captured stream
    (cudaMallocAsync / cudaFreeAsync: the algo kernel's scratch) becomes
@@ -133,15 +135,13 @@ gm_status
 gm_cuda_graph_launch (gm_graph *graph, gm_stream *stream)
 {
   gm_status status = GM_OK;
-  cudaStream_t handle = gm_cuda_queue_on (graph->device, stream);
 
   GM_CUDA_CHECK_ALIVE ();
   status = gm_cuda_use_device (graph->device);
   if (status != GM_OK)
     goto done;
-  GM_CUDA_CHECK (cudaGraphLaunch (graph->exec, handle));
-  if (stream == NULL)
-    GM_CUDA_CHECK (cudaStreamSynchronize (handle));
+  GM_CUDA_CHECK (cudaGraphLaunch (graph->exec,
+                                  gm_cuda_queue_on (graph->device, stream)));
 done:
   return status;
 }

@@ -361,9 +361,12 @@ typedef struct gm_backend
 
   /* Graphs (gpumem.graph).  graph_begin makes STREAM, one stream_create
      made, record the copies, memsets and launches queued on it from now
-     on instead of running them, to run in the order queued; graph_end stops recording and makes
-     *GRAPH, which graph_launch queues on STREAM (NULL: complete on
-     return) as many times as wanted and graph_destroy frees.  Host
+     on instead of running them, to run in the order queued; graph_end
+     stops recording and makes *GRAPH, which graph_launch queues on
+     STREAM as many times as wanted and graph_destroy frees.  With
+     STREAM NULL it runs after the work queued before it on the device's
+     default stream, and the caller waits for the device afterwards
+     (wait ()), as for launch.  Host
      memory a recorded copy touches must be page-locked (host_alloc) and
      outlive the graph.  A failed graph_end leaves STREAM as it was
      before graph_begin.  */

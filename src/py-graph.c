@@ -217,8 +217,10 @@ graphpy_replay_with (graphpy_object *graph, PyObject *stream_obj)
   for (int d = 0; d < rec->ndev; d++)
     if (rec->graphs[d] != NULL)
       {
-        gm_status status = gm_backend_current->graph_launch (
-          rec->graphs[d], stream != NULL ? stream : rec->streams[d]);
+        /* Without stream=, on the device's default stream: after the
+           work queued before on any of gpumem's streams.  */
+        gm_status status = gm_backend_current->graph_launch (rec->graphs[d],
+                                                             stream);
         if (status != GM_OK)
           {
             gmpy_raise (status);
@@ -237,13 +239,13 @@ graphpy_replay_with (graphpy_object *graph, PyObject *stream_obj)
     if (rec->graphs[d] != NULL)
       {
         if (!failed)
-          failed = gmpy_wait (d, rec->streams[d]) < 0;
+          failed = gmpy_wait (d, NULL) < 0;
         else
           {
             gm_status status;
             Py_BEGIN_ALLOW_THREADS
             do
-              status = gm_backend_current->wait (d, rec->streams[d], 50000);
+              status = gm_backend_current->wait (d, NULL, 50000);
             while (status == GM_ERR_NOT_READY);
             Py_END_ALLOW_THREADS
           }

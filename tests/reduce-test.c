@@ -359,6 +359,11 @@ run_reduce (run_kind run, void *dst, void *const *srcs, int n, size_t count,
         status = end;
       if (status == GM_OK)
         status = backend->graph_launch (graph, NULL);
+      /* A replay without a stream is waited for by its caller.  */
+      while (status == GM_OK
+             && (status = backend->wait (0, NULL, 100000))
+                  == GM_ERR_NOT_READY)
+        continue;
       if (graph != NULL)
         backend->graph_destroy (graph);
     }
