@@ -667,6 +667,8 @@ typedef struct gmpy_graph_rec
   PyObject *held;              /* a list: the DeviceArrays the calls use */
   gm_graph_deps deps;          /* which calls wait for which */
   bool capturing, ready;
+  bool replaying;              /* a thread is in a replay, which waits
+                                  without the GIL: staging is in use */
   struct gmpy_graph_rec *next; /* in the list of live recordings */
 } gmpy_graph_rec;
 

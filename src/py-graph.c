@@ -210,6 +210,15 @@ graphpy_replay_with (graphpy_object *graph, PyObject *stream_obj)
   for (int d = 0; d < rec->ndev; d++)
     if (rec->graphs[d] != NULL && gmpy_concurrent_join (d) < 0)
       return NULL;
+  /* From here to the end the staging is this thread's; the waits let
+     other threads run, and one may call the graph too.  */
+  if (rec->replaying)
+    {
+      PyErr_Format (PyExc_RuntimeError, "gpumem.graph %R: this graph is "
+                    "being replayed by another thread", rec->name);
+      return NULL;
+    }
+  rec->replaying = true;
   for (size_t i = 0; i < rec->nstages; i++)
     if (rec->stages[i].to_device)
       memcpy (rec->stages[i].staging, rec->stages[i].buf,
@@ -230,6 +239,7 @@ graphpy_replay_with (graphpy_object *graph, PyObject *stream_obj)
       }
   if (stream != NULL)
     {
+      rec->replaying = false;
       if (failed)
         return NULL;
       Py_RETURN_NONE;
@@ -250,12 +260,14 @@ graphpy_replay_with (graphpy_object *graph, PyObject *stream_obj)
             Py_END_ALLOW_THREADS
           }
       }
+  if (!failed)
+    for (size_t i = 0; i < rec->nstages; i++)
+      if (!rec->stages[i].to_device)
+        memcpy (rec->stages[i].buf, rec->stages[i].staging,
+                rec->stages[i].nbytes);
+  rec->replaying = false;
   if (failed)
     return NULL;
-  for (size_t i = 0; i < rec->nstages; i++)
-    if (!rec->stages[i].to_device)
-      memcpy (rec->stages[i].buf, rec->stages[i].staging,
-              rec->stages[i].nbytes);
   Py_RETURN_NONE;
 }
 
