@@ -705,7 +705,8 @@ int gmpy_graph_stream (int device, PyObject *const *arrays, int n,
 PyObject *gmpy_graph_rec_dependencies (const gmpy_graph_rec *rec);
 /* Records a copy of NBYTES between device memory (DEV, of DEVICE) and
    the host memory VIEW exports: TO_DEVICE from VIEW's start into DEV,
-   else from DEV into VIEW's start.  0 or -1 with an exception.  */
+   else from DEV into VIEW's start.  0 or -1 with an exception
+   (ValueError when DEV's DeviceArray was freed meanwhile).  */
 int gmpy_graph_host_copy (const gmpy_devbuf *dev, const Py_buffer *view,
                           size_t nbytes, bool to_device);
 /* Records a copy of NBYTES from SRC to DST, device memory of one device

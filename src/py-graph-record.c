@@ -347,6 +347,10 @@ gmpy_graph_host_copy (const gmpy_devbuf *dev, const Py_buffer *view,
   gm_status status;
   Py_buffer root_view;
 
+  /* The argument's conversion (__index__, the host object's buffer)
+     ran Python code, which may have freed DEV's array.  */
+  if (gmpy_devbuf_usable (dev) < 0)
+    return -1;
   if (view->obj == NULL)
     return rec_error (rec, "a copy with host memory of no Python object",
                       "copy to or from a NumPy array");

@@ -195,6 +195,29 @@ def arrays_live_with_the_graph_and_free_is_refused():
 
 
 @case
+def a_host_copy_of_an_array_freed_by_its_count_is_refused():
+    for direction in ("up", "down"):
+        a = gpumem.zeros(4)
+        host = np.zeros(4, np.float32)
+
+        class Count:
+            def __index__(self):
+                a.free()              # after the array was read
+                return 4
+
+        g = gpumem.graph()
+
+        def body():
+            if direction == "up":
+                gpumem.copy_to_gpu(host, a, Count())
+            else:
+                gpumem.copy_from_gpu(a, host, Count())
+
+        raises(ValueError, capture, g, body, match="freed")
+        raises(RuntimeError, g, match="nothing captured")
+
+
+@case
 def a_block_that_raises_keeps_nothing():
     a = gpumem.zeros(4)
     g = gpumem.graph()
