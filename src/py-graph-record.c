@@ -347,58 +347,14 @@ gmpy_graph_host_copy (const gmpy_devbuf *dev, const Py_buffer *view,
   gm_status status;
   Py_buffer root_view;
 
-  /* The argument's conversion (__index__, the host object's buffer)
-     ran Python code, which may have freed DEV's array.  */
-  if (gmpy_devbuf_usable (dev) < 0)
-    return -1;
   if (view->obj == NULL)
     return rec_error (rec, "a copy with host memory of no Python object",
                       "copy to or from a NumPy array");
-  /* At a replay the uploads are staged before the graph runs and the
-     downloads land after it: an upload from memory a download of the
-     same graph writes would read the old bytes.  */
-  for (size_t i = 0; i < rec->nstages; i++)
-    {
-      const gmpy_graph_stage *s = &rec->stages[i];
-      if (s->to_device != to_device && !s->to_device
-          && host < s->buf + s->nbytes && s->buf < host + nbytes)
-        return rec_error (rec, "a copy from host memory an earlier copy "
-                          "of the graph writes", "a replay stages every "
-                          "upload before the graph runs; end the graph "
-                          "at that copy and replay two graphs");
-    }
-  if (rec_staging (rec, nbytes, &stage.staging) < 0)
-    return -1;
-  access[0].ptr = dev->data;
-  access[0].nbytes = nbytes;
-  access[0].write = to_device;
-  access[1].ptr = stage.staging;
-  access[1].nbytes = nbytes;
-  access[1].write = !to_device;
-  if (gmpy_graph_stream (dev->device, &dev->array, 1, access, 2, &stream)
-      < 0)
-    return -1;
-  if (to_device)
-    status = gm_backend_current->copy (dev->data, dev->device, stage.staging,
-                                       -1, nbytes, stream);
-  else
-    status = gm_backend_current->copy (stage.staging, -1, dev->data,
-                                       dev->device, nbytes, stream);
-  if (status != GM_OK)
-    return gmpy_raise_int (status);
-  if (rec->nstages == rec->stages_cap)
-    {
-      size_t cap = rec->stages_cap ? 2 * rec->stages_cap : 8;
-      gmpy_graph_stage *stages = PyMem_RawRealloc (rec->stages,
-                                                   cap * sizeof *stages);
-      if (stages == NULL)
-        {
-          PyErr_NoMemory ();
-          return -1;
-        }
-      rec->stages = stages;
-      rec->stages_cap = cap;
-    }
+  /* What the stage keeps, first: finding the root may run Python code
+     (a .base attribute), as the argument's conversion did (__index__,
+     the host object's buffer), and either may have freed DEV's array.
+     After the check below no Python code runs until the stage is kept,
+     so that a copy queued on the capture always has its stage.  */
   stage.host = Py_NewRef (view->obj);
   stage.buf = view->buf;
   stage.len = view->len;
@@ -418,8 +374,65 @@ gmpy_graph_host_copy (const gmpy_devbuf *dev, const Py_buffer *view,
       stage.root_buf = stage.buf;
       stage.root_len = stage.len;
     }
+  if (gmpy_devbuf_usable (dev) < 0)
+    goto fail;
+  /* At a replay the uploads are staged before the graph runs and the
+     downloads land after it: an upload from memory a download of the
+     same graph writes would read the old bytes.  */
+  for (size_t i = 0; i < rec->nstages; i++)
+    {
+      const gmpy_graph_stage *s = &rec->stages[i];
+      if (s->to_device != to_device && !s->to_device
+          && host < s->buf + s->nbytes && s->buf < host + nbytes)
+        {
+          rec_error (rec, "a copy from host memory an earlier copy of the "
+                     "graph writes", "a replay stages every upload before "
+                     "the graph runs; end the graph at that copy and "
+                     "replay two graphs");
+          goto fail;
+        }
+    }
+  if (rec->nstages == rec->stages_cap)
+    {
+      size_t cap = rec->stages_cap ? 2 * rec->stages_cap : 8;
+      gmpy_graph_stage *stages = PyMem_RawRealloc (rec->stages,
+                                                   cap * sizeof *stages);
+      if (stages == NULL)
+        {
+          PyErr_NoMemory ();
+          goto fail;
+        }
+      rec->stages = stages;
+      rec->stages_cap = cap;
+    }
+  if (rec_staging (rec, nbytes, &stage.staging) < 0)
+    goto fail;
+  access[0].ptr = dev->data;
+  access[0].nbytes = nbytes;
+  access[0].write = to_device;
+  access[1].ptr = stage.staging;
+  access[1].nbytes = nbytes;
+  access[1].write = !to_device;
+  if (gmpy_graph_stream (dev->device, &dev->array, 1, access, 2, &stream)
+      < 0)
+    goto fail;
+  if (to_device)
+    status = gm_backend_current->copy (dev->data, dev->device, stage.staging,
+                                       -1, nbytes, stream);
+  else
+    status = gm_backend_current->copy (stage.staging, -1, dev->data,
+                                       dev->device, nbytes, stream);
+  if (status != GM_OK)
+    {
+      gmpy_raise (status);
+      goto fail;
+    }
   rec->stages[rec->nstages++] = stage;
   return 0;
+fail:
+  Py_DECREF (stage.host);
+  Py_DECREF (stage.root);
+  return -1;
 }
 
 int
