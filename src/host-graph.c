@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 
+#include "graph-deps.h"
 #include "host-graph.h"
 
 gm_graph *
@@ -24,17 +25,10 @@ gm_host_graph_new (int device)
 gm_status
 gm_host_graph_add (gm_graph *graph, const gm_host_op *op)
 {
-  if (graph->nops == graph->cap)
-    {
-      size_t cap = graph->cap ? 2 * graph->cap : 16;
-      gm_host_op *ops = realloc (graph->ops, cap * sizeof *ops);
-
-      if (ops == NULL)
-        return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
-                             "no memory to record a graph's call");
-      graph->ops = ops;
-      graph->cap = cap;
-    }
+  if (!gm_graph_reserve ((void **) &graph->ops, &graph->cap,
+                         graph->nops + 1, sizeof *graph->ops))
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
+                         "no memory to record a graph's call");
   graph->ops[graph->nops++] = *op;
   return GM_OK;
 }
