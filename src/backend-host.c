@@ -505,41 +505,42 @@ host_graph_end (gm_stream *stream, gm_graph **graph)
   return GM_OK;
 }
 
-/* Runs GRAPH's calls in the order they were recorded, as the calls
-   themselves would have run them (host_copy, host_memset, host_launch,
-   host_reduce).  */
+/* Runs GRAPH's calls in the order they were recorded, through the
+   calls themselves (host_copy2d, host_memset, host_launch, host_reduce)
+   with no stream, each under work_lock as when called.  */
 static gm_status
 host_graph_launch (gm_graph *graph, gm_stream *stream)
 {
+  gm_status status = GM_OK;
+
   (void) stream;
-  pthread_mutex_lock (&work_lock);
-  for (size_t i = 0; i < graph->nops; i++)
+  for (size_t i = 0; i < graph->nops && status == GM_OK; i++)
     {
       const gm_host_op *op = &graph->ops[i];
 
       switch (op->kind)
         {
         case GM_HOST_OP_COPY:
-          for (size_t row = 0; row < op->height && op->width > 0; row++)
-            memmove ((char *) op->dst + row * op->dpitch,
-                     (const char *) op->src + row * op->spitch, op->width);
+          status = host_copy2d (op->dst, op->dpitch, graph->device, op->src,
+                                op->spitch, graph->device, op->width,
+                                op->height, NULL);
           break;
         case GM_HOST_OP_MEMSET:
-          if (op->width > 0)
-            memset (op->dst, op->value, op->width);
+          status = host_memset (op->dst, graph->device, op->value,
+                                op->width, NULL);
           break;
         case GM_HOST_OP_LAUNCH:
-          op->kernel->run_host (op->args);
+          status = host_launch (op->kernel, op->args, NULL, graph->device,
+                                NULL);
           break;
         case GM_HOST_OP_REDUCE:
-          gm_host_reduce_run (op->dst, op->reduce.srcs, op->reduce.n,
-                              op->reduce.count, op->reduce.dtype,
-                              op->reduce.op);
+          status = host_reduce (op->dst, op->reduce.srcs, op->reduce.n,
+                                op->reduce.count, op->reduce.dtype,
+                                op->reduce.op, graph->device, NULL);
           break;
         }
     }
-  pthread_mutex_unlock (&work_lock);
-  return GM_OK;
+  return status;
 }
 
 static void
