@@ -32,9 +32,8 @@ PyMethodDef gmpy_nvtx_methods[] = {
    "nvtx(enabled=None)\n--\n\n"
    "Whether gpumem annotates its work for NVIDIA's tools (NVTX ranges in\n"
    "the 'gpumem' domain for copies, kernel launches, collectives,\n"
-   "synchronizations and allocations, and its allocations registered\n"
-   "with the NVTX memory API for compute-sanitizer); True or False turns\n"
-   "it on or off first.  Starts as GPUMEM_NVTX says (off when unset).\n"
+   "synchronizations and allocations); True or False turns it on or off\n"
+   "first.  Starts as GPUMEM_NVTX says (off when unset).\n"
    "The host backend keeps the switch but has nothing to annotate."},
   {NULL, NULL, 0, NULL}
 };
