@@ -78,11 +78,15 @@ cuda_init (void)
      behind the host backend.  */
   if (gm_cuda_copy_init () != GM_OK || gm_staging_init () != GM_OK)
     return GM_ERR_VALUE;
-  gm_cuda_nvtx_attach ();
   status = gm_cuda_streams_init (gm_cuda_device_count ());
-  if (status != GM_OK)
-    return status;
-  return gm_cuda_devices_init ();
+  if (status == GM_OK)
+    status = gm_cuda_devices_init ();
+  /* Only a backend that started annotates: after a failure the process
+     may go on with the host backend, whose work NVTX must not see.
+     Nothing above pushes a range.  */
+  if (status == GM_OK)
+    gm_cuda_nvtx_attach ();
+  return status;
 }
 
 static void
