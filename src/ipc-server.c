@@ -41,7 +41,7 @@ struct gm_ipc_block
   size_t nbytes;
   size_t leases;
   bool producer_holds;
-  bool until_opened;         /* kept for its first consumer */
+  size_t pending_opens;      /* until_opened handles not opened yet */
 };
 
 struct gm_ipc_import
@@ -112,7 +112,7 @@ release_if_unused (gm_ipc_block *block)
 {
   gm_ipc_block **link;
 
-  if (block->producer_holds || block->until_opened || block->leases > 0)
+  if (block->producer_holds || block->pending_opens > 0 || block->leases > 0)
     return;
   for (link = &blocks; *link != NULL; link = &(*link)->next)
     if (*link == block)
@@ -123,6 +123,28 @@ release_if_unused (gm_ipc_block *block)
   server_ops->release (block->device, block->ctx, block->ptr, block->nbytes);
   close (block->fd);
   free (block);
+}
+
+/* The listed block that ID and SECRET name, or NULL; under the lock.  A
+   listed block is still held by its producer, a pending open or a
+   lease.  */
+static gm_ipc_block *
+find_block (uint64_t id, uint64_t secret)
+{
+  for (gm_ipc_block *block = blocks; block != NULL; block = block->next)
+    if (block->id == id && block->secret == secret)
+      return block;
+  return NULL;
+}
+
+/* Counts one open of BLOCK: a new lease, and one until_opened handle
+   fewer waiting; under the lock.  */
+static void
+count_open (gm_ipc_block *block)
+{
+  block->leases++;
+  if (block->pending_opens > 0)
+    block->pending_opens--;
 }
 
 /* Sends STATUS (0: here it is) and, with it, FD when FD >= 0.  */
@@ -175,11 +197,8 @@ serve_request (int conn)
   memcpy (&id, request, 8);
   memcpy (&secret, request + 8, 8);
   pthread_mutex_lock (&lock);
-  for (block = blocks; block != NULL; block = block->next)
-    if (block->id == id && block->secret == secret)
-      break;
-  if (block == NULL || (!block->producer_holds && !block->until_opened
-                        && block->leases == 0))
+  block = find_block (id, secret);
+  if (block == NULL)
     {
       pthread_mutex_unlock (&lock);
       send_reply (conn, 1, -1);
@@ -203,8 +222,7 @@ serve_request (int conn)
   leases[nleases].conn = conn;
   leases[nleases].block = block;
   nleases++;
-  block->leases++;
-  block->until_opened = false;
+  count_open (block);
   send_reply (conn, 0, block->fd);
   pthread_mutex_unlock (&lock);
 }
@@ -460,7 +478,7 @@ gm_ipc_export (gm_ipc_block *block, gm_stream *stream, bool until_opened,
   handle->block = block->id;
   handle->secret = block->secret;
   if (until_opened)
-    block->until_opened = true;
+    block->pending_opens++;
   pthread_mutex_unlock (&lock);
   return GM_OK;
 }
@@ -538,18 +556,14 @@ open_local (const gm_ipc_handle *handle, gm_ipc_import *import)
   gm_ipc_block *block;
 
   pthread_mutex_lock (&lock);
-  for (block = blocks; block != NULL; block = block->next)
-    if (block->id == handle->block && block->secret == handle->secret)
-      break;
-  if (block == NULL || (!block->producer_holds && !block->until_opened
-                        && block->leases == 0))
+  block = find_block (handle->block, handle->secret);
+  if (block == NULL)
     {
       pthread_mutex_unlock (&lock);
       return gm_error_set (GM_ERR_FAILED, 0, NULL, "the shared array is "
                            "closed: its producer (this process) freed it");
     }
-  block->leases++;
-  block->until_opened = false;
+  count_open (block);
   import->local = block;
   import->ptr = block->ptr;
   pthread_mutex_unlock (&lock);

@@ -151,8 +151,9 @@ gm_status gm_ipc_alloc (int device, size_t nbytes, gm_stream *stream,
 /* Fills the fields of *HANDLE that locate BLOCK (kind, node, pid,
    server, block, secret, device, uuid, nbytes, opaque), after the work
    queued on STREAM; the caller fills the array's layout.  With
-   UNTIL_OPENED the server keeps the block for the first consumer even
-   when the producer drops it first.  */
+   UNTIL_OPENED the server keeps the block until one more consumer opens
+   it (each such export counts one), even when the producer drops it
+   first.  */
 gm_status gm_ipc_export (gm_ipc_block *block, gm_stream *stream,
                          bool until_opened, gm_ipc_handle *handle);
 /* The producer lets go of BLOCK: the memory is freed now when no lease

@@ -349,7 +349,8 @@ static PyMethodDef ipcpy_methods[] = {
    "An array not made by shared_empty (or a view of one) is first\n"
    "copied once into shareable memory, which is kept for the handle's\n"
    "first consumer.  until_opened=True keeps a shared_empty block for\n"
-   "its first consumer even when this process lets go of it first."},
+   "one more consumer (one for each such handle) even when this process\n"
+   "lets go of it first."},
   {"open_shared", ipcpy_open_shared, METH_O,
    "open_shared(handle)\n--\n\n"
    "The DeviceArray a share() handle describes, on the same memory, or\n"

@@ -209,6 +209,34 @@ def a_freed_producer_array_stays_for_its_consumer():
     gmtest.raises(gpumem.Error, gpumem.open_shared, h, match="closed")
 
 
+OPEN_AND_SUM = (
+    "import sys, gpumem\n"
+    "b = gpumem.open_shared(bytes.fromhex(sys.argv[1]))\n"
+    "print(float(b.copy_to_host().sum()), flush=True)\n")
+
+
+@case
+def each_until_opened_handle_keeps_the_block_for_its_consumer():
+    a, host = filled((256,))
+    handles = [gpumem.share(a, until_opened=True) for _ in range(2)]
+    before = stats()["blocks"]
+    a.free()
+    del a
+    assert stats()["blocks"] == before  # kept for two consumers
+    for i, h in enumerate(handles):
+        # The first consumer opens and closes before the second opens:
+        # the block stays for the second all the same.
+        consumer = subprocess.run([gmtest.GPUMEM, "-c", OPEN_AND_SUM,
+                                   h.hex()], capture_output=True, text=True,
+                                  timeout=60)
+        assert consumer.returncode == 0, (i, consumer.stderr)
+        assert float(consumer.stdout.strip()) == float(host.sum()), i
+        assert wait_for(lambda: stats()["leases"] == 0), stats()
+    assert wait_for(lambda: stats()["blocks"] == before - 1), stats()
+    gmtest.raises(gpumem.Error, gpumem.open_shared, handles[1],
+                  match="closed")
+
+
 @case
 def a_consumer_killed_leaves_no_block_behind():
     a, _ = filled((64,))
