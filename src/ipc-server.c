@@ -622,14 +622,6 @@ gm_ipc_open (const gm_ipc_handle *handle, gm_ipc_import **out, void **base,
       status = open_local (handle, import);
       goto done;
     }
-  if (kill ((pid_t) handle->pid, 0) != 0 && errno == ESRCH)
-    {
-      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "the shared array's "
-                             "producer (process %u) has exited: its memory "
-                             "can no longer be opened",
-                             (unsigned) handle->pid);
-      goto done;
-    }
   import->conn = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (import->conn < 0)
     {
