@@ -315,13 +315,7 @@ ipcpy_reduce_shared (PyObject *module, PyObject *array)
 {
   PyObject *handle, *open_fn, *result;
 
-  if (PyObject_TypeCheck (array, gmpy_state_get ()->event_type))
-    handle = gmpy_event_share (array, true);
-  else if (gmpy_array_check (array))
-    handle = share_array ((arraypy_object *) array, true);
-  else
-    return PyErr_Format (PyExc_TypeError, "expected a DeviceArray or an "
-                         "Event");
+  handle = gmpy_ipc_share (array, true);
   if (handle == NULL)
     return NULL;
   open_fn = PyObject_GetAttrString (module, "open_shared");
