@@ -20,12 +20,6 @@
 
 #include "ipc.h"
 
-/* Item sizes by gm_dtype, kept here so that the decoder needs nothing
-   else (dtype.c's table says the same).  */
-static const uint8_t item_sizes[GM_NDTYPES] = {
-  1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 8, 16
-};
-
 static void
 put_u16 (uint8_t *p, uint16_t v)
 {
@@ -207,7 +201,7 @@ gm_ipc_decode (const uint8_t *data, size_t size, gm_ipc_handle *handle)
       memcpy (handle->event, data + at, GM_IPC_EVENT_DATA);
       return NULL;
     }
-  itemsize = item_sizes[handle->dtype];
+  itemsize = gm_dtypes[handle->dtype].itemsize;
   for (int d = 0; d < handle->ndim; d++, at += 8)
     {
       handle->shape[d] = (int64_t) get_u64 (data + at);

@@ -49,9 +49,6 @@ corners_inside (const gm_ipc_handle *handle, size_t itemsize)
 static void
 check (const uint8_t *copy, size_t size)
 {
-  static const size_t item_sizes[GM_NDTYPES] = {
-    1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 8, 16
-  };
   uint8_t encoded[GM_IPC_MAX_BYTES];
   gm_ipc_handle handle;
 
@@ -60,7 +57,7 @@ check (const uint8_t *copy, size_t size)
   if (handle.ndim > GM_MAX_NDIM || handle.dtype >= GM_NDTYPES
       || handle.node[GM_IPC_NODE - 1] != '\0')
     abort ();
-  if (!corners_inside (&handle, item_sizes[handle.dtype]))
+  if (!corners_inside (&handle, gm_dtypes[handle.dtype].itemsize))
     abort ();
   if (handle.object == GM_IPC_OBJECT_EVENT
       && (handle.ndim != 0 || handle.nbytes != GM_IPC_EVENT_WORD
