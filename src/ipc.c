@@ -14,6 +14,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -219,9 +220,14 @@ gm_ipc_decode (const uint8_t *data, size_t size, gm_ipc_handle *handle)
   return NULL;
 }
 
-void
-gm_ipc_node_id (char node[GM_IPC_NODE])
+/* This node's id, read once (it does not change while the node runs).  */
+static char node_id[GM_IPC_NODE];
+static pthread_once_t node_id_once = PTHREAD_ONCE_INIT;
+
+static void
+read_node_id (void)
 {
+  char *node = node_id;
   FILE *file = fopen ("/proc/sys/kernel/random/boot_id", "r");
   size_t n = 0;
 
@@ -240,4 +246,11 @@ gm_ipc_node_id (char node[GM_IPC_NODE])
         memcpy (node + 5, "unknown", 8);
       node[GM_IPC_NODE - 1] = '\0';
     }
+}
+
+void
+gm_ipc_node_id (char node[GM_IPC_NODE])
+{
+  pthread_once (&node_id_once, read_node_id);
+  memcpy (node, node_id, GM_IPC_NODE);
 }
