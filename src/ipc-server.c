@@ -491,10 +491,12 @@ gm_ipc_drop (gm_ipc_block *block)
   if (block->pid != getpid ())
     {
       /* A copy inherited through fork: the parent owns the block; only
-         this process's mapping and descriptor go.  */
+         this process's mapping, descriptor and copy of the record go
+         (the child lists none of the parent's blocks).  */
       if (ops != NULL && ops->kind == GM_IPC_KIND_HOST)
         ops->unmap (block->device, NULL, block->ptr, block->nbytes);
       close (block->fd);
+      free (block);
       return;
     }
   pthread_mutex_lock (&lock);
