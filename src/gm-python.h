@@ -163,6 +163,16 @@ int gmpy_ipc_init (PyObject *module);
    (py-comm-share.c).  A new reference, or NULL with an exception.  */
 PyObject *gmpy_ipc_share (PyObject *obj, bool until_opened);
 PyObject *gmpy_ipc_open (PyObject *handle);
+/* The capsules that own a shared object's memory (py-ipc-capsule.c): a
+   new capsule that owns BLOCK (gm_ipc_drop when it goes) or IMPORT
+   (gm_ipc_close), or NULL with an exception after dropping or closing
+   it.  gmpy_ipc_capsule_block is the block such a capsule OBJ owns, or
+   NULL (no exception) when OBJ is anything else.  */
+struct gm_ipc_block;
+struct gm_ipc_import;
+PyObject *gmpy_ipc_block_capsule (struct gm_ipc_block *block);
+PyObject *gmpy_ipc_import_capsule (struct gm_ipc_import *import);
+struct gm_ipc_block *gmpy_ipc_capsule_block (PyObject *obj);
 
 /* Module functions of the memory books (py-memory.c): memory_stats,
    set_memory_limit, empty_cache.  */

@@ -16,26 +16,6 @@
 
 #include "ipc.h"
 
-#define EVENT_BLOCK_CAPSULE "gpumem.shared_event_block"
-#define EVENT_IMPORT_CAPSULE "gpumem.shared_event_import"
-
-static void
-event_block_free (PyObject *capsule)
-{
-  gm_ipc_block *block = PyCapsule_GetPointer (capsule, EVENT_BLOCK_CAPSULE);
-  if (block != NULL)
-    gm_ipc_drop (block);
-}
-
-static void
-event_import_free (PyObject *capsule)
-{
-  gm_ipc_import *import = PyCapsule_GetPointer (capsule,
-                                                EVENT_IMPORT_CAPSULE);
-  if (import != NULL)
-    gm_ipc_close (import);
-}
-
 /* Gives EVENT its shareable block and binds its records to the block's
    word, once.  0 or -1.  */
 static int
@@ -56,13 +36,9 @@ event_make_shareable (eventpy_object *event, uint8_t data[GM_IPC_EVENT_DATA])
           gmpy_raise (status);
           return -1;
         }
-      event->shared = PyCapsule_New (block, EVENT_BLOCK_CAPSULE,
-                                     event_block_free);
+      event->shared = gmpy_ipc_block_capsule (block);
       if (event->shared == NULL)
-        {
-          gm_ipc_drop (block);
-          return -1;
-        }
+        return -1;
       if (PyCapsule_SetContext (event->shared, word) < 0)
         return -1;
     }
@@ -90,14 +66,14 @@ gmpy_event_share (PyObject *event_obj, bool until_opened)
     return PyErr_Format (gmpy_state_get ()->error, "share: this Event was "
                          "not made to be shared: make it with "
                          "gpumem.Event(interprocess=True)");
-  if (!PyCapsule_IsValid (event->shared, EVENT_BLOCK_CAPSULE)
-      && event->shared != NULL)
+  if (event->shared != NULL
+      && gmpy_ipc_capsule_block (event->shared) == NULL)
     return PyErr_Format (gmpy_state_get ()->error, "share: this Event was "
                          "opened from another process; share that "
                          "process's handle instead");
   if (event_make_shareable (event, data) < 0)
     return NULL;
-  block = PyCapsule_GetPointer (event->shared, EVENT_BLOCK_CAPSULE);
+  block = gmpy_ipc_capsule_block (event->shared);
   Py_BEGIN_ALLOW_THREADS
   status = gm_ipc_export (block, NULL, until_opened, &handle);
   Py_END_ALLOW_THREADS
@@ -126,21 +102,22 @@ gmpy_event_open (const gm_ipc_handle *handle)
 
   Py_BEGIN_ALLOW_THREADS
   status = gm_ipc_open (handle, &import, &word, &device);
-  if (status == GM_OK)
-    {
-      status = gm_backend_current->event_import (device, handle->event,
-                                                 word, &event);
-      if (status != GM_OK)
-        gm_ipc_close (import);
-    }
   Py_END_ALLOW_THREADS
   if (status != GM_OK)
     return gmpy_raise (status);
-  capsule = PyCapsule_New (import, EVENT_IMPORT_CAPSULE, event_import_free);
+  /* The capsule before the event: the event goes before the import it
+     uses, so a failure from here on closes only the capsule.  */
+  capsule = gmpy_ipc_import_capsule (import);
   if (capsule == NULL)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_backend_current->event_import (device, handle->event, word,
+                                             &event);
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
     {
-      gm_backend_current->event_destroy (event);
-      gm_ipc_close (import);
+      gmpy_raise (status);
+      Py_DECREF (capsule);
       return NULL;
     }
   result = gmpy_event_wrap (event, device, capsule);

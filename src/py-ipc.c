@@ -5,7 +5,7 @@
    (docs/sharing.md).
 
    A shared array wraps its memory as foreign memory: its base is a
-   capsule that owns the producer's block (gm_ipc_drop when it goes) or
+   capsule (py-ipc-capsule.c) that owns the producer's block (gm_ipc_drop when it goes) or
    the consumer's import (gm_ipc_close), so free () and garbage
    collection let go of them the way they let go of any foreign
    memory.  */
@@ -15,25 +15,6 @@
 #include <string.h>
 
 #include "ipc.h"
-
-#define BLOCK_CAPSULE "gpumem.shared_block"
-#define IMPORT_CAPSULE "gpumem.shared_import"
-
-static void
-block_capsule_free (PyObject *capsule)
-{
-  gm_ipc_block *block = PyCapsule_GetPointer (capsule, BLOCK_CAPSULE);
-  if (block != NULL)
-    gm_ipc_drop (block);
-}
-
-static void
-import_capsule_free (PyObject *capsule)
-{
-  gm_ipc_import *import = PyCapsule_GetPointer (capsule, IMPORT_CAPSULE);
-  if (import != NULL)
-    gm_ipc_close (import);
-}
 
 /* A new array of NDIM dimensions SHAPE and DTYPE on DEVICE over a new
    shareable block, C-contiguous, uninitialized; *PTR is its memory.
@@ -53,12 +34,9 @@ new_shared_array (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
   Py_END_ALLOW_THREADS
   if (status != GM_OK)
     return gmpy_raise (status);
-  capsule = PyCapsule_New (block, BLOCK_CAPSULE, block_capsule_free);
+  capsule = gmpy_ipc_block_capsule (block);
   if (capsule == NULL)
-    {
-      gm_ipc_drop (block);
-      return NULL;
-    }
+    return NULL;
   array = gmpy_array_wrap (ndim, shape, dtype, device, *ptr, false, capsule);
   Py_DECREF (capsule);
   return array;
@@ -97,9 +75,7 @@ block_of (arraypy_object *array)
 {
   while (array->base != NULL && gmpy_array_check (array->base))
     array = (arraypy_object *) array->base;
-  if (array->base != NULL && PyCapsule_IsValid (array->base, BLOCK_CAPSULE))
-    return PyCapsule_GetPointer (array->base, BLOCK_CAPSULE);
-  return NULL;
+  return gmpy_ipc_capsule_block (array->base);
 }
 
 /* A copy of ARRAY, C-contiguous, in a new shareable block: new
@@ -280,12 +256,9 @@ gmpy_ipc_open (PyObject *handle_obj)
   Py_END_ALLOW_THREADS
   if (status != GM_OK)
     return gmpy_raise (status);
-  capsule = PyCapsule_New (import, IMPORT_CAPSULE, import_capsule_free);
+  capsule = gmpy_ipc_import_capsule (import);
   if (capsule == NULL)
-    {
-      gm_ipc_close (import);
-      return NULL;
-    }
+    return NULL;
   array = gmpy_array_wrap (handle.ndim, shape, (gm_dtype) handle.dtype,
                            device, base, handle.readonly != 0, capsule);
   Py_DECREF (capsule);
