@@ -13,6 +13,7 @@ import os
 import random
 import selectors
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -99,6 +100,36 @@ def raises(exc_type, fn, *args, match=None, **kwargs):
         raise AssertionError(f"expected {exc_type.__name__}, got "
                              f"{type(exc).__name__}: {exc}") from exc
     raise AssertionError(f"expected {exc_type.__name__}, nothing raised")
+
+
+# The bytes of a share handle before its shape and strides (or an event's
+# data): src/ipc.c's layout, checksum included.
+FIXED = 252
+
+
+def fnv(data):
+    """FNV-1a, 64 bits, of DATA: the checksum src/ipc.c ends a share
+    handle with."""
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def reforge(handle, at, new_bytes):
+    """The share HANDLE with NEW_BYTES written at offset AT and its
+    checksum made right again: only the server's checks can refuse it
+    then."""
+    body = bytearray(handle[:-8])
+    body[at:at + len(new_bytes)] = new_bytes
+    return bytes(body) + struct.pack("<Q", fnv(body))
+
+
+def stats():
+    """gpumem.sharing_stats(): this process's shared blocks, leases and
+    imports."""
+    import gpumem
+    return gpumem.sharing_stats()
 
 
 def default_sigint():

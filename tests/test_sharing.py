@@ -18,27 +18,9 @@ import time
 import numpy as np
 
 import gmtest
-from gmtest import case
+from gmtest import FIXED, case, reforge, stats
 
 import gpumem
-
-FIXED = 252
-
-
-def fnv(data):
-    h = 0xcbf29ce484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-
-def reforge(handle, at, new_bytes):
-    """HANDLE with NEW_BYTES written at offset AT and its checksum made
-    right again: only the server's checks can refuse it then."""
-    body = bytearray(handle[:-8])
-    body[at:at + len(new_bytes)] = new_bytes
-    return bytes(body) + struct.pack("<Q", fnv(body))
-
 
 def methods():
     """The start methods whose children can use this backend."""
@@ -52,10 +34,6 @@ def filled(shape, dtype="float32"):
     host = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape)
     a.copy_from_host(host)
     return a, host
-
-
-def stats():
-    return gpumem.sharing_stats()
 
 
 def wait_for(predicate, limit=10.0):

@@ -12,32 +12,11 @@ import struct
 import numpy as np
 
 import gmtest
-from gmtest import case
+from gmtest import FIXED, case, reforge, stats
 
 import gpumem
 
-FIXED = 252
 EVENT_BYTES = FIXED + 64
-
-
-def fnv(data):
-    h = 0xcbf29ce484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-
-def reforge(handle, at, new_bytes):
-    """HANDLE with NEW_BYTES at offset AT and a right checksum again."""
-    body = bytearray(handle[:-8])
-    body[at:at + len(new_bytes)] = new_bytes
-    return bytes(body) + struct.pack("<Q", fnv(body))
-
-
-def stats():
-    return gpumem.sharing_stats()
-
-
 CUDA = gpumem.backend == "cuda"
 
 
