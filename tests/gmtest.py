@@ -30,6 +30,18 @@ GPUMEM_TEST = os.environ.get("GPUMEM_TEST", GPUMEM)
 SRCDIR = os.environ.get("GM_SRCDIR", os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
+
+def source_files(*suffixes, folders=("src", "kernels")):
+    """The paths of gpumem's sources under FOLDERS (subfolders
+    included) whose names end in one of SUFFIXES, sorted."""
+    found = []
+    for folder in folders:
+        for top, _, names in os.walk(os.path.join(SRCDIR, folder)):
+            found += [os.path.join(top, n) for n in names
+                      if n.endswith(suffixes)]
+    return sorted(found)
+
+
 _cases = []
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16",

@@ -712,11 +712,9 @@ def test_man_page_documents_every_setting():
     with open(path) as f:
         text = f.read().replace("\\", "")
     read = set()
-    src = os.path.join(gmtest.SRCDIR, "src")
-    for name in os.listdir(src):
-        if name.endswith(".c"):
-            with open(os.path.join(src, name)) as f:
-                read |= set(re.findall(r'"(GPUMEM_[A-Z_]+)"', f.read()))
+    for path in gmtest.source_files(".c", folders=("src",)):
+        with open(path) as f:
+            read |= set(re.findall(r'"(GPUMEM_[A-Z_]+)"', f.read()))
     assert "GPUMEM_SMALL_COPIES" in read and "GPUMEM_MPI_CHUNK" in read
     for variable in sorted(read):
         assert re.search(r"^\.B[RI]? " + variable + r"\b", text, re.M), \

@@ -171,13 +171,11 @@ def every_option_is_documented():
 @case
 def every_environment_variable_is_documented():
     read_by_sources = set()
-    for folder in ("src", "kernels"):
-        for f in os.listdir(os.path.join(gmtest.SRCDIR, folder)):
-            if f.endswith((".c", ".cu", ".h")):
-                # A variable's name as a string of its own: what getenv
-                # and the settings readers are given.
-                read_by_sources.update(re.findall(
-                    r'"(GPUMEM_[A-Z0-9_]+)"', read(gmtest.SRCDIR, folder, f)))
+    for path in gmtest.source_files(".c", ".cu", ".h"):
+        # A variable's name as a string of its own: what getenv and the
+        # settings readers are given.
+        read_by_sources.update(re.findall(r'"(GPUMEM_[A-Z0-9_]+)"',
+                                          read(path)))
     assert "GPUMEM_BACKEND" in read_by_sources or "GPUMEM_PYTHON" in \
         read_by_sources, read_by_sources
     documented_vars = set()

@@ -5,7 +5,7 @@
 
 #include "gm-python.h"
 
-#include "ipc.h"
+#include "share.h"
 
 #define BLOCK_CAPSULE "gpumem.shared_block"
 #define IMPORT_CAPSULE "gpumem.shared_import"

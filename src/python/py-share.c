@@ -14,7 +14,7 @@
 
 #include <string.h>
 
-#include "ipc.h"
+#include "share.h"
 
 /* A new array of NDIM dimensions SHAPE and DTYPE on DEVICE over a new
    shareable block, C-contiguous, uninitialized; *PTR is its memory.

@@ -9,7 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda-backend.h"
+#include "cuda-internal.h"
 #include "cuda-reduce.h"
 #include "cuda-status.h"
 #include "jit.h"

@@ -31,7 +31,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "cuda-backend.h"
+#include "cuda-internal.h"
 #include "cuda-status.h"
 #include "graph-deps.h"
 

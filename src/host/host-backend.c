@@ -25,7 +25,7 @@
 #include "gm.h"
 #include "host-graph.h"
 #include "host-reduce.h"
-#include "ipc.h"
+#include "share.h"
 
 #define HOST_MAX_DEVICES 64
 /* Device allocations are aligned as cudaMalloc's are, so kernels' C

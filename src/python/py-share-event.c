@@ -14,7 +14,7 @@
 
 #include <string.h>
 
-#include "ipc.h"
+#include "share.h"
 
 /* Gives EVENT its shareable block and binds its records to the block's
    word, once.  0 or -1.  */

@@ -26,9 +26,9 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda-backend.h"
+#include "cuda-internal.h"
 #include "cuda-status.h"
-#include "ipc.h"
+#include "share.h"
 
 #define CUDA_IPC_MAX_DEVICES 64
 /* Pools imported from producers, kept for the next handle of the same

@@ -11,7 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda-backend.h"
+#include "cuda-internal.h"
 #include "cuda-status.h"
 #include "pinned-ranges.h"
 

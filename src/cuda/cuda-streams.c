@@ -15,7 +15,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda-backend.h"
+#include "cuda-internal.h"
 #include "cuda-status.h"
 
 /* Per device: the event gm_cuda_wait records on the legacy default stream

@@ -14,7 +14,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda-backend.h"
+#include "cuda-internal.h"
 #include "cuda-status.h"
 
 #define CUDA_MAX_DEVICES 1024

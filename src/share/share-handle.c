@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ipc.h"
+#include "share.h"
 
 static void
 put_u16 (uint8_t *p, uint16_t v)

@@ -60,10 +60,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda-backend.h"
+#include "cuda-internal.h"
 #include "cuda-staging.h"
 #include "cuda-status.h"
-#include "ipc.h"
+#include "share.h"
 #include "dlpack-abi.h"
 #include "pinned-ranges.h"
 

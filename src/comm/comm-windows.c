@@ -40,8 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm-ipc.h"
-#include "ipc.h"
+#include "comm-windows.h"
+#include "share.h"
 
 /* Keys of up to this many devices are kept: every collective asks.  */
 #define IPC_MAX_KEYS 64

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ipc.h"
+#include "share.h"
 
 static gm_status
 host_ipc_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr,

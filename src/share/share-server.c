@@ -28,7 +28,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "ipc.h"
+#include "share.h"
 
 struct gm_ipc_block
 {

@@ -23,7 +23,7 @@
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
 
-#include "cuda-backend.h"
+#include "cuda-internal.h"
 #include "nvtx.h"
 
 static const char *const kind_names[GM_NVTX_NKINDS] = {

@@ -33,7 +33,7 @@
 
 #include "comm-agree.h"
 #include "comm-engine.h"
-#include "comm-ipc.h"
+#include "comm-windows.h"
 #include "comm-mpi.h"
 #ifdef GM_HAVE_NCCL
 #include "comm-nccl.h"
