@@ -666,7 +666,7 @@ static PyMethodDef gmpy_mem_history_methods[] = {
    "Start (afresh) or stop (and forget) the memory history: every\n"
    "allocation and free with time, device, stream, size, address, owner\n"
    "and, with stacks='python', the Python stack of the call; the last\n"
-   "MAX_ENTRIES events are kept.  docs/memory-tools.md."},
+   "MAX_ENTRIES (1 to 2**30) events are kept.  docs/memory-tools.md."},
   {"memory_snapshot", gmpy_memory_snapshot, METH_NOARGS,
    "memory_snapshot()\n--\n\n"
    "The history's live blocks and events: a dict of 'blocks' and\n"
@@ -676,12 +676,15 @@ static PyMethodDef gmpy_mem_history_methods[] = {
   {"dump_snapshot", gmpy_dump_snapshot, METH_O,
    "dump_snapshot(path)\n--\n\n"
    "Write the history as a pickle in PyTorch's memory snapshot format,\n"
-   "for torch.cuda._memory_viz and pytorch.org/memory_viz."},
+   "for torch.cuda._memory_viz and pytorch.org/memory_viz.  PATH (str,\n"
+   "bytes, os.PathLike) is opened as memory_report opens it."},
   {"memory_report", gmpy_memory_report, METH_O,
    "memory_report(path)\n--\n\n"
    "Write a self-contained HTML page: each device's allocated and\n"
    "reserved bytes over time, the peak, the largest live blocks and\n"
-   "the lines that made them."},
+   "the lines that made them.  OSError when PATH is a symbolic link,\n"
+   "another user's file or one with other hard links (none is written\n"
+   "through), or cannot be written.  docs/security.md."},
   {NULL, NULL, 0, NULL}
 };
 
