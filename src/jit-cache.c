@@ -107,9 +107,9 @@ gm_jit_cache_parse (const unsigned char *data, size_t size,
 }
 
 /* Whether GID is the user's private group, as useradd makes one: named
-   as the user is and listing no other member.  (A user whose primary
-   group it were too is not listed in the group, so the name is what
-   tells such a group from a shared one, as "users" is.)  */
+   as the user is and listing no other member.  (Users whose primary
+   group it is are not listed in it: the name is what tells a private
+   group from a shared one such as "users".)  */
 static bool
 user_private_group (gid_t gid)
 {

@@ -66,34 +66,28 @@ gm_output_create (const char *path, const char **why)
       errno = saved;
       return -1;
     }
+  saved = 0;
+  *why = NULL;
   if (fstat (fd, &st) != 0)
-    {
-      saved = errno;
-      *why = strerror (saved);
-      goto fail;
-    }
-  if (S_ISREG (st.st_mode) && st.st_uid != geteuid ())
+    saved = errno;
+  else if (S_ISREG (st.st_mode) && st.st_uid != geteuid ())
     {
       saved = EPERM;
       *why = "it is another user's file, which gpumem does not write "
              "into (remove it, or name another file)";
-      goto fail;
     }
-  if (S_ISREG (st.st_mode) && st.st_nlink > 1)
+  else if (S_ISREG (st.st_mode) && st.st_nlink > 1)
     {
       saved = EMLINK;
       *why = "it has other hard links, which gpumem does not write "
              "through (remove it, or name another file)";
-      goto fail;
     }
-  if (S_ISREG (st.st_mode) && ftruncate (fd, 0) != 0)
-    {
-      saved = errno;
-      *why = strerror (saved);
-      goto fail;
-    }
-  return fd;
-fail:
+  else if (S_ISREG (st.st_mode) && ftruncate (fd, 0) != 0)
+    saved = errno;
+  if (saved == 0)
+    return fd;
+  if (*why == NULL)
+    *why = strerror (saved);
   close (fd);
   errno = saved;
   return -1;
