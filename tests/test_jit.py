@@ -381,6 +381,91 @@ def world_writable_folder_is_ignored():
         shutil.rmtree(folder)
 
 
+def _private_group():
+    """The user's private group (named as the user, no other member
+    listed), or None."""
+    import grp
+    import pwd
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    try:
+        group = grp.getgrnam(user)
+    except KeyError:
+        return None
+    return group.gr_gid if set(group.gr_mem) <= {user} else None
+
+
+def _shared_group():
+    """A group the user may give a folder that is not the user's private
+    group (root: any; else one of the user's groups), or None."""
+    import grp
+    private = _private_group()
+    if os.geteuid() == 0:
+        candidates = [g.gr_gid for g in grp.getgrall()]
+    else:
+        candidates = os.getgroups()
+    return next((g for g in candidates if g != private), None)
+
+
+@case
+def group_writable_folder_is_ignored():
+    # A folder its group can write is others' to write, unless that group
+    # is the user's private group: a file there is passed over.
+    shared = _shared_group()
+    if shared is None:
+        gmtest.skip("no group other than the user's private group to "
+                    "give a folder")
+    folder = own_folder("group-folder")
+    try:
+        src = fresh("group-folder")
+        plant(folder, src)
+        os.chown(folder, -1, shared)
+        os.chmod(folder, 0o770)
+        check_untrusted(folder, src, 7, "writable by its group (gid %d)"
+                        % shared)
+        # Sticky, as /tmp: the user's own file is read there.
+        os.chmod(folder, 0o1770)
+        _, d, caught = with_cache(folder, lambda: gpumem.jit(
+            src, "scale", SCALE_SIG + " " * 8, arch=ARCH))
+        assert d["cache_hits"] == 1 and not caught, (d, caught)
+        private = _private_group()
+        if private is not None:
+            # The user's private group: trusted as the user alone.
+            os.chmod(folder, 0o770)
+            os.chown(folder, -1, private)
+            _, d, caught = with_cache(folder, lambda: gpumem.jit(
+                src, "scale", SCALE_SIG + " " * 9, arch=ARCH))
+            assert d["cache_hits"] == 1 and not caught, (d, caught)
+    finally:
+        shutil.rmtree(folder)
+
+
+@case
+def cache_folder_through_a_link():
+    # GPUMEM_CACHE_DIR naming a symbolic link: the user's own link is
+    # followed and what it leads to checked as any folder; another
+    # user's link (one planted in /tmp) is not followed.
+    base, target = own_folder("link-base"), own_folder("link-folder")
+    try:
+        src = fresh("link-folder")
+        plant(target, src)
+        link = os.path.join(base, "cache")
+        os.symlink(target, link)
+        _, d, caught = with_cache(link, lambda: gpumem.jit(
+            src, "scale", SCALE_SIG + " " * 10, arch=ARCH))
+        assert d["cache_hits"] == 1 and not caught, (d, caught)
+        os.chmod(target, 0o777)
+        check_untrusted(link, src, 11, "writable by every user")
+        os.chmod(target, 0o700)
+        if os.geteuid() != 0:
+            gmtest.skip("a link of another user needs root (lchown)")
+        os.lchown(link, 65534, 65534)
+        check_untrusted(link, src, 12,
+                        "is a symbolic link of another user (uid 65534)")
+    finally:
+        shutil.rmtree(base)
+        shutil.rmtree(target)
+
+
 @case
 def cache_folder_and_files_are_private():
     # The folder is made 0700 (its parents as mkdir -p makes them), each

@@ -423,5 +423,173 @@ def program_writes_report_and_leaks_at_exit():
         in got.stderr, got.stderr
 
 
+@case
+def max_entries_is_bounded_before_the_ring_is_made():
+    # The ring is allocated whole: a count whose bytes would wrap size_t
+    # (2**58 entries of 64 bytes) is refused, as GPUMEM_MEMORY_HISTORY's
+    # largest, 2**30, bounds it, and the history on is left as it was.
+    gpumem.memory_history(max_entries=5)
+    try:
+        for n in (2**58, 2**40, 2**30 + 1):
+            raises(ValueError, gpumem.memory_history, max_entries=n)
+        snap = gpumem.memory_snapshot()
+        assert snap["enabled"] and snap["max_entries"] == 5, snap
+        a = make(10)
+        assert len(gpumem.memory_snapshot()["events"]) == 1
+        del a
+    finally:
+        gpumem.memory_history(False)
+    if gmtest.GPUMEM_TEST == "gpumem" and not shutil.which("gpumem"):
+        return
+    env = dict(os.environ, GPUMEM_BACKEND=gpumem.backend,
+               GPUMEM_MEMORY_HISTORY=str(2**30 + 1))
+    got = subprocess.run([gmtest.GPUMEM, "-q", "-c", "import gpumem"],
+                         capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert got.returncode != 0 and "GPUMEM_MEMORY_HISTORY" in got.stderr, \
+        got.stderr
+
+
+def _plant(folder):
+    """A private file with content, and in FOLDER a symbolic link to it,
+    a second hard link to it, and a file of another user (root only):
+    what another user of a shared folder could leave where a report is
+    to be written.  (target, {kind: path})."""
+    target = os.path.join(folder, "private")
+    with open(target, "w") as f:
+        f.write("keep me")
+    os.chmod(target, 0o600)
+    planted = {"symbolic link": os.path.join(folder, "link.out"),
+               "other hard links": os.path.join(folder, "hard.out")}
+    os.symlink(target, planted["symbolic link"])
+    os.link(target, planted["other hard links"])
+    if os.geteuid() == 0:
+        theirs = os.path.join(folder, "theirs.out")
+        with open(theirs, "w") as f:
+            f.write("theirs")
+        os.chown(theirs, 65534, 65534)
+        planted["another user's file"] = theirs
+    return target, planted
+
+
+@case
+def outputs_refuse_planted_names():
+    # memory_report and dump_snapshot neither follow a symbolic link nor
+    # write into a file that has other names or is another user's: each
+    # raises OSError naming the function, the reason and the path, and
+    # the file the name leads to keeps its content.
+    folder = tempfile.mkdtemp()
+    try:
+        target, planted = _plant(folder)
+        before = os.stat(target)
+        gpumem.memory_history(max_entries=10)
+        try:
+            kept = make(1000)
+            for function in (gpumem.memory_report, gpumem.dump_snapshot):
+                for why, path in planted.items():
+                    exc = raises(OSError, function, path)
+                    assert why in str(exc) and function.__name__ in str(exc), \
+                        str(exc)
+                    assert exc.filename == path and exc.errno != 0, exc
+            del kept
+        finally:
+            gpumem.memory_history(False)
+        assert open(target).read() == "keep me"
+        after = os.stat(target)
+        assert (after.st_mtime_ns, after.st_size, after.st_mode & 0o777) == \
+            (before.st_mtime_ns, before.st_size, 0o600)
+        if "another user's file" in planted:
+            assert open(planted["another user's file"]).read() == "theirs"
+        # A file of the user's own is emptied and written; OS errors name
+        # errno's reason.
+        own = os.path.join(folder, "own.html")
+        with open(own, "w") as f:
+            f.write("x" * 100000)
+        gpumem.memory_report(own)
+        assert open(own).read().endswith("</html>\n")
+        gpumem.dump_snapshot(own)
+        assert pickle.load(open(own, "rb"))["segments"] == []
+        exc = raises(FileNotFoundError, gpumem.memory_report,
+                     os.path.join(folder, "none", "r.html"))
+        assert "No such file or directory" in str(exc), str(exc)
+    finally:
+        shutil.rmtree(folder)
+
+
+@case
+def dump_snapshot_takes_a_path_only():
+    # A bool or an int is no file name: open() would take True for
+    # descriptor 1, write the pickle to standard output and close it.
+    for bad in (True, 1, 2.5, None):
+        raises(TypeError, gpumem.dump_snapshot, bad)
+        raises(TypeError, gpumem.memory_report, bad)
+    os.fstat(1)         # still open
+    folder = tempfile.mkdtemp()
+    try:
+        import pathlib
+        path = pathlib.Path(folder) / "snap.pickle"
+        gpumem.dump_snapshot(path)
+        gpumem.dump_snapshot(os.fsencode(str(path)))
+        assert "segments" in pickle.load(open(path, "rb"))
+    finally:
+        shutil.rmtree(folder)
+
+
+@case
+def report_with_no_history_has_no_blocks():
+    # History off: no live blocks at all (under UBSan this once met
+    # qsort's NULL argument).
+    gpumem.memory_history(False)
+    folder = tempfile.mkdtemp()
+    try:
+        path = os.path.join(folder, "off.html")
+        gpumem.memory_report(path)
+        text = open(path).read()
+        data = json.loads(text.split('type="application/json">')[1]
+                          .split("</script>")[0])
+        assert data["history"] is False and data["blocks"] == [], data
+        assert data["events"] == 0
+    finally:
+        shutil.rmtree(folder)
+
+
+@case
+def program_refuses_a_planted_report_and_escapes_leaks():
+    # --memory-report through a planted symbolic link: the target keeps
+    # its content and the message names the path and the reason.  The
+    # leak list escapes control characters of file and function names
+    # (a newline, ESC), so a name cannot write to the terminal.
+    if gmtest.GPUMEM_TEST == "gpumem" and not shutil.which("gpumem"):
+        gmtest.skip("no gpumem program to run")
+    folder = tempfile.mkdtemp()
+    try:
+        target, planted = _plant(folder)
+        script = os.path.join(folder, "leaky.py")
+        with open(script, "w") as f:
+            f.write("import gpumem\n"
+                    "src = 'def make():\\n    return gpumem.empty(777, \"uint8\")\\n'\n"
+                    "space = {'gpumem': gpumem}\n"
+                    "exec(compile(src, 'evil\\n\\x1b[2Jfile\\x9b.py', 'exec'), space)\n"
+                    "make = space['make']\n"
+                    "make.__code__ = make.__code__.replace("
+                    "co_qualname='f\\x1b]0;title\\x07n\\\\')\n"
+                    "kept = make()\n")
+        env = dict(os.environ, GPUMEM_BACKEND=gpumem.backend)
+        got = subprocess.run([gmtest.GPUMEM, "--stats", "-q",
+                              "--memory-report=" + planted["symbolic link"],
+                              script], capture_output=True, env=env,
+                             timeout=120)
+        err = got.stderr.decode("utf-8", "replace")
+        assert open(target).read() == "keep me"
+        assert "--memory-report" in err and planted["symbolic link"] in err \
+            and "symbolic link" in err, err
+        assert b"\x1b" not in got.stderr and "\x9b" not in err, got.stderr
+        assert ("777 B on device 0 (gpumem), made at "
+                "evil\\n\\x1b[2Jfile\\u009b.py:2 in "
+                "f\\x1b]0;title\\x07n\\\\\n") in err, err
+    finally:
+        shutil.rmtree(folder)
+
+
 if __name__ == "__main__":
     gmtest.main()

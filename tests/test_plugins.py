@@ -6,8 +6,10 @@ py-plugin.c, kernel-signature.c)."""
 
 import os
 import pydoc
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 
@@ -31,15 +33,16 @@ def plugin(variant):
     return os.path.join(PLUGINS, variant + ".so")
 
 
-def run(*args, env_extra=None):
-    """Runs gpumem ARGS on this backend; the CompletedProcess (text)."""
+def run(*args, env_extra=None, cwd=None):
+    """Runs gpumem ARGS on this backend (in folder CWD); the
+    CompletedProcess (text)."""
     env = dict(os.environ)
     env.pop("GPUMEM_KERNELS", None)
     env["GPUMEM_BACKEND"] = gpumem.backend
     env.update(env_extra or {})
     return subprocess.run([gmtest.GPUMEM, "-q", *args], env=env, text=True,
                           capture_output=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, cwd=cwd)
 
 
 @case
@@ -327,6 +330,58 @@ def preload_errors():
         assert proc.returncode == 2, (args, proc.returncode, proc.stderr)
         assert words in proc.stderr, (args, proc.stderr)
         assert "ran" not in proc.stdout
+
+
+@case
+def bare_name_is_not_taken_from_the_current_folder():
+    """A plugin named without a '/' is found where dlopen looks
+    (LD_LIBRARY_PATH, the system's folders), never in the current folder,
+    which another user may have written in: a library planted there does
+    not load, its constructor does not run, and the error names the fix
+    (./NAME).  The same library as ./NAME, or found on LD_LIBRARY_PATH,
+    loads."""
+    folder = tempfile.mkdtemp()
+    marker = os.path.join(folder, "constructor-ran")
+    cwd = os.getcwd()
+    os.environ["GM_TEST_PLUGIN_MARKER"] = marker
+    try:
+        shutil.copy(plugin("marker"), os.path.join(folder, "planted.so"))
+        os.chdir(folder)
+        try:
+            exc = raises(gpumem.Error, gpumem.load_kernels, "planted.so")
+        finally:
+            os.chdir(cwd)
+        assert "./planted.so" in str(exc) and "current folder" in str(exc), \
+            str(exc)
+        assert not os.path.exists(marker)
+        code = "import gpumem; print(sorted(n for n, _ in gpumem.kernels.list()))"
+        for args, env in ((["--kernels=planted.so"], None),
+                          ([], {"GPUMEM_KERNELS": "planted.so"})):
+            proc = run(*args, "-c", code, env_extra=env, cwd=folder)
+            assert proc.returncode == 2, (args, proc.returncode, proc.stderr)
+            assert "./planted.so" in proc.stderr, proc.stderr
+            assert not os.path.exists(marker), args
+        # The control: named as a path, the planted library does load and
+        # its constructor runs (in a child: its kernels stay out of this
+        # process).
+        proc = run("--kernels=./planted.so", "-c", code, cwd=folder)
+        assert proc.returncode == 0 and "'k_one'" in proc.stdout, proc.stderr
+        assert os.path.exists(marker)
+        os.unlink(marker)
+        # A bare name dlopen finds: on LD_LIBRARY_PATH, from any folder;
+        # preloaded by its name and by its path, it is loaded once.
+        search = {"LD_LIBRARY_PATH": PLUGINS,
+                  "GPUMEM_KERNELS": "marker.so:" + plugin("marker")}
+        proc = run("-c", code + "; import gpumem as g; "
+                   "print(g.load_kernels('marker.so').__file__)",
+                   env_extra=search, cwd=folder)
+        assert proc.returncode == 0 and "'k_one'" in proc.stdout, proc.stderr
+        assert os.path.realpath(plugin("marker")) in proc.stdout, proc.stdout
+        assert os.path.exists(marker)
+    finally:
+        os.chdir(cwd)
+        del os.environ["GM_TEST_PLUGIN_MARKER"]
+        shutil.rmtree(folder)
 
 
 @case

@@ -618,8 +618,9 @@ typedef struct gm_mem_history_copy
 
 /* Starts the history afresh (forgetting any), keeping the last
    MAX_ENTRIES (at least 1) events, with call stacks when STACKS and
-   stack hooks are installed.  GM_ERR_HOST_NOMEM where its ring cannot
-   be allocated.  */
+   stack hooks are installed.  GM_ERR_VALUE for more than
+   GM_MEM_HISTORY_MAX_ENTRIES, GM_ERR_HOST_NOMEM where its ring cannot
+   be allocated; the history is then as it was.  */
 gm_status gm_mem_history_start (size_t max_entries, bool stacks);
 /* Stops the history and forgets what it kept.  */
 void gm_mem_history_stop (void);
@@ -634,18 +635,35 @@ const gm_mem_stack_hooks *gm_mem_stack_hooks_get (void);
 /* The history's size when GPUMEM_MEMORY_HISTORY or --memory-report
    turn it on without a count.  */
 #define GM_MEM_HISTORY_DEFAULT_ENTRIES 100000
+/* The most entries a history keeps, however it is started (the
+   environment, memory_history, the C API): its ring is allocated whole,
+   so the count is bounded before it multiplies.  */
+#define GM_MEM_HISTORY_MAX_ENTRIES ((size_t) 1 << 30)
 /* Starts the history as GPUMEM_MEMORY_HISTORY says (a switch, or the
    number of entries; env.c's gm_env_switch_size), with call stacks; read
    once, at the first call.  GM_ERR_VALUE for a bad value.  */
 gm_status gm_mem_history_from_env (void);
 
+/* Opens PATH to write an output file of gpumem's (a report, a
+   snapshot), made with mode 0666 less the umask when there is none.  A
+   symbolic link is not followed, and a regular file is written into
+   only when it is the user's own and has no other hard link, so that a
+   name planted in a shared folder cannot make a run overwrite another
+   file; a regular file is emptied once those checks pass.  The
+   descriptor, or -1 with errno set and *WHY saying why in words (a
+   static string: strerror's, or one that names the fix).  */
+int gm_output_create (const char *path, const char **why);
+
 /* The memory report (mem-report.c).  Writes the HTML page of the
-   history and books to PATH (GM_ERR_VALUE where it cannot); the stack
+   history and books to PATH, opened as gm_output_create does
+   (GM_ERR_FAILED, naming PATH and why, where it cannot); the stack
    hooks' describe must be able to run.  */
 gm_status gm_mem_report_write (const char *path);
+/* Writes the page to OUT, which stays open (its errors are OUT's).  */
+gm_status gm_mem_report_to (FILE *out);
 /* Prints the blocks the history saw allocated and still live, largest
-   first, with where each was made, to OUT; nothing with the history
-   off or no such block.  */
+   first, with where each was made (control characters escaped), to OUT;
+   nothing with the history off or no such block.  */
 void gm_mem_print_leaks (FILE *out);
 /* What the layer above does as its interpreter ends: write the HTML
    report to HTML_PATH (NULL: none), print the leaks (LEAKS).  Set by

@@ -60,9 +60,14 @@ hash_frames (const gm_mem_frame *frames, size_t n)
 gm_status
 gm_hist_new (size_t max_entries, gm_hist **out)
 {
-  gm_hist *hist = calloc (1, sizeof *hist);
+  gm_hist *hist;
 
   *out = NULL;
+  if (max_entries > GM_MEM_HISTORY_MAX_ENTRIES)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "a memory history of %zu "
+                         "entries: at most %zu", max_entries,
+                         GM_MEM_HISTORY_MAX_ENTRIES);
+  hist = calloc (1, sizeof *hist);
   if (hist == NULL)
     goto nomem;
   hist->max_entries = max_entries < 1 ? 1 : max_entries;

@@ -5,11 +5,17 @@
    report of blocks still live at exit.  Plain C over memory.c's
    history; the installed stack hooks turn frames into text.  */
 
+/* O_NOFOLLOW, O_CLOEXEC, ftruncate.  */
+#define _XOPEN_SOURCE 700
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "gm.h"
 
@@ -39,6 +45,52 @@ bool
 gm_mem_exit_leaks (void)
 {
   return exit_leaks;
+}
+
+int
+gm_output_create (const char *path, const char **why)
+{
+  struct stat st;
+  int fd, saved;
+
+  /* No O_TRUNC: nothing is cut before the checks below pass.  */
+  fd = open (path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
+             0666);
+  if (fd < 0)
+    {
+      saved = errno;
+      *why = strerror (saved);
+      if (saved == ELOOP && lstat (path, &st) == 0 && S_ISLNK (st.st_mode))
+        *why = "it is a symbolic link, which gpumem does not write "
+               "through (remove it, or name the file it points at)";
+      errno = saved;
+      return -1;
+    }
+  saved = 0;
+  *why = NULL;
+  if (fstat (fd, &st) != 0)
+    saved = errno;
+  else if (S_ISREG (st.st_mode) && st.st_uid != geteuid ())
+    {
+      saved = EPERM;
+      *why = "it is another user's file, which gpumem does not write "
+             "into (remove it, or name another file)";
+    }
+  else if (S_ISREG (st.st_mode) && st.st_nlink > 1)
+    {
+      saved = EMLINK;
+      *why = "it has other hard links, which gpumem does not write "
+             "through (remove it, or name another file)";
+    }
+  else if (S_ISREG (st.st_mode) && ftruncate (fd, 0) != 0)
+    saved = errno;
+  if (saved == 0)
+    return fd;
+  if (*why == NULL)
+    *why = strerror (saved);
+  close (fd);
+  errno = saved;
+  return -1;
 }
 
 /* Writes S as a JSON string (quotes included) safe inside a <script>.  */
@@ -206,23 +258,15 @@ static const char page_tail[] =
   "</script>\n</body></html>\n";
 
 gm_status
-gm_mem_report_write (const char *path)
+gm_mem_report_to (FILE *out)
 {
   gm_mem_history_copy copy;
   gm_status status = gm_mem_history_get (&copy);
   int ndevices = gm_backend_current->device_count ();
   uint64_t t0;
-  FILE *out;
 
   if (status != GM_OK)
     return status;
-  out = fopen (path, "w");
-  if (out == NULL)
-    {
-      gm_mem_history_copy_free (&copy);
-      return gm_error_set (GM_ERR_VALUE, 0, NULL, "cannot write the memory "
-                           "report '%s'", path);
-    }
   t0 = copy.nevents ? copy.events[0].time_ns : 0;
   fputs (page_head, out);
   fputs ("{\"backend\":", out);
@@ -237,7 +281,10 @@ gm_mem_report_write (const char *path)
       device_json (out, &copy, d, t0);
     }
   fputs ("],\"blocks\":[", out);
-  qsort (copy.blocks, copy.nblocks, sizeof *copy.blocks, by_size_down);
+  /* (qsort may not be given NULL, even for no blocks: a history that is
+     off copies none.)  */
+  if (copy.nblocks > 1)
+    qsort (copy.blocks, copy.nblocks, sizeof *copy.blocks, by_size_down);
   for (size_t i = 0; i < copy.nblocks && i < REPORT_BLOCKS; i++)
     {
       char where[512];
@@ -252,10 +299,69 @@ gm_mem_report_write (const char *path)
   fputs ("]}", out);
   fputs (page_tail, out);
   gm_mem_history_copy_free (&copy);
-  if (fclose (out) != 0)
-    return gm_error_set (GM_ERR_VALUE, 0, NULL, "cannot write the memory "
-                         "report '%s'", path);
   return GM_OK;
+}
+
+gm_status
+gm_mem_report_write (const char *path)
+{
+  const char *why;
+  gm_status status;
+  FILE *out;
+  int fd = gm_output_create (path, &why);
+
+  if (fd < 0)
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot write the memory "
+                         "report '%s': %s", path, why);
+  out = fdopen (fd, "w");
+  if (out == NULL)
+    {
+      int saved = errno;
+      close (fd);
+      return gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot write the "
+                           "memory report '%s': %s", path, strerror (saved));
+    }
+  status = gm_mem_report_to (out);
+  if (status != GM_OK)
+    {
+      fclose (out);
+      return status;
+    }
+  errno = 0;
+  bool failed = ferror (out) != 0;
+  if (fclose (out) != 0)
+    failed = true;
+  if (failed)
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot write the memory "
+                         "report '%s': %s", path,
+                         strerror (errno ? errno : EIO));
+  return GM_OK;
+}
+
+/* Writes TEXT to OUT with every control character (C0, DEL, and C1 as
+   UTF-8 writes it) and backslash escaped, so that a file or function
+   name cannot move the cursor, recolour or rewrite the terminal.  */
+static void
+print_escaped (FILE *out, const char *text)
+{
+  for (const unsigned char *p = (const unsigned char *) text; *p; p++)
+    {
+      if (*p == '\\')
+        fputs ("\\\\", out);
+      else if (*p == '\n')
+        fputs ("\\n", out);
+      else if (*p == '\t')
+        fputs ("\\t", out);
+      else if (*p < 0x20 || *p == 0x7f)
+        fprintf (out, "\\x%02x", *p);
+      else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+        {
+          fprintf (out, "\\u%04x", p[1]);
+          p++;
+        }
+      else
+        fputc (*p, out);
+    }
 }
 
 void
@@ -270,15 +376,19 @@ gm_mem_print_leaks (FILE *out)
       fprintf (out, "gpumem: %zu block%s allocated while the memory history "
                "was on still live at exit:\n", copy.nblocks,
                copy.nblocks == 1 ? "" : "s");
-      qsort (copy.blocks, copy.nblocks, sizeof *copy.blocks, by_size_down);
+      if (copy.nblocks > 1)
+        qsort (copy.blocks, copy.nblocks, sizeof *copy.blocks,
+               by_size_down);
       for (size_t i = 0; i < copy.nblocks; i++)
         {
           char size[32], where[512];
           gm_format_bytes (copy.blocks[i].size, size, sizeof size);
           describe_stack (&copy, copy.blocks[i].stack, where, sizeof where);
-          fprintf (out, "  %s on device %d (%s), made at %s\n", size,
+          fprintf (out, "  %s on device %d (%s), made at ", size,
                    copy.blocks[i].device,
-                   gm_mem_owner_names[copy.blocks[i].owner], where);
+                   gm_mem_owner_names[copy.blocks[i].owner]);
+          print_escaped (out, where);
+          fputc ('\n', out);
         }
     }
   gm_mem_history_copy_free (&copy);

@@ -413,7 +413,7 @@ gm_mem_history_from_env (void)
   read = true;
   status = gm_env_switch_size ("GPUMEM_MEMORY_HISTORY",
                                GM_MEM_HISTORY_DEFAULT_ENTRIES, 2,
-                               (size_t) 1 << 30, &entries);
+                               GM_MEM_HISTORY_MAX_ENTRIES, &entries);
   if (status != GM_OK || entries == 0 || gm_mem_history_on ())
     return status;
   return gm_mem_history_start (entries, true);

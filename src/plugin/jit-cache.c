@@ -4,20 +4,26 @@
    A cache file is code that gpumem runs, so it is read only from where
    nobody but the user (or root) can have put it, as ssh's StrictModes
    and Git's safe.directory decide: the folder belongs to the user or
-   root and is not writable by others (or is sticky, as /tmp is, and
-   then the file must be the user's own); the file is a regular file,
-   not a symbolic link, belongs to the user or root, and is writable by
-   neither group nor others.  The key in a file's name and header is no
+   root and no other user can write it (or it is sticky, as /tmp is,
+   and then the file must be the user's own); the file is a regular
+   file, not a symbolic link, belongs to the user or root, and is
+   writable by neither group nor others.  A folder's group counts as
+   others unless it is the user's private group (user_private_group).
+   A folder named through a symbolic link is followed only when the
+   link is the user's or root's, and then what it leads to is checked
+   as any folder.  The key in a file's name and header is no
    protection: anyone can compute it from the source.  The folder and
    the file are opened once and checked through their descriptors
    (fstat), so what is checked is what is read.  */
 
-/* openat, fstatat, renameat, O_NOFOLLOW, O_CLOEXEC.  */
+/* openat, fstatat, renameat, O_NOFOLLOW, O_CLOEXEC, getpwuid_r.  */
 #define _XOPEN_SOURCE 700
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +106,41 @@ gm_jit_cache_parse (const unsigned char *data, size_t size,
   return 1;
 }
 
+/* Whether GID is the user's private group, as useradd makes one: named
+   as the user is and listing no other member.  (Users whose primary
+   group it is are not listed in it: the name is what tells a private
+   group from a shared one such as "users".)  */
+static bool
+user_private_group (gid_t gid)
+{
+  char buf[16384];
+  struct passwd pw, *pw_found = NULL;
+  struct group gr, *gr_found = NULL;
+  char user[256];
+
+  if (getpwuid_r (geteuid (), &pw, buf, sizeof buf, &pw_found) != 0
+      || pw_found == NULL || strlen (pw.pw_name) >= sizeof user)
+    return false;
+  strcpy (user, pw.pw_name);
+  if (getgrgid_r (gid, &gr, buf, sizeof buf, &gr_found) != 0
+      || gr_found == NULL || strcmp (gr.gr_name, user) != 0)
+    return false;
+  for (char **member = gr.gr_mem; member != NULL && *member != NULL;
+       member++)
+    if (strcmp (*member, user) != 0)
+      return false;
+  return true;
+}
+
+/* Whether a user other than the user (and root) may write in the folder
+   whose status is ST, sticky or not.  */
+static bool
+others_can_write (const struct stat *st)
+{
+  return (st->st_mode & S_IWOTH)
+         || ((st->st_mode & S_IWGRP) && !user_private_group (st->st_gid));
+}
+
 /* 0 when the cache folder DIR, whose status is ST, may hold files the
    user runs; else -1 with WHY saying why not.  */
 static int
@@ -120,6 +161,13 @@ folder_trusted (const char *dir, const struct stat *st, char *why,
                 "every user and not sticky", dir);
       return -1;
     }
+  if (others_can_write (st) && !(st->st_mode & S_ISVTX))
+    {
+      snprintf (why, why_size, "the cache folder %.300s is writable by its "
+                "group (gid %ld), which is not the user's private group, "
+                "and not sticky", dir, (long) st->st_gid);
+      return -1;
+    }
   return 0;
 }
 
@@ -130,7 +178,7 @@ file_trusted (const char *dir, const struct stat *dir_st, const char *name,
               const struct stat *st, char *why, size_t why_size)
 {
   uid_t uid = geteuid ();
-  bool shared = (dir_st->st_mode & S_IWOTH) != 0;
+  bool shared = others_can_write (dir_st);
 
   if (!S_ISREG (st->st_mode))
     snprintf (why, why_size, "the cache file %.80s in %.300s is not a "
@@ -152,8 +200,19 @@ file_trusted (const char *dir, const struct stat *dir_st, const char *name,
 static int
 open_folder (const char *dir, struct stat *st, char *why, size_t why_size)
 {
-  int fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct stat link_st;
+  int fd;
 
+  /* A link another user made (in /tmp, say) could lead anywhere the
+     user may write: it is not followed.  */
+  if (lstat (dir, &link_st) == 0 && S_ISLNK (link_st.st_mode)
+      && link_st.st_uid != geteuid () && link_st.st_uid != 0)
+    {
+      snprintf (why, why_size, "the cache folder %.300s is a symbolic link "
+                "of another user (uid %ld)", dir, (long) link_st.st_uid);
+      return -2;
+    }
+  fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
     return -1;
   if (fstat (fd, st) != 0)

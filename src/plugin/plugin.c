@@ -2,12 +2,14 @@
    plugin table, from a library (dlopen) or from the embedding program,
    into gm_kernel entries like the built-in ones.  */
 
-/* realpath, strdup, PATH_MAX.  */
-#define _XOPEN_SOURCE 700
+/* dlinfo and RTLD_DI_LINKMAP (with realpath, strdup, PATH_MAX).  */
+#define _GNU_SOURCE
 #include "config.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,35 +42,90 @@ find_anywhere (const char *name, const char **origin)
   return NULL;
 }
 
+static gm_plugin *
+find_loaded (const char *real)
+{
+  for (gm_plugin *p = plugins; p != NULL; p = p->next)
+    if (strcmp (p->path, real) == 0)
+      return p;
+  return NULL;
+}
+
+/* The library of HANDLE, which dlopen found for the bare name PATH, as
+   a real path into REAL (PATH_MAX bytes).  GM_ERR_FAILED where the
+   dynamic linker does not say.  */
+static gm_status
+loaded_path (void *handle, const char *path, char *real)
+{
+  struct link_map *map = NULL;
+
+  if (dlinfo (handle, RTLD_DI_LINKMAP, &map) != 0 || map == NULL
+      || map->l_name == NULL || map->l_name[0] != '/'
+      || realpath (map->l_name, real) == NULL)
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: cannot load the "
+                         "kernel plugin: the dynamic linker does not say "
+                         "which file it loaded", path);
+  return GM_OK;
+}
+
 gm_status
 gm_plugin_load (const char *path, gm_plugin **out)
 {
   char real[PATH_MAX];
   gm_plugin_table_fn table_fn;
+  gm_plugin *loaded;
   void *handle;
   gm_status status;
+  /* A name without a slash is the dynamic linker's to find, in its own
+     folders (LD_LIBRARY_PATH, the cache, the system's), as dlopen takes
+     it: never the current folder, which another user may have written
+     in.  A path is resolved, so that one file is loaded once.  */
+  bool bare = strchr (path, '/') == NULL;
 
   *out = NULL;
-  if (realpath (path, real) == NULL)
-    return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: cannot load a kernel "
-                         "plugin: no such file", path);
-  for (gm_plugin *p = plugins; p != NULL; p = p->next)
-    if (strcmp (p->path, real) == 0)
-      {
-        *out = p;
-        return GM_OK;
-      }
+  if (!bare)
+    {
+      if (realpath (path, real) == NULL)
+        return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: cannot load a "
+                             "kernel plugin: %s", path, errno == ENOENT
+                             ? "no such file" : strerror (errno));
+      loaded = find_loaded (real);
+      if (loaded != NULL)
+        {
+          *out = loaded;
+          return GM_OK;
+        }
+    }
   /* RTLD_NOW: a launcher whose definition does not match its table
      line leaves an undefined symbol, refused here rather than at the
      first call.  */
   dlerror ();
-  handle = dlopen (real, RTLD_NOW | RTLD_LOCAL);
+  handle = dlopen (bare ? path : real, RTLD_NOW | RTLD_LOCAL);
   if (handle == NULL)
     {
       const char *why = dlerror ();
+      if (bare)
+        return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: cannot load the "
+                             "kernel plugin: %s (a name without a '/' is "
+                             "looked for where the dynamic linker looks, "
+                             "not in the current folder: for a file there, "
+                             "write ./%s)", path,
+                             why ? why : "unknown error", path);
       return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s: cannot load the "
                            "kernel plugin: %s", path,
                            why ? why : "unknown error");
+    }
+  if (bare)
+    {
+      status = loaded_path (handle, path, real);
+      loaded = status == GM_OK ? find_loaded (real) : NULL;
+      /* A library loaded already: dlopen only counted one more use.  */
+      if (status != GM_OK || loaded != NULL)
+        {
+          dlclose (handle);
+          *out = loaded;
+          return status;
+        }
     }
   *(void **) &table_fn = dlsym (handle, GM_PLUGIN_TABLE_SYMBOL);
   if (table_fn == NULL)

@@ -40,7 +40,9 @@ gm_status gm_plugin_table_read (const gm_plugin_info *table,
                                 gm_plugin **out);
 
 /* Loads the plugin library PATH (dlopen) and reads its table, once per
-   file: loading a file again gives the same plugin.  GM_ERR_FAILED naming
+   file: loading a file again gives the same plugin.  A PATH without a
+   '/' is found where dlopen looks (never in the current folder); any
+   other is the file it names.  GM_ERR_FAILED naming
    PATH (and the kernel at fault) when the file does not load, exports no
    gm_plugin_table, its table has another ABI version, a kernel's name or
    signature is wrong, it has neither launcher nor reference, or its name

@@ -6,7 +6,10 @@
 
 #include "gm-python.h"
 
+#include <errno.h>
 #include <stdint.h>
+#include <string.h>
+#include <unistd.h>
 
 /* The core's capture hook: the calling thread's Python stack, innermost
    first, as code objects and instruction offsets (lines are looked up
@@ -132,10 +135,11 @@ gmpy_memory_history (PyObject *module, PyObject *args, PyObject *kwargs)
                     "'python', 'none' or None, not %R", stacks_obj);
       return NULL;
     }
-  if (max_entries < 1)
+  if (max_entries < 1 || (size_t) max_entries > GM_MEM_HISTORY_MAX_ENTRIES)
     {
       PyErr_Format (PyExc_ValueError, "memory_history: max_entries must be "
-                    "at least 1, not %zd", max_entries);
+                    "from 1 to %zu, not %zd", GM_MEM_HISTORY_MAX_ENTRIES,
+                    max_entries);
       return NULL;
     }
   if (!enabled)
@@ -510,53 +514,129 @@ done:
   return result;
 }
 
+/* Raises OSError (ERRNUM, "FUNCTION: WHY", PATH).  NULL.  */
+static PyObject *
+raise_output_error (const char *function, int errnum, const char *why,
+                    PyObject *path)
+{
+  PyObject *args = Py_BuildValue ("(iNO)", errnum,
+                                  PyUnicode_FromFormat ("%s: %s", function,
+                                                        why), path);
+
+  if (args != NULL)
+    PyErr_SetObject (PyExc_OSError, args);
+  Py_XDECREF (args);
+  return NULL;
+}
+
+/* The file FS_PATH (PATH's file-system spelling) created or emptied by
+   gm_output_create and opened as a stream, or NULL with OSError set,
+   naming FUNCTION and PATH.  */
+static FILE *
+output_open (const char *function, PyObject *path, const char *fs_path)
+{
+  const char *why;
+  FILE *out;
+  int fd = gm_output_create (fs_path, &why);
+
+  if (fd < 0)
+    {
+      raise_output_error (function, errno, why, path);
+      return NULL;
+    }
+  out = fdopen (fd, "w");
+  if (out == NULL)
+    {
+      int saved = errno;
+      close (fd);
+      raise_output_error (function, saved, strerror (saved), path);
+    }
+  return out;
+}
+
+/* Closes OUT, which FUNCTION wrote to PATH: 0, or -1 with OSError set
+   where a write or the close failed.  */
+static int
+output_close (const char *function, FILE *out, PyObject *path)
+{
+  bool failed = ferror (out) != 0;
+  int saved;
+
+  errno = 0;
+  if (fclose (out) != 0)
+    failed = true;
+  if (!failed)
+    return 0;
+  saved = errno ? errno : EIO;
+  raise_output_error (function, saved, strerror (saved), path);
+  return -1;
+}
+
 static PyObject *
 gmpy_dump_snapshot (PyObject *module, PyObject *path)
 {
   gm_mem_history_copy copy;
-  gm_status status = gm_mem_history_get (&copy);
-  PyObject *snapshot, *pickle = NULL, *io = NULL, *file = NULL, *rc = NULL;
+  gm_status status;
+  PyObject *path_bytes, *snapshot, *pickle, *data = NULL;
+  FILE *out = NULL;
 
+  /* A str, bytes or os.PathLike alone: an int or a bool is no file name
+     (open would take it for a descriptor and close it).  */
+  if (!PyUnicode_FSConverter (path, &path_bytes))
+    return NULL;
+  status = gm_mem_history_get (&copy);
   if (status != GM_OK)
-    return gmpy_raise (status);
+    {
+      Py_DECREF (path_bytes);
+      return gmpy_raise (status);
+    }
   snapshot = torch_snapshot (&copy);
   gm_mem_history_copy_free (&copy);
-  if (snapshot == NULL)
-    return NULL;
-  pickle = PyImport_ImportModule ("pickle");
-  io = PyImport_ImportModule ("io");
-  if (pickle != NULL && io != NULL)
-    file = PyObject_CallMethod (io, "open", "Os", path, "wb");
-  if (file != NULL)
+  if (snapshot != NULL)
     {
-      rc = PyObject_CallMethod (pickle, "dump", "OO", snapshot, file);
-      PyObject *closed = PyObject_CallMethod (file, "close", NULL);
-      if (closed == NULL)
-        Py_CLEAR (rc);
-      Py_XDECREF (closed);
+      pickle = PyImport_ImportModule ("pickle");
+      if (pickle != NULL)
+        data = PyObject_CallMethod (pickle, "dumps", "O", snapshot);
+      Py_XDECREF (pickle);
+      Py_DECREF (snapshot);
     }
-  Py_XDECREF (file);
-  Py_XDECREF (io);
-  Py_XDECREF (pickle);
-  Py_DECREF (snapshot);
-  if (rc == NULL)
+  if (data != NULL)
+    out = output_open ("dump_snapshot", path, PyBytes_AS_STRING (path_bytes));
+  Py_DECREF (path_bytes);
+  if (out == NULL)
+    {
+      Py_XDECREF (data);
+      return NULL;
+    }
+  fwrite (PyBytes_AS_STRING (data), 1, (size_t) PyBytes_GET_SIZE (data),
+          out);
+  Py_DECREF (data);
+  if (output_close ("dump_snapshot", out, path) < 0)
     return NULL;
-  Py_DECREF (rc);
   Py_RETURN_NONE;
 }
 
 static PyObject *
-gmpy_memory_report (PyObject *module, PyObject *path_obj)
+gmpy_memory_report (PyObject *module, PyObject *path)
 {
-  PyObject *bytes;
+  PyObject *path_bytes;
   gm_status status;
+  FILE *out;
 
-  if (!PyUnicode_FSConverter (path_obj, &bytes))
+  if (!PyUnicode_FSConverter (path, &path_bytes))
     return NULL;
-  status = gm_mem_report_write (PyBytes_AS_STRING (bytes));
-  Py_DECREF (bytes);
+  out = output_open ("memory_report", path, PyBytes_AS_STRING (path_bytes));
+  Py_DECREF (path_bytes);
+  if (out == NULL)
+    return NULL;
+  status = gm_mem_report_to (out);
   if (status != GM_OK)
-    return gmpy_raise (status);
+    {
+      fclose (out);
+      return gmpy_raise (status);
+    }
+  if (output_close ("memory_report", out, path) < 0)
+    return NULL;
   Py_RETURN_NONE;
 }
 
@@ -586,7 +666,7 @@ static PyMethodDef gmpy_mem_history_methods[] = {
    "Start (afresh) or stop (and forget) the memory history: every\n"
    "allocation and free with time, device, stream, size, address, owner\n"
    "and, with stacks='python', the Python stack of the call; the last\n"
-   "MAX_ENTRIES events are kept.  docs/memory-tools.md."},
+   "MAX_ENTRIES (1 to 2**30) events are kept.  docs/memory-tools.md."},
   {"memory_snapshot", gmpy_memory_snapshot, METH_NOARGS,
    "memory_snapshot()\n--\n\n"
    "The history's live blocks and events: a dict of 'blocks' and\n"
@@ -596,12 +676,15 @@ static PyMethodDef gmpy_mem_history_methods[] = {
   {"dump_snapshot", gmpy_dump_snapshot, METH_O,
    "dump_snapshot(path)\n--\n\n"
    "Write the history as a pickle in PyTorch's memory snapshot format,\n"
-   "for torch.cuda._memory_viz and pytorch.org/memory_viz."},
+   "for torch.cuda._memory_viz and pytorch.org/memory_viz.  PATH (str,\n"
+   "bytes, os.PathLike) is opened as memory_report opens it."},
   {"memory_report", gmpy_memory_report, METH_O,
    "memory_report(path)\n--\n\n"
    "Write a self-contained HTML page: each device's allocated and\n"
    "reserved bytes over time, the peak, the largest live blocks and\n"
-   "the lines that made them."},
+   "the lines that made them.  OSError when PATH is a symbolic link,\n"
+   "another user's file or one with other hard links (none is written\n"
+   "through), or cannot be written.  docs/security.md."},
   {NULL, NULL, 0, NULL}
 };
 

@@ -72,7 +72,9 @@ PyMethodDef gmpy_plugin_methods[] = {
    "The kernels of the plugin library PATH (a shared library built\n"
    "against gpumem/kernel.h) as an object with one checked function per\n"
    "kernel, as gpumem.kernels has, and list().  Loading a library again\n"
-   "returns the same object.  gpumem.Error, naming the file and the\n"
+   "returns the same object.  A PATH without a '/' is found where the\n"
+   "dynamic linker looks, never in the current folder ('./mine.so' for\n"
+   "a file there).  gpumem.Error, naming the file and the\n"
    "kernel, when the library does not load, has no kernel table, a table\n"
    "of another ABI version, a signature that does not parse, or a kernel\n"
    "whose name another kernel has.  See gpumem-kernels(7)."},

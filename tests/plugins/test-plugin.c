@@ -1,10 +1,27 @@
 /* test-plugin.c -- kernel plugins for tests/test_plugins.py, built as
    plain C (no CUDA) into one library per variant: -DVARIANT_good is a
-   plugin that loads; every other variant is refused in its own way.  */
+   plugin that loads; -DVARIANT_marker one that loads and, as it is
+   loaded, makes the file GM_TEST_PLUGIN_MARKER names (so a test sees
+   whether its code ran); every other variant is refused in its own
+   way.  */
 
 #include <gpumem/kernel.h>
 
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#ifdef VARIANT_marker
+__attribute__ ((constructor)) static void
+make_marker (void)
+{
+  const char *path = getenv ("GM_TEST_PLUGIN_MARKER");
+  FILE *fp = path ? fopen (path, "w") : NULL;
+
+  if (fp != NULL)
+    fclose (fp);
+}
+#endif
 
 #ifdef VARIANT_good
 
