@@ -10,20 +10,6 @@
 
 #include "cli.h"
 
-bool
-gm_cli_parse_backend (const char *name, gm_backend_choice *choice)
-{
-  if (strcmp (name, "auto") == 0)
-    *choice = GM_BACKEND_AUTO;
-  else if (strcmp (name, "cuda") == 0)
-    *choice = GM_BACKEND_CUDA;
-  else if (strcmp (name, "host") == 0)
-    *choice = GM_BACKEND_HOST;
-  else
-    return false;
-  return true;
-}
-
 /* The value of a long option without a short one.  */
 enum { OPT_MEMORY_REPORT = 0x100 };
 
@@ -57,7 +43,7 @@ gm_cli_parse (int argc, char **argv, gm_cli_options *options)
   memset (options, 0, sizeof *options);
   options->backend = GM_BACKEND_AUTO;
   if (env_backend != NULL && *env_backend != '\0'
-      && !gm_cli_parse_backend (env_backend, &options->backend))
+      && !gm_backend_parse_name (env_backend, &options->backend))
     return usage_error (options, "GPUMEM_BACKEND: unknown backend '%s' "
                         "(choose cuda, host or auto)", env_backend);
 
@@ -74,7 +60,7 @@ gm_cli_parse (int argc, char **argv, gm_cli_options *options)
     switch (opt)
       {
       case 'b':
-        if (!gm_cli_parse_backend (optarg, &options->backend))
+        if (!gm_backend_parse_name (optarg, &options->backend))
           return usage_error (options, "unknown backend '%s' (choose cuda, "
                               "host or auto)", optarg);
         break;

@@ -50,9 +50,4 @@ typedef struct gm_cli_options
    called more than once (it resets getopt).  */
 gm_cli_status gm_cli_parse (int argc, char **argv, gm_cli_options *options);
 
-/* Parses a backend name (cuda, host or auto: --backend and
-   GPUMEM_BACKEND) into *CHOICE; false if NAME is none of them.  The one
-   parser of that setting, for the program and the extension module.  */
-bool gm_cli_parse_backend (const char *name, gm_backend_choice *choice);
-
 #endif /* GM_CLI_H */

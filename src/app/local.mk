@@ -7,15 +7,9 @@ bin_PROGRAMS = src/gpumem
 GM_APP_CPPFLAGS = $(GM_CORE_CPPFLAGS) -I$(top_srcdir)/src/app \
 	-I$(top_srcdir)/src/comm -I$(top_srcdir)/src/plugin \
 	-I$(top_srcdir)/kernels
-GM_APP_SOURCES = src/app/main.c \
+GM_APP_SOURCES = src/app/main.c src/app/cli.c src/app/cli.h \
 	src/app/child-env.c src/app/child-env.h
 src_gpumem_SOURCES = $(GM_APP_SOURCES) kernels/registry.c
 src_gpumem_CPPFLAGS = $(GM_APP_CPPFLAGS)
 nodist_src_gpumem_SOURCES = gm-paths.h
 src_gpumem_LDADD = src/libgpumem-core.la $(GM_LIBS)
-## The command line's parser goes into the libraries too: the module
-## reads GPUMEM_BACKEND with its backend-name parser (tests/fuzz/fuzz-cli.c
-## fuzzes it).
-noinst_LTLIBRARIES += src/app/libgm-cli.la
-src_app_libgm_cli_la_SOURCES = src/app/cli.c src/app/cli.h
-src_app_libgm_cli_la_CPPFLAGS = $(GM_APP_CPPFLAGS)

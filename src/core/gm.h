@@ -414,10 +414,15 @@ typedef enum gm_backend_choice
   GM_BACKEND_AUTO, GM_BACKEND_CUDA, GM_BACKEND_HOST
 } gm_backend_choice;
 
-/* Selects and initializes the backend.  With GM_BACKEND_AUTO, falls back
-   to the host backend when CUDA has no device, and writes one notice to
-   standard error unless QUIET.  GM_ERR_UNAVAILABLE when the requested
-   backend cannot run (last error says why).  */
+/* Sets *CHOICE from NAME ("auto", "cuda" or "host"); false for another
+   name.  */
+bool gm_backend_parse_name (const char *name, gm_backend_choice *choice);
+
+/* Selects and initializes the backend (src/backend-choice.c).  With
+   GM_BACKEND_AUTO, falls back to the host backend when CUDA has no
+   device, and writes one notice to standard error unless QUIET.
+   GM_ERR_UNAVAILABLE when the requested backend cannot run (last error
+   says why).  */
 gm_status gm_backend_init (gm_backend_choice choice, bool quiet);
 /* The notice of gm_backend_init's fallback to the host backend ("no
    CUDA device (...); using the host backend"), written or not, for a

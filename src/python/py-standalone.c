@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "plugin.h"
 
 /* Called by Py_FinalizeEx once the interpreter is gone (or by the C
@@ -88,7 +87,7 @@ gmpy_backend_start (PyObject *warning)
         }
       kernels_preloaded = true;
     }
-  if (name != NULL && *name != '\0' && !gm_cli_parse_backend (name, &choice))
+  if (name != NULL && *name != '\0' && !gm_backend_parse_name (name, &choice))
     {
       PyErr_Format (PyExc_ImportError, "gpumem: GPUMEM_BACKEND: unknown "
                     "backend '%s' (choose cuda, host or auto)", name);

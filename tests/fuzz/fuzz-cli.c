@@ -1,5 +1,5 @@
 /* fuzz-cli.c -- libFuzzer target: gpumem's command-line parser
-   (gm_cli_parse in src/cli.c, which main.c calls).
+   (gm_cli_parse in src/app/cli.c, which main.c calls).
 
    Input: the first byte picks GPUMEM_BACKEND (unset, "host", "", junk,
    or the next NUL-terminated piece of the input); the rest, split at
