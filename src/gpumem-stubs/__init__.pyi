@@ -7,9 +7,9 @@ kernels/kernels.def; comm.pyi describes gpumem.comm, which exists only
 in a build with MPI.
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType, TracebackType
-from typing import Any, Literal, SupportsIndex, TypedDict, final, overload, type_check_only
+from typing import Any, Literal, Protocol, SupportsIndex, TypedDict, final, overload, type_check_only
 
 import numpy as np
 import numpy.typing as npt
@@ -139,8 +139,11 @@ class DeviceArray:
     def free(self) -> None: ...
 
 # Device memory a kernel or a copy takes: a DeviceArray, or another
-# library's array with __cuda_array_interface__.
-_DeviceMemory: TypeAlias = DeviceArray | Any
+# library's array with __cuda_array_interface__ (CuPy, PyTorch, Numba).
+@type_check_only
+class _DeviceMemory(Protocol):
+    @property
+    def __cuda_array_interface__(self) -> Mapping[str, Any]: ...
 
 @final
 class Stream:
