@@ -118,6 +118,34 @@ if not STUBS or not os.path.isfile(os.path.join(STUBS, "__init__.pyi")):
 SIGNATURES = _stub_signatures(STUBS)
 
 
+def _comm_from_the_stubs(folder):
+    """gpumem.comm exists only in a build with MPI.  Elsewhere its entries
+    are made from comm.pyi: the stubs' names and signatures, and a
+    docstring that says so."""
+    import sys
+    import types
+
+    import gpumem
+    if hasattr(gpumem, "comm"):
+        return
+    note = ("gpumem.comm exists only in a build with MPI; this site was "
+            "built without it.")
+    comm = types.ModuleType("gpumem.comm", note)
+    with open(os.path.join(folder, "comm.pyi"), encoding="utf-8") as f:
+        exec(compile("from __future__ import annotations\n" + f.read(),
+                     "comm.pyi", "exec"), comm.__dict__)
+    for name in comm.__annotations__:
+        setattr(comm, name, None)
+    for value in vars(comm).values():
+        if isinstance(value, types.FunctionType):
+            value.__doc__ = note
+    gpumem.comm = comm
+    sys.modules["gpumem.comm"] = comm
+
+
+_comm_from_the_stubs(STUBS)
+
+
 def _signature_from_stubs(app, what, name, obj, options, signature,
                           return_annotation):
     """The stubs' signature of NAME in place of the docstring's (which
