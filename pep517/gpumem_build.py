@@ -16,6 +16,8 @@ The wheel holds
     gpumem<EXT_SUFFIX>              the extension module
     gpumem-include/gpumem/*.h       the headers; gpumem.get_include()
                                     returns this folder
+    gpumem-stubs/*.pyi              the type stubs (PEP 561), which mypy
+                                    and pyright find beside the module
     gpumem-VERSION.dist-info/       METADATA, WHEEL, RECORD
 
 Config settings (pip install -C KEY=VALUE, python -m build -C...):
@@ -47,6 +49,7 @@ SUMMARY = ("GPU memory owned by Python, handed to native CUDA kernels "
 REQUIRES_PYTHON = ">=3.9"
 REQUIRES_DIST = ["numpy"]
 INCLUDE_FOLDER = "gpumem-include"
+STUBS_FOLDER = "gpumem-stubs"
 
 
 class BuildError(RuntimeError):
@@ -217,12 +220,13 @@ def build_wheel(wheel_directory, config_settings=None,
         _configure(srcdir, builddir, _configure_args(config_settings))
         stage = os.path.join(builddir, "wheel-stage")
         shutil.rmtree(stage, ignore_errors=True)
-        # Makefile.am's own install rules for the module and the headers
-        # alone, into the staging folder: the same files make install
-        # puts in pyexecdir and includedir/gpumem.
+        # Makefile.am's own install rules for the module, its stubs and
+        # the headers alone, into the staging folder: the same files make
+        # install puts in pyexecdir and includedir/gpumem.
         _run(["make", f"-j{_jobs()}", "install-pyexecLTLIBRARIES",
+              "install-nodist_gpumemstubsDATA",
               "install-gpumemincludeHEADERS", f"DESTDIR={stage}",
-              "pyexecdir=/wheel",
+              "pyexecdir=/wheel", f"gpumemstubsdir=/wheel/{STUBS_FOLDER}",
               f"gpumemincludedir=/wheel/{INCLUDE_FOLDER}/gpumem"],
              builddir, "make")
         root = os.path.join(stage, "wheel")
@@ -237,6 +241,9 @@ def build_wheel(wheel_directory, config_settings=None,
         suffix = sysconfig.get_config_var("EXT_SUFFIX")
         if "gpumem" + suffix not in files:
             raise BuildError(f"make installed no gpumem{suffix} "
+                             f"(installed: {files})")
+        if f"{STUBS_FOLDER}/__init__.pyi" not in files:
+            raise BuildError(f"make installed no {STUBS_FOLDER}/__init__.pyi "
                              f"(installed: {files})")
         wheel_name = f"{NAME}-{_version()}-{'-'.join(tag)}.whl"
         dist_info = _dist_info_name()

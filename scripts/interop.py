@@ -15,6 +15,7 @@ DLPack reports host memory there, and numpy.from_dlpack takes it.
 """
 
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ def with_numpy():
     gpumem.kernels.saxpy(N, 2.0, gpumem.from_dlpack(x), gpumem.from_dlpack(y))
     ok = check("saxpy on NumPy's memory", np.array_equal(y, 2 * x + 1))
     a = gpumem.to_device(x)
-    view = np.from_dlpack(a)
+    view: np.ndarray[Any, Any] = np.from_dlpack(a)
     view *= 3
     ok &= check("NumPy on gpumem's memory",
                 np.array_equal(a.copy_to_host(), 3 * x))

@@ -78,7 +78,7 @@ class IterationClock:
         self.iterations = iterations
         self.speak = speak
         self.times = []
-        self.started = None
+        self.started = 0.0
         self.last_report = time.perf_counter()
 
     def start(self):
@@ -203,8 +203,8 @@ def main(argv):
     # work at the same time; devices_at_once.wait() returns when every
     # device is done and partial_update is filled.  The update's copies
     # are queued too and run before the next iteration's kernels.
-    devices_at_once = nullcontext() if args.serial else gpumem.concurrent()
-    with devices_at_once:
+    devices_at_once = None if args.serial else gpumem.concurrent()
+    with devices_at_once or nullcontext():
         for _ in range(args.iterations):
             clock.start()
             for i in range(PARTITIONS):
@@ -212,7 +212,7 @@ def main(argv):
                        gpu_partial_update_memory[i], len(parted_images[i]))
                 gpumem.copy_from_gpu(gpu_partial_update_memory[i],
                                      partial_update[i], 4)
-            if not args.serial:
+            if devices_at_once is not None:
                 devices_at_once.wait()
             stitching(update, partial_update)
             for mem in gpu_update_memory.values():

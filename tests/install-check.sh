@@ -63,6 +63,13 @@ check_files () {
   done
   ls "$pyexec"/gpumem*.so >/dev/null 2>&1 \
     || fail "no extension module gpumem*.so in $pyexec"
+  # The type stubs beside the module (PEP 561), gpumem.kernels' among
+  # them with a def for each kernel of kernels.def.
+  for f in __init__.pyi comm.pyi kernels.pyi; do
+    [ -e "$pyexec/gpumem-stubs/$f" ] || fail "$pyexec/gpumem-stubs/$f is not installed"
+  done
+  grep -q '^def saxpy(' "$pyexec/gpumem-stubs/kernels.pyi" \
+    || fail "$pyexec/gpumem-stubs/kernels.pyi has no def saxpy"
   # libtool's versioned name, and the link to it.
   ls "$lib"/libgpumem.so.*.*.* >/dev/null 2>&1 \
     || fail "libgpumem.so is not versioned"

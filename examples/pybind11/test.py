@@ -21,8 +21,8 @@ for iteration in range(5):
     for part, partial in zip(parts, partials):
         assert module.algo(part, device_update, partial, len(part)) is partial
     p = [partial.copy_to_host() for partial in partials]
-    for i, part in enumerate(np.array_split(images, 4)):
-        want = (np.float64(part).mean() + np.float64(expected)).astype(np.float32)
+    for i, host_part in enumerate(np.array_split(images, 4)):
+        want = (np.float64(host_part).mean() + np.float64(expected)).astype(np.float32)
         np.testing.assert_allclose(p[i], want, rtol=1e-6)
     expected = (p[0] + p[1] + p[2] - p[3]).astype(np.float32)
     device_update = gpumem.to_device(expected)

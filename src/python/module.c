@@ -118,12 +118,12 @@ static PyMethodDef gmpy_methods[] = {
    "alloc_gpu_memory(size, dtype='float32', device=None)\n--\n\n"
    "A new one-dimensional DeviceArray of SIZE elements (the stitching workload's API)."},
   {"asarray", gmpy_asarray, METH_O,
-   "asarray(obj)\n--\n\n"
+   "asarray(obj, /)\n--\n\n"
    "OBJ as a DeviceArray without a copy: a DeviceArray itself, any\n"
    "object with __cuda_array_interface__, or a DLPack producer of CUDA\n"
    "memory (kept alive by the result)."},
   {"from_dlpack", gmpy_from_dlpack, METH_O,
-   "from_dlpack(obj)\n--\n\n"
+   "from_dlpack(obj, /)\n--\n\n"
    "A DeviceArray over the memory of DLPack producer OBJ (an object with\n"
    "__dlpack__, or a DLPack capsule), without a copy; the producer's\n"
    "memory stays alive until the array and its views go.  CUDA memory on\n"
@@ -157,7 +157,7 @@ static PyMethodDef gmpy_methods[] = {
    METH_FASTCALL | METH_KEYWORDS,
    "synchronize(device=None)\n--\n\nWait for all work on the device."},
   {"_rebuild", gmpy_rebuild, METH_VARARGS,
-   "_rebuild(host, device)\n--\n\n"
+   "_rebuild(host, device, /)\n--\n\n"
    "A DeviceArray on DEVICE holding a copy of host array HOST: what\n"
    "pickle calls to load a pickled DeviceArray."},
   {"get_include", gmpy_get_include, METH_NOARGS,

@@ -402,56 +402,56 @@ arraypy_no_numpy (PyObject *self, PyObject *args, PyObject *kwargs)
 static PyMethodDef arraypy_methods[] = {
   {"copy_to_host", (PyCFunction) (void (*) (void)) arraypy_copy_to_host,
    METH_VARARGS | METH_KEYWORDS,
-   "copy_to_host(out=None, stream=None)\n--\n\n"
+   "copy_to_host($self, out=None, stream=None)\n--\n\n"
    "The array's contents in a numpy.ndarray (OUT, if given)."},
   {"copy_from_host", (PyCFunction) (void (*) (void)) arraypy_copy_from_host,
    METH_VARARGS | METH_KEYWORDS,
-   "copy_from_host(src, stream=None)\n--\n\n"
+   "copy_from_host($self, src, stream=None)\n--\n\n"
    "Overwrite the array with host array SRC of the same size."},
   {"free", arraypy_free, METH_NOARGS,
-   "free()\n--\n\nRelease the memory now (or, while a call in another thread\n"
+   "free($self)\n--\n\nRelease the memory now (or, while a call in another thread\n"
    "still uses it, when that call ends); later use raises ValueError."},
   {"reshape", arraypy_reshape, METH_VARARGS,
-   "reshape(shape)\n--\n\nA view of the same memory with another shape "
+   "reshape($self, shape, /)\n--\n\nA view of the same memory with another shape "
    "(-1 stands for the\ndimension the others leave); contiguous arrays "
    "only."},
   {"fill", gmpy_array_fill, METH_O,
-   "fill(value)\n--\n\nSet every element to the scalar VALUE, converted "
+   "fill($self, value, /)\n--\n\nSet every element to the scalar VALUE, converted "
    "as\nnumpy.array(value, dtype) converts it.  Queued on the current\n"
    "stream (gpumem.current_stream), else complete on return."},
   {"copy", gmpy_array_copy, METH_NOARGS,
-   "copy()\n--\n\nA new contiguous DeviceArray on the same device with "
+   "copy($self)\n--\n\nA new contiguous DeviceArray on the same device with "
    "the same\ncontents (of a strided view: its elements, packed)."},
   {"transpose", gmpy_array_transpose, METH_VARARGS,
-   "transpose(*axes)\n--\n\nA view with the axes permuted as AXES says "
+   "transpose($self, *axes)\n--\n\nA view with the axes permuted as AXES says "
    "(ints, or one tuple;\nnone: reversed), as NumPy's; shares the memory."},
   {"item", gmpy_array_to_scalar, METH_NOARGS,
-   "item()\n--\n\nThe one element of an array of size 1, as a Python "
+   "item($self)\n--\n\nThe one element of an array of size 1, as a Python "
    "scalar\n(copied to the host); ValueError for another size."},
   {"__complex__", gmpy_array_complex, METH_NOARGS,
-   "__complex__()\n--\n\ncomplex(a) of an array of one element."},
+   "__complex__($self)\n--\n\ncomplex(a) of an array of one element."},
   {"__reduce__", gmpy_array_reduce, METH_NOARGS,
-   "__reduce__()\n--\n\nPickles the array by value: a host copy of its "
+   "__reduce__($self)\n--\n\nPickles the array by value: a host copy of its "
    "elements and\nits device index, made again by gpumem._rebuild."},
   {"__array__", (PyCFunction) (void (*) (void)) arraypy_no_numpy,
    METH_VARARGS | METH_KEYWORDS,
-   "__array__(*args, **kwargs)\n--\n\nRaises TypeError: a DeviceArray "
+   "__array__($self, *args, **kwargs)\n--\n\nRaises TypeError: a DeviceArray "
    "becomes a NumPy array only\nthrough an explicit copy_to_host()."},
   {"__enter__", arraypy_enter, METH_NOARGS,
-   "__enter__()\n--\n\nThe array itself, for `with gpumem.empty(n) as "
+   "__enter__($self)\n--\n\nThe array itself, for `with gpumem.empty(n) as "
    "a:`."},
   {"__exit__", arraypy_exit, METH_VARARGS,
-   "__exit__(*exc_info)\n--\n\nfree() the array at the end of the with "
+   "__exit__($self, *exc_info)\n--\n\nfree() the array at the end of the with "
    "block."},
   {"__dlpack__", (PyCFunction) (void (*) (void)) gmpy_array_dlpack,
    METH_VARARGS | METH_KEYWORDS,
-   "__dlpack__(*, stream=None, max_version=None, dl_device=None, "
+   "__dlpack__($self, *, stream=None, max_version=None, dl_device=None, "
    "copy=None)\n--\n\n"
    "The array as a DLPack capsule, without a copy (unless COPY is True).\n"
    "A versioned capsule when MAX_VERSION >= (1, 0), else a legacy one.\n"
    "STREAM is the consumer's: it is made to wait for gpumem's work."},
   {"__dlpack_device__", gmpy_array_dlpack_device, METH_NOARGS,
-   "__dlpack_device__()\n--\n\n"
+   "__dlpack_device__($self)\n--\n\n"
    "(device_type, device_id) as DLPack numbers them: (2, index) for a\n"
    "CUDA device, (1, 0) for the host backend's memory."},
   {NULL, NULL, 0, NULL}

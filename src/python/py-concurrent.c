@@ -659,15 +659,15 @@ concurrentpy_repr (PyObject *self)
 
 static PyMethodDef concurrentpy_methods[] = {
   {"__enter__", concurrentpy_enter, METH_NOARGS,
-   "__enter__()\n--\n\nOpen the block in this thread; RuntimeError inside\n"
+   "__enter__($self)\n--\n\nOpen the block in this thread; RuntimeError inside\n"
    "a `with stream:` block of this thread."},
   {"__exit__", concurrentpy_exit, METH_VARARGS,
-   "__exit__(*exc_info)\n--\n\n"
+   "__exit__($self, *exc_info)\n--\n\n"
    "Wait for all the block's work on every device (also when the body\n"
    "raised, or on Ctrl-C), land its copies into host memory, and close\n"
    "it.  An error of the work is raised unless the body raised one."},
   {"wait", concurrentpy_wait, METH_NOARGS,
-   "wait()\n--\n\n"
+   "wait($self)\n--\n\n"
    "Wait until all the work queued in the block so far is done on every\n"
    "device, and land its copies into host memory; the block stays open.\n"
    "Ctrl-C raises KeyboardInterrupt (the block's end then waits)."},

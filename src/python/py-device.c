@@ -272,7 +272,7 @@ devicepy_can_access_peer (PyObject *self, PyObject *peer_obj)
 
 static PyMethodDef devicepy_methods[] = {
   {"can_access_peer", devicepy_can_access_peer, METH_O,
-   "can_access_peer(peer)\n--\n\n"
+   "can_access_peer($self, peer, /)\n--\n\n"
    "True when kernels on this device may use arrays of device PEER (an\n"
    "int or a Device) and copies between the two go directly (over\n"
    "NVLink or PCIe, not through host memory); True for the device itself.\n"
@@ -280,14 +280,14 @@ static PyMethodDef devicepy_methods[] = {
    "the host backend the simulated devices can all access each other\n"
    "(GPUMEM_HOST_PEER_ACCESS=0: none can)."},
   {"mem_info", devicepy_mem_info, METH_NOARGS,
-   "mem_info()\n--\n\n(free, total) bytes of the device's memory."},
+   "mem_info($self)\n--\n\n(free, total) bytes of the device's memory."},
   {"synchronize", devicepy_synchronize, METH_NOARGS,
-   "synchronize()\n--\n\nWait for all work on the device."},
+   "synchronize($self)\n--\n\nWait for all work on the device."},
   {"__enter__", devicepy_enter, METH_NOARGS,
-   "__enter__()\n--\n\nStart a with block: this device is the current "
+   "__enter__($self)\n--\n\nStart a with block: this device is the current "
    "one of this thread\n(new arrays, streams and events go to it)."},
   {"__exit__", devicepy_exit, METH_VARARGS,
-   "__exit__(*exc_info)\n--\n\nEnd the with block: the device current "
+   "__exit__($self, *exc_info)\n--\n\nEnd the with block: the device current "
    "before it is again."},
   {NULL, NULL, 0, NULL}
 };

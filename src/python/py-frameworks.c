@@ -118,7 +118,7 @@ static PyGetSetDef poolblockpy_getset[] = {
 
 static PyMethodDef poolblockpy_methods[] = {
   {"free", poolblockpy_free, METH_NOARGS,
-   "free()\n--\n\nGive the block back to the pool now, in the order of "
+   "free($self)\n--\n\nGive the block back to the pool now, in the order of "
    "the stream it was\nallocated on (work queued there may still use it); "
    "later calls do nothing."},
   {NULL, NULL, 0, NULL}
@@ -328,7 +328,7 @@ static PyMethodDef frameworks_functions[] = {
   {"pool_users", gmpy_pool_users, METH_NOARGS,
    "pool_users()\n--\n\nThe libraries use_pool switched over, sorted."},
   {"_pool_block", gmpy_pool_block, METH_VARARGS,
-   "_pool_block(nbytes, owner, device, stream)\n--\n\n"
+   "_pool_block(nbytes, owner, device, stream, /)\n--\n\n"
    "A block of the pool for another library (gpumem._frameworks)."},
   {"_torch_shim", gmpy_torch_shim, METH_NOARGS,
    "_torch_shim()\n--\n\n"

@@ -364,14 +364,14 @@ graphpy_repr (PyObject *self)
 
 static PyMethodDef graphpy_methods[] = {
   {"__enter__", graphpy_enter, METH_NOARGS,
-   "__enter__()\n--\n\nStart recording this thread's calls."},
+   "__enter__($self)\n--\n\nStart recording this thread's calls."},
   {"__exit__", graphpy_exit, METH_VARARGS,
-   "__exit__(*exc_info)\n--\n\n"
+   "__exit__($self, *exc_info)\n--\n\n"
    "End the recording and make the graph (one per device used).  When\n"
    "the block raised, nothing is kept and the exception goes on."},
   {"replay", (PyCFunction) (void (*) (void)) graphpy_replay,
    METH_VARARGS | METH_KEYWORDS,
-   "replay(stream=None)\n--\n\n"
+   "replay($self, stream=None)\n--\n\n"
    "Run the recorded calls again, as g() does: complete on return (the\n"
    "host arrays read and written), or queued on STREAM for a graph of\n"
    "one device's work that copies no host memory."},

@@ -519,7 +519,7 @@ static PyMethodDef namespace_methods[] = {
   {"list", kernels_list, METH_NOARGS,
    "list()\n--\n\nThe kernels as (name, signature) pairs."},
   {"info", kernels_info, METH_O,
-   "info(name)\n--\n\n"
+   "info(name, /)\n--\n\n"
    "A dict describing kernel NAME: name, doc, params (a list of (name,\n"
    "direction, dtype, minimum length) with direction 'in', 'out', 'inout'\n"
    "or 'scalar' and length None for scalars), cuda (it has a CUDA\n"

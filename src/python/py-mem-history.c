@@ -674,12 +674,12 @@ static PyMethodDef gmpy_mem_history_methods[] = {
    "line, function)), 'owners', 'actions', 'enabled', 'stacks_on',\n"
    "'max_entries', 'dropped'.  docs/memory-tools.md gives the fields."},
   {"dump_snapshot", gmpy_dump_snapshot, METH_O,
-   "dump_snapshot(path)\n--\n\n"
+   "dump_snapshot(path, /)\n--\n\n"
    "Write the history as a pickle in PyTorch's memory snapshot format,\n"
    "for torch.cuda._memory_viz and pytorch.org/memory_viz.  PATH (str,\n"
    "bytes, os.PathLike) is opened as memory_report opens it."},
   {"memory_report", gmpy_memory_report, METH_O,
-   "memory_report(path)\n--\n\n"
+   "memory_report(path, /)\n--\n\n"
    "Write a self-contained HTML page: each device's allocated and\n"
    "reserved bytes over time, the peak, the largest live blocks and\n"
    "the lines that made them.  OSError when PATH is a symbolic link,\n"

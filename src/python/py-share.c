@@ -319,7 +319,7 @@ static PyMethodDef ipcpy_methods[] = {
    "one more consumer (one for each such handle) even when this process\n"
    "lets go of it first."},
   {"open_shared", ipcpy_open_shared, METH_O,
-   "open_shared(handle)\n--\n\n"
+   "open_shared(handle, /)\n--\n\n"
    "The DeviceArray a share() handle describes, on the same memory, or\n"
    "the Event, the same event.\n"
    "gpumem.Error for a handle of another node or device, one closed or\n"

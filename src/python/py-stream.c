@@ -256,33 +256,33 @@ static PyGetSetDef streampy_getset[] = {
 
 static PyMethodDef streampy_methods[] = {
   {"synchronize", streampy_synchronize, METH_NOARGS,
-   "synchronize()\n--\n\nWait until all work in the stream is done."},
+   "synchronize($self)\n--\n\nWait until all work in the stream is done."},
   {"query", streampy_query, METH_NOARGS,
-   "query()\n--\n\nTrue when all work in the stream is done."},
+   "query($self)\n--\n\nTrue when all work in the stream is done."},
   {"wait_event", streampy_wait_event, METH_O,
-   "wait_event(event)\n--\n\n"
+   "wait_event($self, event, /)\n--\n\n"
    "Make work queued on this stream from now on wait until EVENT's\n"
    "recorded point is reached; the host does not wait.  Nothing when\n"
    "EVENT was never recorded."},
   {"wait_stream", streampy_wait_stream, METH_O,
-   "wait_stream(stream)\n--\n\n"
+   "wait_stream($self, stream, /)\n--\n\n"
    "Make work queued on this stream from now on wait for all work queued\n"
    "on STREAM so far; the host does not wait."},
   {"from_handle", (PyCFunction) (void (*) (void)) streampy_from_handle,
    METH_CLASS | METH_VARARGS | METH_KEYWORDS,
-   "from_handle(handle, device=None)\n--\n\n"
+   "from_handle($cls, handle, device=None)\n--\n\n"
    "A Stream over a cudaStream_t made by other code (HANDLE, an int; 1\n"
    "and 2 are CUDA's legacy and per-thread default streams), on DEVICE\n"
    "(default: the current one).  gpumem never destroys it: it must\n"
    "outlive the Stream and the work queued on it."},
   {"__enter__", streampy_enter, METH_NOARGS,
-   "__enter__()\n--\n\n"
+   "__enter__($self)\n--\n\n"
    "Start a with block: calls without stream= on data of this stream's\n"
    "device, in this thread, are queued on it (and are not complete when\n"
    "they return) until the block ends.  RuntimeError inside a\n"
    "gpumem.concurrent() block of this thread."},
   {"__exit__", streampy_exit, METH_VARARGS,
-   "__exit__(*exc_info)\n--\n\n"
+   "__exit__($self, *exc_info)\n--\n\n"
    "End the with block; the stream that was current before is again.\n"
    "Does not wait for the stream."},
   {NULL, NULL, 0, NULL}
@@ -479,15 +479,15 @@ eventpy_elapsed_ms (PyObject *self, PyObject *end_obj)
 static PyMethodDef eventpy_methods[] = {
   {"record", (PyCFunction) (void (*) (void)) eventpy_record,
    METH_VARARGS | METH_KEYWORDS,
-   "record(stream=None)\n--\n\nMark this point of STREAM (default: the "
+   "record($self, stream=None)\n--\n\nMark this point of STREAM (default: the "
    "current stream of the\nevent's device, see Stream.__enter__, else its "
    "default stream)."},
   {"synchronize", eventpy_synchronize, METH_NOARGS,
-   "synchronize()\n--\n\nWait until the recorded point is reached."},
+   "synchronize($self)\n--\n\nWait until the recorded point is reached."},
   {"query", eventpy_query, METH_NOARGS,
-   "query()\n--\n\nTrue when the recorded point has been reached."},
+   "query($self)\n--\n\nTrue when the recorded point has been reached."},
   {"elapsed_ms", eventpy_elapsed_ms, METH_O,
-   "elapsed_ms(end)\n--\n\nMilliseconds from this event to END."},
+   "elapsed_ms($self, end, /)\n--\n\nMilliseconds from this event to END."},
   {NULL, NULL, 0, NULL}
 };
 
