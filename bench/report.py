@@ -33,6 +33,9 @@ CASE_LABEL = {"pinned_h2d": "pinned host->device",
 # The figures that have their own sections (not in the detail table).
 OWN_SECTIONS = ("algo_sweep", "algo_shape", "loop_sweep", "multigpu",
                 "staging", "kernel_launch", "jit_compile")
+# Records whose figure is not the name of the driver's figure that
+# writes them (the FIGURE arguments bench/run.sh's sections pass).
+DRIVER_FIGURE = {"alloc_free": "alloc"}
 # The issue's anchor for the 4 x 2^28 workload, microseconds.
 ANCHOR_4X2_28 = {"raw": 1081.0, "cupy": 1129.0}
 # Issue 19's "the stitching workload's 4 x 10 loop no slower" is read
@@ -120,6 +123,11 @@ class Target:
     def __init__(self, text, row, against, op, threshold):
         self.text, self.row = text, ROW[row]
         self.against, self.op, self.threshold = against, op, threshold
+
+    def needs(self):
+        """The (implementation, figure) pairs the verdict reads."""
+        impls = ["gpumem"] + ([self.against] if self.against else [])
+        return [(impl, self.row.keys[impl][0]) for impl in impls]
 
 
 TARGETS = [
@@ -211,6 +219,82 @@ def load(directory):
                           for key, recs in run[table].items()}
         runs[impl] = run
     return runs
+
+
+def load_plan(directory):
+    """What bench/run.sh planned: {"section": {figure: section}, "not_run":
+    {("section" | "impl", name): why}, "skipped": [lines]}, from
+    sections.txt ("NAME: FIGURES"), not-run.txt ("KIND NAME: WHY") and
+    skipped.txt (what the budget left out); empty where missing."""
+    plan = {"section": {}, "not_run": {}, "skipped": []}
+    for name, into in (("sections.txt", "section"),
+                       ("not-run.txt", "not_run"),
+                       ("skipped.txt", "skipped")):
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                if into == "skipped":
+                    plan["skipped"].append(line)
+                    continue
+                head, _, tail = line.partition(": ")
+                if into == "section":
+                    for figure in tail.split():
+                        plan["section"][figure] = head
+                else:
+                    kind, _, what = head.partition(" ")
+                    plan["not_run"][(kind, what)] = tail
+    return plan
+
+
+def why_not(runs, needs, plan):
+    """The verdict of a target with nothing to judge, saying why: NEEDS
+    are the (implementation, figure) pairs it reads; an implementation or
+    a section that could not run here gives "not run: ... needs 2 GPUs",
+    else "not measured" with what is missing."""
+    plan = plan or {"section": {}, "not_run": {}, "skipped": []}
+    for impl, figure in needs:
+        why = plan["not_run"].get(("impl", impl))
+        if why:
+            return f"not run: {LABEL.get(impl, impl)} {why}"
+        section = plan["section"].get(DRIVER_FIGURE.get(figure, figure))
+        why = plan["not_run"].get(("section", section))
+        if why:
+            return f"not run: section {section} {why}"
+    for impl, figure in needs:
+        if impl not in runs:
+            return f"not measured: no {LABEL.get(impl, impl)} records"
+        section = plan["section"].get(DRIVER_FIGURE.get(figure, figure))
+        if section and any(line.startswith(f"{impl}, {section}:")
+                           or line.startswith(f"{section}:")
+                           for line in plan["skipped"]):
+            return f"not run: section {section}, the budget was spent"
+    missing = ", ".join(f"{LABEL.get(i, i)} {f}" for i, f in needs)
+    return f"not measured: a record of {missing} is missing (see the logs)"
+
+
+def needed_figures():
+    """The (implementation, figure) pairs every target of the report
+    reads, on any machine; figures named as bench/run.sh's sections
+    name them (DRIVER_FIGURE)."""
+    pairs = {pair for t in TARGETS for pair in t.needs()}
+    for target in new_targets({}):
+        pairs.update(target[5])
+    return {(impl, DRIVER_FIGURE.get(fig, fig)) for impl, fig in pairs}
+
+
+def verdict_counts(summary):
+    """The verdicts' summary line."""
+    met = sum(1 for _, w in summary if w.startswith("MET"))
+    missed = sum(1 for _, w in summary if w.startswith("MISSED"))
+    unrun = sum(1 for _, w in summary if w.startswith("not run"))
+    unmeasured = len(summary) - met - missed - unrun
+    return (f"{met} of {len(summary)} targets met, {missed} missed, {unrun} "
+            f"not run here, {unmeasured} not measured")
 
 
 def machine_lines(directory):
@@ -317,7 +401,7 @@ def verdict(ok, lo_ok, hi_ok):
     return word
 
 
-def target_table(runs):
+def target_table(runs, plan=None):
     out = ["| target | measured | range (quartiles) | verdict |",
            "| --- | ---: | ---: | --- |"]
     summary = []
@@ -327,8 +411,9 @@ def target_table(runs):
         other = (lookup(runs, t.against, row.keys[t.against])
                  if t.against else None)
         if mine is None or (t.against and other is None):
-            out.append(f"| {t.text} | — | — | not measured |")
-            summary.append((t.text, "not measured"))
+            word = why_not(runs, t.needs(), plan)
+            out.append(f"| {t.text} | — | — | {word} |")
+            summary.append((t.text, word))
             continue
         if t.against:
             x, lo, hi = ratio(mine, other, row.kind)
@@ -617,86 +702,90 @@ def new_targets(runs, stitching=()):
     from_16m = [z for z in sizes if z >= 16 << 20]
     at_4m = [z for z in sizes if z == 4 << 20]
     out = []
+
+    def add(issue, text, points, op, threshold, figure, against="raw"):
+        needs = [("gpumem", figure)] + ([(against, figure)] if against
+                                         else [])
+        out.append((issue, text, points, op, threshold, needs))
+
     for d in ("h2d", "d2h"):
         word = "host->device" if d == "h2d" else "device->host"
-        out.append(("19", f"pinned {word}, every size 4 KiB – 1 GiB: >= 0.9x "
-                    "raw C cudaMemcpy", copy_points(
-                        runs, f"pinned_{d}", "raw", f"pinned_{d}",
-                        pinned_range), ">=", 0.9))
+        add("19", f"pinned {word}, every size 4 KiB – 1 GiB: >= 0.9x "
+            "raw C cudaMemcpy", copy_points(
+                runs, f"pinned_{d}", "raw", f"pinned_{d}", pinned_range),
+            ">=", 0.9, "sweep")
     for d in ("h2d", "d2h"):
         word = "host->device" if d == "h2d" else "device->host"
         pg, pn = f"pageable_{d}", f"pinned_{d}"
-        out += [
-            ("19", f"pageable {word} below 1 MiB: >= 0.9x raw C",
-             copy_points(runs, pg, "raw", pg, below_1m), ">=", 0.9),
-            ("19", f"pageable {word} at 4 MiB: >= 0.5x pinned raw C",
-             copy_points(runs, pg, "raw", pn, at_4m), ">=", 0.5),
-            ("19", f"pageable {word} from 16 MiB up: >= 0.8x pinned raw C",
-             copy_points(runs, pg, "raw", pn, from_16m), ">=", 0.8),
-            ("19", f"pageable {word}, every size: >= 1.0x raw C pageable",
-             copy_points(runs, pg, "raw", pg, sizes), ">=", 1.0)]
+        add("19", f"pageable {word} below 1 MiB: >= 0.9x raw C",
+            copy_points(runs, pg, "raw", pg, below_1m), ">=", 0.9, "sweep")
+        add("19", f"pageable {word} at 4 MiB: >= 0.5x pinned raw C",
+            copy_points(runs, pg, "raw", pn, at_4m), ">=", 0.5, "sweep")
+        add("19", f"pageable {word} from 16 MiB up: >= 0.8x pinned raw C",
+            copy_points(runs, pg, "raw", pn, from_16m), ">=", 0.8, "sweep")
+        add("19", f"pageable {word}, every size: >= 1.0x raw C pageable",
+            copy_points(runs, pg, "raw", pg, sizes), ">=", 1.0, "sweep")
     for d in ("h2d", "d2h"):
-        out.append(("19", f"16-byte copy {d}: <= 1.1x raw C time",
-                    one_point(runs, "gpumem", ("copy16", d), "raw",
-                              ("copy16", d), "time", "16 B"), "<=", 1.1))
+        add("19", f"16-byte copy {d}: <= 1.1x raw C time",
+            one_point(runs, "gpumem", ("copy16", d), "raw", ("copy16", d),
+                      "time", "16 B"), "<=", 1.1, "copy16")
     baseline = seed_4x10_baseline()
     if baseline:
         limit, then_mine, then_raw = baseline
-        out.append(("19", "the stitching workload's 4 x 10 loop no slower: <= "
-                    f"{limit:.2f}x raw C time (the ratio of "
-                    f"{SEED_4X10_BASELINE_NAME}: {then_mine * 1e6:.1f} / "
-                    f"{then_raw * 1e6:.1f} us)",
-                    one_point(runs, "gpumem", ("workload", "seed_4x10"),
-                              "raw", ("workload", "seed_4x10"), "time",
-                              "4 x 10"), "<=", limit))
+        add("19", "the stitching workload's 4 x 10 loop no slower: <= "
+            f"{limit:.2f}x raw C time (the ratio of "
+            f"{SEED_4X10_BASELINE_NAME}: {then_mine * 1e6:.1f} / "
+            f"{then_raw * 1e6:.1f} us)",
+            one_point(runs, "gpumem", ("workload", "seed_4x10"), "raw",
+                      ("workload", "seed_4x10"), "time", "4 x 10"),
+            "<=", limit, "workload")
     else:
-        out.append(("19", "the stitching workload's 4 x 10 loop no slower (the "
-                    f"baseline, {SEED_4X10_BASELINE_NAME}'s records "
-                    f"{SEED_4X10_BASELINE}-*.jsonl, are missing)", [],
-                    "<=", 0.0))
-    out.append(("19", "algo from 4 M floats up: >= 0.8x the device->device "
-                "copy's bandwidth (raw C's)", algo_points(runs, 4_000_000),
-                ">=", 0.8))
-    out.append(("19", "the stitching workload, every image count 40 – 2^30: "
-                "<= 1.1x raw C time (raw reduction, serial waits)",
-                loop_points(runs), "<=", 1.1))
-    # Issue 15, where two or more GPUs ran: with more than two, one row
-    # for the peer copies of every pair.
+        add("19", "the stitching workload's 4 x 10 loop no slower (the "
+            f"baseline, {SEED_4X10_BASELINE_NAME}'s records "
+            f"{SEED_4X10_BASELINE}-*.jsonl, are missing)", [], "<=", 0.0,
+            "workload")
+    add("19", "algo from 4 M floats up: >= 0.8x the device->device copy's "
+        "bandwidth (raw C's)", algo_points(runs, 4_000_000), ">=", 0.8,
+        "algo_sweep")
+    add("19", "the stitching workload, every image count 40 – 2^30: <= 1.1x "
+        "raw C time (raw reduction, serial waits)", loop_points(runs), "<=",
+        1.1, "loop_sweep")
+    # Issue 15: with more than two GPUs, one row for the peer copies of
+    # every pair.
     pairs = peer_pairs(runs)
     ndev = len({d for pair in pairs for d in pair})
     if ndev > 2:
-        out.append(("15", f"peer copy 256 MiB, every pair of the {ndev} "
-                    "GPUs: >= 0.9x raw C (peer access enabled)",
-                    [p for a, b in pairs for p in one_point(
-                        runs, "gpumem", ("multigpu", f"peer_{a}_{b}"), "raw",
-                        ("multigpu", f"peer_{a}_{b}"), "bw", f"{a}->{b}")],
-                    ">=", 0.9))
+        add("15", f"peer copy 256 MiB, every pair of the {ndev} GPUs: >= "
+            "0.9x raw C (peer access enabled)",
+            [p for a, b in pairs for p in one_point(
+                runs, "gpumem", ("multigpu", f"peer_{a}_{b}"), "raw",
+                ("multigpu", f"peer_{a}_{b}"), "bw", f"{a}->{b}")],
+            ">=", 0.9, "multigpu")
     else:
         for a, b in ((0, 1), (1, 0)):
-            out.append(("15", f"peer copy 256 MiB {a} -> {b}: >= 0.9x raw "
-                        "C (peer access enabled)", one_point(
-                            runs, "gpumem", ("multigpu", f"peer_{a}_{b}"),
-                            "raw", ("multigpu", f"peer_{a}_{b}"), "bw",
-                            f"{a}->{b}"), ">=", 0.9))
-    out.append(("15", "4 x 2^28 on 2 GPUs: <= 1.1x raw C concurrent",
-                best_gpumem_point(runs, "4x2^28", 2), "<=", 1.1))
+            add("15", f"peer copy 256 MiB {a} -> {b}: >= 0.9x raw C (peer "
+                "access enabled)", one_point(
+                    runs, "gpumem", ("multigpu", f"peer_{a}_{b}"), "raw",
+                    ("multigpu", f"peer_{a}_{b}"), "bw", f"{a}->{b}"),
+                ">=", 0.9, "multigpu")
+    add("15", "4 x 2^28 on 2 GPUs: <= 1.1x raw C concurrent",
+        best_gpumem_point(runs, "4x2^28", 2), "<=", 1.1, "multigpu")
     for nd in loop_device_counts(runs):
         if nd > 2:
-            out.append(("15", f"4 x 2^28 on {nd} GPUs: <= 1.15x raw C "
-                        "concurrent", best_gpumem_point(runs, "4x2^28", nd),
-                        "<=", 1.15))
+            add("15", f"4 x 2^28 on {nd} GPUs: <= 1.15x raw C concurrent",
+                best_gpumem_point(runs, "4x2^28", nd), "<=", 1.15,
+                "multigpu")
     for nd in (1, 2):
-        out.append(("15", f"4 x 10 on {nd} GPU{'s' if nd > 1 else ''}: "
-                    "<= 1.15x raw C concurrent",
-                    best_gpumem_point(runs, "4x10", nd), "<=", 1.15))
-    for nd in sorted({r["n"] for r in stitching}):
-        out.append(("15", f"mpirun -n {nd}, 4 x 2^28: <= 1.15x raw C "
-                    f"concurrent on {nd} GPUs",
-                    stitching_point(runs, stitching, nd), "<=", 1.15))
-    # Issue 17, where the kernels section ran (the cuda backend).
-    out.append(("17", "plugin and JIT kernels' launch, async and with a "
-                "wait: <= 1.05x the built-in kernel's time",
-                kernel_launch_points(runs), "<=", 1.05))
+        add("15", f"4 x 10 on {nd} GPU{'s' if nd > 1 else ''}: <= 1.15x raw "
+            "C concurrent", best_gpumem_point(runs, "4x10", nd), "<=", 1.15,
+            "multigpu")
+    for nd in sorted({r["n"] for r in stitching}) or [2]:
+        add("15", f"mpirun -n {nd}, 4 x 2^28: <= 1.15x raw C concurrent on "
+            f"{nd} GPUs", stitching_point(runs, stitching, nd), "<=", 1.15,
+            "nccl", None)
+    add("17", "plugin and JIT kernels' launch, async and with a wait: <= "
+        "1.05x the built-in kernel's time", kernel_launch_points(runs), "<=",
+        1.05, "kernel_launch", None)
     return out
 
 
@@ -752,14 +841,15 @@ def stitching_point(runs, stitching, nd):
              us / other["q3_s"], us / other["q1_s"])]
 
 
-def new_target_table(runs, stitching=()):
+def new_target_table(runs, stitching=(), plan=None):
     out = ["| issue | target | measured (gpumem / other) | range (quartiles) "
            "| verdict |", "| --- | --- | --- | --- | --- |"]
     summary = []
-    for issue, text, points, op, threshold in new_targets(runs, stitching):
+    for issue, text, points, op, threshold, needs in new_targets(runs,
+                                                                 stitching):
         shown, rng, word = verdict_over(points, op, threshold)
-        if word == "not measured" and issue in ("15", "17"):
-            continue
+        if word == "not measured":
+            word = why_not(runs, needs, plan)
         out.append(f"| {issue} | {text} | {shown} | {rng} | {word} |")
         summary.append((f"[{issue}] {text}", word))
     return out, summary
@@ -1139,7 +1229,7 @@ def write_report(directory, date, tag):
     machine = machine_lines(directory)
     tag = tag or gpu_tag(runs, machine)
     base = f"{date}-{tag}"
-    lines = [f"# Benchmarks, {date}, {tag.upper()}", ""]
+    lines = [f"# Benchmarks, {date}, {tag.upper()}", "", "VERDICTS", ""]
     lines += ["Made by `make bench` (bench/run.sh, bench/report.py); the "
               "method and the lower bounds are in bench/NOTES.md.  Medians; "
               "times in microseconds per operation, bandwidths in GB/s "
@@ -1157,9 +1247,12 @@ def write_report(directory, date, tag):
     lines.append("")
 
     problems = []
+    plan = load_plan(directory)
     for impl in IMPLS:
-        if impl not in runs or not (runs[impl]["rec"]
-                                    or runs[impl]["sweep"]):
+        if ("impl", impl) in plan["not_run"]:
+            pass
+        elif impl not in runs or not (runs[impl]["rec"]
+                                      or runs[impl]["sweep"]):
             problems.append(f"- {LABEL[impl]}: no results (see {impl}-*.log in "
                             "the records)")
         if impl in runs:
@@ -1167,14 +1260,16 @@ def write_report(directory, date, tag):
         if runs.get(impl, {}).get("meta", {}).get("quick"):
             problems.append(f"- {LABEL[impl]}: ran with --quick (tiny sizes: "
                             "not a measurement)")
-    skipped = os.path.join(directory, "skipped.txt")
-    if os.path.exists(skipped):
-        with open(skipped) as f:
-            problems += [f"- {line.strip()}" for line in f if line.strip()]
+    for name in ("failed.txt", "skipped.txt"):
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                problems += [f"- {line.strip()}" for line in f
+                             if line.strip()]
     if problems:
         lines += ["## Problems in this run", ""] + problems + [""]
 
-    target_lines, summary = target_table(runs)
+    target_lines, summary = target_table(runs, plan)
     lines += ["## Targets (issue 7)", ""]
     met = sum(1 for _, w in summary if w.startswith("MET"))
     lines += [f"{met} of {len(summary)} met.  Ratios are gpumem over the "
@@ -1182,8 +1277,8 @@ def write_report(directory, date, tag):
               "range of the ratio straddles the threshold, so the verdict "
               "could flip between runs.", ""]
     lines += target_lines + [""]
-    new_lines, new_summary = new_target_table(runs,
-                                              load_stitching(directory))
+    new_lines, new_summary = new_target_table(
+        runs, load_stitching(directory), plan)
     met = sum(1 for _, w in new_summary if w.startswith("MET"))
     lines += ["## Targets (issue 19: every size; issue 15: several GPUs; "
               "issue 17: plugin and JIT kernels)",
@@ -1193,12 +1288,19 @@ def write_report(directory, date, tag):
               "made to be copied into README.md's performance table.", ""]
     lines += new_lines + [""]
     summary = summary + new_summary
+    not_run = [f"- {kind} {name}: {why}"
+               for (kind, name), why in sorted(plan["not_run"].items())]
+    if not_run:
+        lines += ["## Not run here", "",
+                  "What this machine or run could not measure, and why "
+                  "(bench/run.sh's not-run.txt); the targets that need it "
+                  "say so.", ""] + not_run + [""]
 
     lines += ["## Medians", ""] + main_table(runs) + [""]
     anchor = []
     for impl, us in ANCHOR_4X2_28.items():
         rec = lookup(runs, impl, ("workload", "algo_4x2^28"))
-        got = f"{rec['median_s'] * 1e6:.0f} us" if rec else "not measured"
+        got = f"{rec['median_s'] * 1e6:.0f} us" if rec else "—"
         anchor.append(f"{LABEL[impl]} {us:.0f} us (here: {got})")
     landed = lookup(runs, "raw", ("copy16", "h2d_landed"))
     mine = lookup(runs, "gpumem", ("copy16", "h2d"))
@@ -1304,6 +1406,7 @@ def write_report(directory, date, tag):
               "sweep's records are in the .jsonl files.", ""]
     lines += detail_table(runs) + [""]
 
+    lines[lines.index("VERDICTS")] = f"Verdicts: {verdict_counts(summary)}."
     path = os.path.join(directory, base + ".md")
     with open(path, "w") as f:
         f.write("\n".join(lines))
@@ -1324,6 +1427,7 @@ def main(argv):
     print(f"report: {path}")
     for text, word in summary:
         print(f"  {word:28s} {text}")
+    print(f"verdicts: {verdict_counts(summary)}")
     return 0
 
 

@@ -10,7 +10,9 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
+import tarfile
 import tempfile
 
 import gmtest
@@ -203,6 +205,142 @@ def the_suite_apart_from_the_probes():
         used = (f"$here/{f}" in run or f"/{f}" in run
                 or re.search(rf"^\s*(from|import) {stem}\b", texts, re.M))
         assert used, f"bench/{f}: not run by make bench (a probe?)"
+
+
+def run_sh(*args, **env):
+    return subprocess.run(["sh", os.path.join(BENCH, "run.sh"), *args],
+                          env=dict(os.environ, **env), capture_output=True,
+                          text=True, timeout=600)
+
+
+def listed_sections():
+    """bench/run.sh --list: {section: [figures]}, in order."""
+    proc = run_sh("--list")
+    assert proc.returncode == 0, proc
+    out = {}
+    for line in proc.stdout.splitlines():
+        name, _, figures = line.partition(": ")
+        out[name] = figures.split()
+    return out
+
+
+@case
+def every_target_has_a_section():
+    """One list of sections (bench/run.sh --list) holds every figure a
+    target of the report reads (the graph's figure among basic's), and
+    every figure the implementations' drivers know."""
+    sections = listed_sections()
+    produced = {f for figures in sections.values() for f in figures}
+    report = load_report()
+    needed = {figure for _, figure in report.needed_figures()}
+    assert {"graph", "workload", "multigpu", "alloc"} <= needed, needed
+    assert needed <= produced, f"no section makes {needed - produced}"
+    assert "graph" in sections["basic"], sections
+    spec = importlib.util.spec_from_file_location(
+        "benchlib", os.path.join(BENCH, "benchlib.py"))
+    benchlib = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchlib)
+    assert set(benchlib.FIGURES) <= produced, \
+        set(benchlib.FIGURES) - produced
+    assert "commipc" in sections and "nccl" in sections, sections
+
+
+@case
+def an_unknown_section_stops_the_run():
+    with tempfile.TemporaryDirectory() as folder:
+        proc = run_sh(os.path.join(folder, "out"), BENCH_BACKEND="host",
+                      BENCH_SECTIONS="basic commipcx", GPUMEM=gmtest.GPUMEM)
+        assert proc.returncode == 2, proc
+        assert "unknown section 'commipcx'" in proc.stderr, proc.stderr
+        assert not os.path.exists(os.path.join(folder, "out")), \
+            os.listdir(folder)
+
+
+def nvcc():
+    """The nvcc bench/run.sh would find, or "true" (raw.cu not built)
+    where there is none."""
+    for path in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if path and os.access(path, os.X_OK):
+            return path
+    return "true"
+
+
+def host_run(folder, **env):
+    out = os.path.join(folder, "out")
+    settings = dict(BENCH_BACKEND="host", BENCH_ARGS="--quick",
+                    GPUMEM=gmtest.GPUMEM, NVCC=nvcc(),
+                    BENCH_BUILD=os.path.join(folder, "build"),
+                    BENCH_COMMIT="test", MPIRUN="")
+    settings.update(env)
+    proc = run_sh(out, **settings)
+    reports = [f for f in os.listdir(out) if f.endswith(".md")] \
+        if os.path.isdir(out) else []
+    return proc, out, reports
+
+
+@case
+def host_run_writes_one_report_and_exits_0():
+    """make bench's dry run on the host backend (BENCH_BACKEND=host
+    BENCH_ARGS=--quick): every section runs or says why not, one report
+    and one tarball, exit status 0 whatever the verdicts."""
+    with tempfile.TemporaryDirectory() as folder:
+        proc, out, reports = host_run(folder)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+        files = sorted(os.listdir(out))
+        assert len(reports) == 1, files
+        tarballs = [f for f in files if f.endswith("-records.tar.gz")]
+        assert len(tarballs) == 1, files
+        assert all(f in reports + tarballs or f.endswith(".png")
+                   for f in files), files
+        with open(os.path.join(out, reports[0]), encoding="utf-8") as f:
+            text = f.read()
+        with tarfile.open(os.path.join(out, tarballs[0])) as tar:
+            names = tar.getnames()
+            plan = tar.extractfile("records/not-run.txt").read().decode()
+    summary = re.search(r"^Verdicts: (\d+) of (\d+) targets met, (\d+) "
+                        r"missed, (\d+) not run here, (\d+) not measured\.$",
+                        text, re.M)
+    assert summary, text[:2000]
+    assert summary.group(5) == "0", summary.group(0)
+    assert f"verdicts: {summary.group(0)[10:-1]}" in proc.stdout, proc.stdout
+    assert "bench: the run completed;" in proc.stdout, proc.stdout
+    for name in ("records/sections.txt", "records/gpumem.jsonl",
+                 "records/machine.txt"):
+        assert name in names, names
+    # Every section ran (gpumem's records) or says why not.
+    sections = listed_sections()
+    for section in sections:
+        said = f"section {section}: " in plan
+        assert said or f"running gpumem, {section}" in proc.stdout, section
+    assert "section multigpu" not in plan, plan
+    assert "section kernels: needs the cuda backend" in plan, plan
+    assert "section commipc: needs the cuda backend" in plan, plan
+    assert "impl raw: needs the cuda backend" in plan, plan
+    assert "## Not run here" in text
+    assert ("| graph loop 4 x 10 <= 1.1x raw C's own graph time | — | — | "
+            "not run: raw CUDA C needs the cuda backend") in text, text
+    assert "| gpumem | graph | seed_4x10 |" in text, text
+    assert "not measured |" not in text, text
+
+
+@case
+def a_step_that_fails_makes_the_exit_status_1():
+    with tempfile.TemporaryDirectory() as folder:
+        broken = os.path.join(folder, "broken")
+        with open(broken, "w") as f:
+            f.write("#!/bin/sh\nexit 3\n")
+        os.chmod(broken, 0o755)
+        proc, out, reports = host_run(folder, GPUMEM=broken, NVCC="true",
+                                      BENCH_SECTIONS="basic",
+                                      BENCH_ROUNDS="1")
+        assert proc.returncode == 1, proc
+        assert "something FAILED to run" in proc.stderr, proc.stderr
+        assert len(reports) == 1, os.listdir(out)
+        with open(os.path.join(out, reports[0]), encoding="utf-8") as f:
+            text = f.read()
+    assert "- gpumem, basic: FAILED, exit status 3 (gpumem-basic-1.log)" \
+        in text, text
+    assert "section sweep: left out (BENCH_SECTIONS)" in text, text
 
 
 @case
