@@ -15,6 +15,7 @@ Plots need matplotlib; without it the report says so and has none.
 
 import argparse
 import datetime
+import glob
 import json
 import os
 import re
@@ -1224,6 +1225,51 @@ def process_lines(runs):
             "| --- |" + " ---: |" * len(IMPLS)] + rows + [""]
 
 
+# The tables of the sections with scripts of their own, which the report
+# includes: (section, file pattern in the run's folder, heading, what).
+INCLUDED = [
+    ("sharing", "sharing.md", "Sharing: C++ bindings and other libraries' "
+     "allocations", "bench/binding_overhead.py, bench/frameworks_alloc.py, "
+     "bench/sharing_ipc.py and bench/frameworks_mixed.py; their last lines."),
+    ("nccl", "*-nccl.md", None, None),
+    ("commipc", "comm-ipc.md", "One GPU, several ranks: collectives through "
+     "shared windows", "bench/comm_ipc.sh: gpumem.comm.allreduce under "
+     "mpirun, every rank on device 0, the shared windows against MPI's "
+     "host staging; medians of the runs."),
+]
+
+
+def included_sections(directory, plan):
+    """The report's part made of the sections' own tables (INCLUDED),
+    headings one level down; a section that did not run says why."""
+    out = []
+    for section, pattern, heading, what in INCLUDED:
+        paths = sorted(glob.glob(os.path.join(directory, pattern)))
+        why = plan["not_run"].get(("section", section))
+        if not paths:
+            title = heading or "Collectives: raw NCCL against gpumem"
+            out += [f"## {title}", "",
+                    f"Not run: {why}." if why else
+                    f"No table: section {section} wrote no {pattern} "
+                    "(see its log in the records).", ""]
+            continue
+        for path in paths:
+            with open(path, encoding="utf-8") as f:
+                body = f.read().splitlines()
+            if heading:
+                out += [f"## {heading}", "", what, ""]
+            elif not (body and body[0].startswith("# ")):
+                out += [f"## {os.path.basename(path)}", ""]
+            fenced = False
+            for line in body:
+                if line.startswith("```"):
+                    fenced = not fenced
+                out.append("#" + line if line.startswith("#") and not fenced
+                           else line)
+            out.append("")
+    return out
+
+
 def write_report(directory, date, tag):
     runs = load(directory)
     machine = machine_lines(directory)
@@ -1399,6 +1445,8 @@ def write_report(directory, date, tag):
                   "algo.", ""]
         lines += picture("multigpu")
         lines += mg + [""]
+
+    lines += included_sections(directory, plan)
 
     lines += ["## All figures", "",
               "Times per operation; wall = host clock around the call as a "

@@ -387,11 +387,63 @@ budgeted () {
   tail -n 2 "$rec/$log"
 }
 
+# The sharing section (gpumem only, on the cuda backend): what it costs a
+# C++ binding to take gpumem arrays (bench/binding_overhead.py, pybind11
+# and nanobind), other libraries to allocate from gpumem's pool
+# (bench/frameworks_alloc.py, PyTorch and CuPy; bench/frameworks_mixed.py,
+# all of them at once, one pool against three) and other processes to
+# use its memory (bench/sharing_ipc.py).  The last lines each prints go
+# to sharing.md, which the report includes; each one's whole output to
+# sharing-NAME.log; 77 is a skip, another status a failure.
+# sharing_step NAME LINES SCRIPT [ARGS...]
+sharing_step () {
+  name=$1 lines=$2 script=$3
+  shift 3
+  left=$(( budget - 30 - ($(date +%s) - begin) ))
+  if test "$left" -lt 20; then
+    echo "sharing, $name: not run (budget spent)" >> "$rec/skipped.txt"
+    status=1
+    return
+  fi
+  this=$limit
+  test "$left" -lt "$this" && this=$left
+  step "running gpumem, sharing: $name (at most $this s)" >&2
+  GPUMEM="$gpumem" timeout "$this" "$gpumem" -q "$here/$script" "$@" \
+    > "$rec/sharing-$name.log" 2>&1
+  rc=$?
+  case $rc in
+    0) ;;
+    77) echo "section sharing: $name: $(tail -n 1 "$rec/sharing-$name.log")" \
+          >> "$rec/not-run.txt" ;;
+    *) failed "sharing, $name: bench/$script FAILED or ran out of time, exit status $rc (sharing-$name.log)" ;;
+  esac
+  tail -n "$lines" "$rec/sharing-$name.log"
+}
+case " $sections " in
+  *" sharing "*)
+    # The build tree's PyTorch allocator library, not an installed one.
+    GPUMEM_TORCH_SHIM=${GPUMEM_TORCH_SHIM:-$(dirname "$gpumem")/.libs/libgpumem-torch.so}
+    export GPUMEM_TORCH_SHIM
+    {
+      echo '```'
+      sharing_step casters 4 binding_overhead.py
+      echo '```'
+      echo
+      sharing_step allocators 6 frameworks_alloc.py
+      echo
+      echo '```'
+      sharing_step ipc 3 sharing_ipc.py
+      sharing_step mixed 3 frameworks_mixed.py --seconds 30
+      echo '```'
+    } > "$rec/sharing.md"
+    cat "$rec/sharing.md" ;;
+esac
+
 # Collectives where 2 or more GPUs answer (bench/nccl.sh: its records
-# and logs join the others, its report and plot the main report; 77,
-# fewer GPUs, is a skip); ranks sharing one GPU, where MPI is built in
-# (bench/comm_ipc.sh: the shared windows against MPI's staging; its
-# table, comm-ipc.md, joins the reports).
+# and logs join the others, its table DATE-TAG-nccl.md goes into the
+# report, its plot beside it; 77 is a skip); ranks sharing one GPU,
+# where MPI is built in (bench/comm_ipc.sh: the shared windows against
+# MPI's staging; its table, comm-ipc.md, goes into the report).
 case " $sections " in
   *" nccl "*) budgeted nccl "the collectives benchmark" nccl.sh nccl.log ;;
 esac
@@ -399,40 +451,6 @@ case " $sections " in
   *" commipc "*)
     budgeted commipc "the one-GPU collectives" comm_ipc.sh comm-ipc.log ;;
 esac
-
-# The sharing section (gpumem only, on the cuda backend): what it costs a
-# C++ binding to take gpumem arrays (bench/binding_overhead.py, pybind11
-# and nanobind) and other libraries to allocate from gpumem's pool
-# (bench/frameworks_alloc.py, PyTorch and CuPy; bench/frameworks_mixed.py,
-# all of them at once, one pool against three), and other processes to
-# use its memory (bench/sharing_ipc.py); their tables go to sharing.md
-# beside the report.  A missing library is a line, not a failure.
-if test "$backend" != host; then
-  case " $sections " in
-    *" sharing "*)
-      step "running gpumem, sharing"
-      # The build tree's PyTorch allocator library, not an installed one.
-      GPUMEM_TORCH_SHIM=${GPUMEM_TORCH_SHIM:-$(dirname "$gpumem")/.libs/libgpumem-torch.so}
-      export GPUMEM_TORCH_SHIM
-      {
-        echo "# Sharing: C++ bindings and other libraries' allocations"
-        echo
-        echo "Commit $(bench_commit "$top"), $(date -u '+%F %T UTC')."
-        echo
-        echo '```'
-        GPUMEM="$gpumem" timeout "$limit" "$gpumem" -q "$here/binding_overhead.py" 2>&1 | tail -n 4
-        echo '```'
-        echo
-        GPUMEM="$gpumem" timeout "$limit" "$gpumem" -q "$here/frameworks_alloc.py" 2>&1 | tail -n 6
-        echo
-        echo '```'
-        timeout "$limit" "$gpumem" -q "$here/sharing_ipc.py" 2>&1 | tail -n 3
-        GPUMEM="$gpumem" timeout "$limit" "$gpumem" -q "$here/frameworks_mixed.py" --seconds 30 2>&1 | tail -n 3
-        echo '```'
-      } > "$rec/sharing.md"
-      cat "$rec/sharing.md" ;;
-  esac
-fi
 
 step "writing the report"
 date=$(date +%F)
@@ -443,11 +461,16 @@ if ! "$python" "$here/report.py" "$rec" --date "$date" > "$rec/report.log" 2>&1;
 fi
 cat "$rec/report.log"
 verdicts=$(sed -n 's/^verdicts: //p' "$rec/report.log")
-for file in "$rec"/*.md "$rec"/*.png; do
+# Out of the records: the report and the plots; the tables it includes
+# stay in the tarball.
+report=$(sed -n 's/^report: //p' "$rec/report.log" | head -n 1)
+if test -n "$report" && test -f "$report"; then
+  mv -f "$report" "$out/"
+  report=$out/$(basename "$report")
+fi
+for file in "$rec"/*.png; do
   test -f "$file" && mv -f "$file" "$out/"
 done
-report=$(sed -n 's/^report: //p' "$rec/report.log" | head -n 1)
-test -n "$report" && report=$out/$(basename "$report")
 base=$(basename "${report:-$out/$date-gpu.md}" .md)
 if tar -czf "$out/$base-records.tar.gz" -C "$out" records; then
   rm -rf "$rec"

@@ -246,6 +246,35 @@ def every_target_has_a_section():
 
 
 @case
+def the_sections_tables_join_the_report():
+    """One report a run: the sharing, collectives and one-GPU collectives
+    tables inside it, headings one level down; a section that did not
+    run says why."""
+    report = load_report()
+    with tempfile.TemporaryDirectory() as folder:
+        write_records(folder, [rec("copy16", "h2d", 9.0e-6)])
+        with open(os.path.join(folder, "sharing.md"), "w") as f:
+            f.write("```\n# pybind11: 1.07x\n```\n\n| library | us |\n"
+                    "| torch | 2.1 |\n")
+        with open(os.path.join(folder, "2026-01-01-h200x2-nccl.md"),
+                  "w") as f:
+            f.write("# Collectives: raw NCCL against gpumem\n\n## Targets"
+                    "\n\n| allreduce 1 GiB | 0.97x | MET |\n")
+        with open(os.path.join(folder, "not-run.txt"), "w") as f:
+            f.write("section commipc: needs MPI (MPIRUN names no mpirun)\n")
+        path, _ = report.write_report(folder, "2026-01-01", "test")
+        with open(path) as f:
+            text = f.read()
+    assert "## Sharing: C++ bindings and other libraries' allocations" in text
+    assert "```\n# pybind11: 1.07x\n```" in text, text
+    assert "| torch | 2.1 |" in text
+    assert "## Collectives: raw NCCL against gpumem\n\n### Targets" in text
+    assert "| allreduce 1 GiB | 0.97x | MET |" in text
+    assert ("## One GPU, several ranks: collectives through shared windows"
+            "\n\nNot run: needs MPI (MPIRUN names no mpirun).") in text, text
+
+
+@case
 def an_unknown_section_stops_the_run():
     with tempfile.TemporaryDirectory() as folder:
         proc = run_sh(os.path.join(folder, "out"), BENCH_BACKEND="host",
