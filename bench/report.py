@@ -33,7 +33,7 @@ CASE_LABEL = {"pinned_h2d": "pinned host->device",
               "d2d": "copy() device->device (read + write)"}
 # The figures that have their own sections (not in the detail table).
 OWN_SECTIONS = ("algo_sweep", "algo_shape", "loop_sweep", "multigpu",
-                "staging", "kernel_launch", "jit_compile")
+                "staging", "kernel_launch", "jit_compile", "pipeline")
 # Records whose figure is not the name of the driver's figure that
 # writes them (the FIGURE arguments bench/run.sh's sections pass).
 DRIVER_FIGURE = {"alloc_free": "alloc"}
@@ -787,7 +787,36 @@ def new_targets(runs, stitching=()):
     add("17", "plugin and JIT kernels' launch, async and with a wait: <= "
         "1.05x the built-in kernel's time", kernel_launch_points(runs), "<=",
         1.05, "kernel_launch", None)
+    add("43", PIPELINE_TEXT, [], ">=", 1.0, "pipeline", None)
     return out
+
+
+PIPELINE_TEXT = ("one pool against three: PyTorch, then CuPy, then gpumem, "
+                 "each stage at 60% of the device, runs whole with one pool "
+                 "(bench/frameworks_pipeline.py)")
+
+
+def pipeline_verdict(runs):
+    """(measured, range, verdict) of issue 43's pipeline, or None where
+    it did not run: MET when every stage ran with one pool, with exact
+    results; the measured text says how three caches fared."""
+    pool = lookup(runs, "gpumem", ("pipeline", "one_pool"))
+    caches = lookup(runs, "gpumem", ("pipeline", "three_caches"))
+    if pool is None:
+        return None
+
+    def said(r):
+        if r is None:
+            return "—"
+        text = f"{len(r['stages'])} of {r['want']} stages"
+        if r.get("failed_at"):
+            text += f", out of memory at {r['failed_at']}"
+        if not r.get("exact", True):
+            text += ", wrong values"
+        return text
+
+    shown = f"one pool: {said(pool)}; three caches: {said(caches)}"
+    return shown, "—", "MET" if pool.get("completed") else "MISSED"
 
 
 def best_gpumem_point(runs, label, nd):
@@ -848,7 +877,9 @@ def new_target_table(runs, stitching=(), plan=None):
     summary = []
     for issue, text, points, op, threshold, needs in new_targets(runs,
                                                                  stitching):
-        shown, rng, word = verdict_over(points, op, threshold)
+        judged = (pipeline_verdict(runs) if needs[0][1] == "pipeline"
+                  else verdict_over(points, op, threshold))
+        shown, rng, word = judged or ("—", "—", "not measured")
         if word == "not measured":
             word = why_not(runs, needs, plan)
         out.append(f"| {issue} | {text} | {shown} | {rng} | {word} |")
@@ -1327,7 +1358,7 @@ def write_report(directory, date, tag):
         runs, load_stitching(directory), plan)
     met = sum(1 for _, w in new_summary if w.startswith("MET"))
     lines += ["## Targets (issue 19: every size; issue 15: several GPUs; "
-              "issue 17: plugin and JIT kernels)",
+              "issue 17: plugin and JIT kernels; issue 43: one pool)",
               "", f"{met} of {len(new_summary)} met.  A target over "
               "sizes or counts holds only if it holds at every one; the "
               "table names the worst and the misses.  These lines are "

@@ -391,7 +391,9 @@ budgeted () {
 # C++ binding to take gpumem arrays (bench/binding_overhead.py, pybind11
 # and nanobind), other libraries to allocate from gpumem's pool
 # (bench/frameworks_alloc.py, PyTorch and CuPy; bench/frameworks_mixed.py,
-# all of them at once, one pool against three) and other processes to
+# all of them at once, one pool against three; bench/frameworks_pipeline.py,
+# PyTorch, CuPy and gpumem in turn at 60% of the device each, whose
+# records join gpumem's for the report's verdict) and other processes to
 # use its memory (bench/sharing_ipc.py).  The last lines each prints go
 # to sharing.md, which the report includes; each one's whole output to
 # sharing-NAME.log; 77 is a skip, another status a failure.
@@ -434,8 +436,14 @@ case " $sections " in
       echo '```'
       sharing_step ipc 3 sharing_ipc.py
       sharing_step mixed 3 frameworks_mixed.py --seconds 30
+      sharing_step pipeline 2 frameworks_pipeline.py \
+        --out "$rec/gpumem-pipeline.jsonl"
       echo '```'
     } > "$rec/sharing.md"
+    if test -f "$rec/gpumem-pipeline.jsonl"; then
+      cat "$rec/gpumem-pipeline.jsonl" >> "$rec/gpumem.jsonl"
+      rm -f "$rec/gpumem-pipeline.jsonl"
+    fi
     cat "$rec/sharing.md" ;;
 esac
 

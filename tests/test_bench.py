@@ -233,7 +233,8 @@ def every_target_has_a_section():
     produced = {f for figures in sections.values() for f in figures}
     report = load_report()
     needed = {figure for _, figure in report.needed_figures()}
-    assert {"graph", "workload", "multigpu", "alloc"} <= needed, needed
+    assert {"graph", "workload", "multigpu", "alloc", "pipeline"} <= needed, \
+        needed
     assert needed <= produced, f"no section makes {needed - produced}"
     assert "graph" in sections["basic"], sections
     spec = importlib.util.spec_from_file_location(
@@ -272,6 +273,60 @@ def the_sections_tables_join_the_report():
     assert "| allreduce 1 GiB | 0.97x | MET |" in text
     assert ("## One GPU, several ranks: collectives through shared windows"
             "\n\nNot run: needs MPI (MPIRUN names no mpirun).") in text, text
+
+
+def pipeline_rec(case_name, done, want, failed_at=None, exact=True):
+    r = rec("pipeline", case_name, 1.5)
+    r.update(stages=[{"library": "torch", "pass": 1, "exact": exact}] * done,
+             want=want, completed=done == want and exact and not failed_at,
+             exact=exact, failed_at=failed_at, error=None)
+    return r
+
+
+@case
+def pipeline_target_replaces_the_peak_ratio():
+    """Issue 43's row: met when every stage ran with one pool; what three
+    caches did is in the row; without records it says why."""
+    report = load_report()
+    with tempfile.TemporaryDirectory() as folder:
+        write_records(folder, [
+            pipeline_rec("three_caches", 1, 6, "cupy (pass 1)"),
+            pipeline_rec("one_pool", 6, 6)])
+        path, summary = report.write_report(folder, "2026-01-01", "test")
+        with open(path) as f:
+            text = f.read()
+        (row,) = [line for line in text.splitlines()
+                  if line.startswith("| 43 |")]
+        assert ("one pool: 6 of 6 stages; three caches: 1 of 6 stages, out "
+                "of memory at cupy (pass 1) | — | MET |") in row, row
+        assert "0.7" not in text
+        write_records(folder, [pipeline_rec("one_pool", 4, 6, "gpumem "
+                                            "(pass 2)")])
+        path, summary = report.write_report(folder, "2026-01-01", "test")
+        assert (f"[43] {report.PIPELINE_TEXT}", "MISSED") in summary
+        with open(os.path.join(folder, "not-run.txt"), "w") as f:
+            f.write("section sharing: needs the cuda backend\n")
+        with open(os.path.join(folder, "sections.txt"), "w") as f:
+            f.write("sharing: pipeline\n")
+        write_records(folder, [rec("copy16", "h2d", 9.0e-6)])
+        path, summary = report.write_report(folder, "2026-01-01", "test")
+        assert (f"[43] {report.PIPELINE_TEXT}", "not run: section sharing "
+                "needs the cuda backend") in summary, summary
+    with open(os.path.join(BENCH, "frameworks_mixed.py")) as f:
+        assert "0.7" not in f.read()
+
+
+@case
+def pipeline_needs_the_cuda_backend():
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "records.jsonl")
+        proc = subprocess.run(
+            [gmtest.GPUMEM, "-q", "--backend=host",
+             os.path.join(BENCH, "frameworks_pipeline.py"), "--out", out],
+            capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 77, proc
+        assert "needs the cuda backend" in proc.stdout, proc.stdout
+        assert not os.path.exists(out)
 
 
 @case
