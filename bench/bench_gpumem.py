@@ -444,11 +444,12 @@ def main(argv):
                              f"partitions on devices {devs}")
 
     def staging():
-        """Pageable copies of 64 KiB to 64 MiB through the staging
+        """Pageable copies of 64 KiB to 256 MiB through the staging
         engine (threshold 0, so every size is staged) with chunks sized
         for each copy ("auto") and at several fixed chunk sizes, and
-        through plain cudaMemcpy (GPUMEM_COPY_THREADS=0): the
-        data for choosing the engine's threshold and chunk.  Each
+        through plain cudaMemcpy (GPUMEM_COPY_THREADS=0), and uploads
+        through cudaMemcpyBatchAsync (GPUMEM_COPY_BATCH=1, "batch"): the
+        data for choosing the engine's threshold, chunk and way.  Each
         configuration runs in a child gpumem (the engine reads its
         settings once); the first copies warm the ring and threads."""
         if not args.gpumem:
@@ -486,9 +487,11 @@ def main(argv):
         chunks = [64, 128] if args.quick else [1024, 2048, 4096, 8192,
                                                16384]
         sizes = ([64 * 1024 << k for k in range(4)] if args.quick
-                 else [64 * 1024 << k for k in range(11)])
+                 else [64 * 1024 << k for k in range(13)])
         configs = [("plain", {"GPUMEM_COPY_THREADS": "0"}),
-                   ("auto", {"GPUMEM_COPY_MIN": "0"})] + [
+                   ("auto", {"GPUMEM_COPY_MIN": "0"}),
+                   ("batch", {"GPUMEM_COPY_MIN": "0",
+                              "GPUMEM_COPY_BATCH": "1"})] + [
             (f"chunk{c}K", {"GPUMEM_COPY_MIN": "0",
                             "GPUMEM_COPY_CHUNK": str(c * 1024)})
             for c in chunks]
@@ -498,9 +501,16 @@ def main(argv):
                 [args.gpumem, "-q", "--backend=" + gpumem.backend, "-c",
                  child, json.dumps(sizes), "0.05"], env=env,
                 capture_output=True, text=True, timeout=120)
+            if (name == "batch" and done.returncode != 0
+                    and "needs cudaMemcpyBatchAsync" in done.stderr):
+                print("gpumem: staging batch: this build's CUDA has no "
+                      "cudaMemcpyBatchAsync; left out", file=sys.stderr)
+                continue
             if done.returncode != 0:
                 raise RuntimeError(f"staging {name}: {done.stderr[-500:]}")
             for d, n, times in json.loads(done.stdout):
+                if name == "batch" and d == "d2h":
+                    continue        # GPUMEM_COPY_BATCH takes uploads only
                 results.emit("staging", f"{name}_{d}_{n}", "wall", times,
                              n, n, note="gpumem.copy, NumPy memory, " +
                              " ".join(f"{k}={v}" for k, v in extra.items()))

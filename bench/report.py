@@ -1044,7 +1044,8 @@ def staging_table(runs):
     if not table:
         return []
     names = sorted({k[0] for k in table},
-                   key=lambda x: ({"plain": 0, "auto": 1}.get(x, 2),
+                   key=lambda x: ({"plain": 0, "auto": 1, "batch": 2}.get(
+                                      x, 3),
                                   int(x[5:-1]) if x.startswith("chunk")
                                   else 0))
     sizes = sorted({k[2] for k in table})
@@ -1052,7 +1053,9 @@ def staging_table(runs):
     for d in ("h2d", "d2h"):
         out += [f"**pageable {'host->device' if d == 'h2d' else 'device->host'}"
                 "** (GB/s; staged from 0 bytes on, auto: chunks sized for each "
-                "copy, chunkNK: in N KiB chunks; plain: cudaMemcpy)",
+                "copy, chunkNK: in N KiB chunks; batch: one "
+                "cudaMemcpyBatchAsync of auto's chunks, the source read in "
+                "any order, uploads only; plain: cudaMemcpy)",
                 "", "| size | " + " | ".join(names)
                 + " | best | limit (pinned raw C) |",
                 "| ---: | " + " | ".join("---:" for _ in names)
