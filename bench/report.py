@@ -224,10 +224,11 @@ def load(directory):
 
 def load_plan(directory):
     """What bench/run.sh planned: {"section": {figure: section}, "not_run":
-    {("section" | "impl", name): why}, "skipped": [lines]}, from
+    {("section" | "impl", name): the first why}, "lines": [not-run.txt's
+    lines], "skipped": [lines]}, from
     sections.txt ("NAME: FIGURES"), not-run.txt ("KIND NAME: WHY") and
     skipped.txt (what the budget left out); empty where missing."""
-    plan = {"section": {}, "not_run": {}, "skipped": []}
+    plan = {"section": {}, "not_run": {}, "skipped": [], "lines": []}
     for name, into in (("sections.txt", "section"),
                        ("not-run.txt", "not_run"),
                        ("skipped.txt", "skipped")):
@@ -248,7 +249,8 @@ def load_plan(directory):
                         plan["section"][figure] = head
                 else:
                     kind, _, what = head.partition(" ")
-                    plan["not_run"][(kind, what)] = tail
+                    plan["not_run"].setdefault((kind, what), tail)
+                    plan["lines"].append(line)
     return plan
 
 
@@ -257,12 +259,18 @@ def why_not(runs, needs, plan):
     are the (implementation, figure) pairs it reads; an implementation or
     a section that could not run here gives "not run: ... needs 2 GPUs",
     else "not measured" with what is missing."""
-    plan = plan or {"section": {}, "not_run": {}, "skipped": []}
+    plan = plan or {"section": {}, "not_run": {}, "skipped": [], "lines": []}
     for impl, figure in needs:
         why = plan["not_run"].get(("impl", impl))
         if why:
             return f"not run: {LABEL.get(impl, impl)} {why}"
         section = plan["section"].get(DRIVER_FIGURE.get(figure, figure))
+        # A part of a section, named as its figure ("section sharing:
+        # pipeline: needs PyTorch and CuPy").
+        part = f"section {section}: {figure}: "
+        for line in plan["lines"]:
+            if line.startswith(part):
+                return f"not run: {line[len('section '):]}"
         why = plan["not_run"].get(("section", section))
         if why:
             return f"not run: section {section} {why}"
@@ -1368,8 +1376,7 @@ def write_report(directory, date, tag):
               "made to be copied into README.md's performance table.", ""]
     lines += new_lines + [""]
     summary = summary + new_summary
-    not_run = [f"- {kind} {name}: {why}"
-               for (kind, name), why in sorted(plan["not_run"].items())]
+    not_run = [f"- {line}" for line in sorted(plan["lines"])]
     if not_run:
         lines += ["## Not run here", "",
                   "What this machine or run could not measure, and why "

@@ -312,6 +312,19 @@ def pipeline_target_replaces_the_peak_ratio():
         path, summary = report.write_report(folder, "2026-01-01", "test")
         assert (f"[43] {report.PIPELINE_TEXT}", "not run: section sharing "
                 "needs the cuda backend") in summary, summary
+        # One part of the section did not run: that part's reason, not
+        # another part's.
+        with open(os.path.join(folder, "not-run.txt"), "w") as f:
+            f.write("section sharing: casters: needs pybind11\n"
+                    "section sharing: pipeline: frameworks_pipeline.py: "
+                    "needs PyTorch and CuPy (torch not importable)\n")
+        path, summary = report.write_report(folder, "2026-01-01", "test")
+        assert (f"[43] {report.PIPELINE_TEXT}", "not run: sharing: "
+                "pipeline: frameworks_pipeline.py: needs PyTorch and CuPy "
+                "(torch not importable)") in summary, summary
+        with open(path) as f:
+            text = f.read()
+        assert "- section sharing: casters: needs pybind11" in text
     with open(os.path.join(BENCH, "frameworks_mixed.py")) as f:
         assert "0.7" not in f.read()
 
