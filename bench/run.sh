@@ -250,6 +250,8 @@ if ! $nvcc -std=c++17 -O3 $arch -I"$top/kernels" -I"$top/src" -I"$top/include" -
   cat "$rec/build.log" >&2
   echo "bench: building raw.cu FAILED" >&2
   failed "building raw.cu FAILED (build.log)"
+  test "$backend" = host \
+    || echo "impl raw: raw.cu did not build (build.log)" >> "$rec/not-run.txt"
 fi
 case " $sections " in
   *" kernels "*)
