@@ -1312,6 +1312,24 @@ def included_sections(directory, plan):
     return out
 
 
+def included_verdicts(directory):
+    """(text, MET | MISSED) of each target bench/nccl_report.py judged
+    in the run's collectives table ("- ... **met**" / "**not met**"),
+    for the verdicts' count."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(directory, "*-nccl.md"))):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                for mark, word in (("**not met**", "MISSED"),
+                                   ("**met**", "MET")):
+                    if line.startswith("- ") and line.endswith(mark):
+                        out.append(("[nccl] " + line[2:-len(mark)].strip(),
+                                    word))
+                        break
+    return out
+
+
 def write_report(directory, date, tag):
     runs = load(directory)
     machine = machine_lines(directory)
@@ -1488,6 +1506,7 @@ def write_report(directory, date, tag):
         lines += mg + [""]
 
     lines += included_sections(directory, plan)
+    summary = summary + included_verdicts(directory)
 
     lines += ["## All figures", "",
               "Times per operation; wall = host clock around the call as a "

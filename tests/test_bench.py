@@ -260,12 +260,22 @@ def the_sections_tables_join_the_report():
         with open(os.path.join(folder, "2026-01-01-h200x2-nccl.md"),
                   "w") as f:
             f.write("# Collectives: raw NCCL against gpumem\n\n## Targets"
-                    "\n\n| allreduce 1 GiB | 0.97x | MET |\n")
+                    "\n\n| allreduce 1 GiB | 0.97x | MET |\n"
+                    "- allreduce 256 MiB: 0.97x (target >= 0.9x) **met**\n"
+                    "- allreduce of 4 floats: 1.41x (target <= 1.3x) "
+                    "**not met**\n")
         with open(os.path.join(folder, "not-run.txt"), "w") as f:
             f.write("section commipc: needs MPI (MPIRUN names no mpirun)\n")
-        path, _ = report.write_report(folder, "2026-01-01", "test")
+        path, summary = report.write_report(folder, "2026-01-01", "test")
         with open(path) as f:
             text = f.read()
+    # The collectives' own verdicts count among the run's.
+    assert ("[nccl] allreduce 256 MiB: 0.97x (target >= 0.9x)", "MET") \
+        in summary, summary
+    assert ("[nccl] allreduce of 4 floats: 1.41x (target <= 1.3x)",
+            "MISSED") in summary, summary
+    met = sum(1 for _, w in summary if w == "MET")
+    assert f"Verdicts: {met} of {len(summary)} targets met" in text, text
     assert "## Sharing: C++ bindings and other libraries' allocations" in text
     assert "```\n# pybind11: 1.07x\n```" in text, text
     assert "| torch | 2.1 |" in text
