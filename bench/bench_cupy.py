@@ -35,6 +35,7 @@ import numpy as np
 
 import benchlib as bl
 from benchlib import MIB
+from benchdriver import Driver
 
 try:
     import cupy as cp
@@ -117,6 +118,127 @@ class AlgoLauncher:
                     (images, update, partial, np.int64(n)) + extra)
 
 
+class Cupy:
+    """The timed bodies of the shared figures (bench/benchdriver.py), as
+    a CuPy user writes them: ndarray.set / get(out=) and
+    cudaDeviceSynchronize for the host copies;
+    MemoryPointer.copy_from_device_async and kernels in a stream, CUDA
+    events around them, for the device's own figures."""
+
+    name = "cupy"
+    notes = {
+        "host_copy": "ndarray.set / get(out=) + cudaDeviceSynchronize; ",
+        "pinned": "cupyx.empty_pinned",
+        "sweep_d2d": "MemoryPointer.copy_from_device_async in a stream, "
+                     "events; read + write",
+        "d2d": "MemoryPointer.copy_from_device_async in a stream, 4 "
+               "sources rotated; read + write",
+        "algo_bw": "RawKernel of kernels/algo.cu in a stream, launcher's "
+                   "shape, 4 inputs rotated; bytes read",
+        "algo_sweep": "RawKernel of kernels/algo.cu in a stream; bytes "
+                      "read",
+        "algo_sweep_d2d": "copy_from_device_async in a stream; read + "
+                          "write",
+    }
+
+    def __init__(self, sm_count):
+        self.stream = cp.cuda.Stream()
+        self.start, self.end = cp.cuda.Event(), cp.cuda.Event()
+        self.seed_kernel = cp.RawKernel(algo_seed_source(),
+                                        "algo_seed_kernel")
+        launcher = AlgoLauncher(sm_count)
+
+        def algo(images, update, partial, n=None):
+            launcher(images, update, partial,
+                     images.size if n is None else n)
+
+        self.algo = algo
+
+    def event_time(self, fn, index):
+        start, end, stream = self.start, self.end, self.stream
+        start.record(stream)
+        with stream:
+            fn(index)
+        end.record(stream)
+        end.synchronize()
+        return cp.cuda.get_elapsed_time(start, end) / 1e3
+
+    def empty(self, count):
+        return cp.empty(count, cp.float32)
+
+    def to_device(self, host):
+        return cp.asarray(host)
+
+    def pinned_empty(self, count):
+        return cupyx.empty_pinned(count, np.float32)
+
+    def upload(self, dev, host):
+        dev.set(host)
+        cp.cuda.runtime.deviceSynchronize()
+
+    def download(self, dev):
+        return dev.get()
+
+    def partition(self, block, p):
+        part = cp.empty(block.size, cp.float32)
+        part.set(block)
+        part *= np.float32(2.0 ** p)          # exact
+        return part
+
+    def settle(self):
+        cp.cuda.runtime.deviceSynchronize()
+
+    def host_copy(self, h2d, dviews, hviews):
+        pc = time.perf_counter
+        device_sync = cp.cuda.runtime.deviceSynchronize
+
+        def once(j):
+            t0 = pc()
+            if h2d:
+                dviews[j].set(hviews[j])
+            else:
+                dviews[j].get(out=hviews[j])
+            device_sync()
+            return pc() - t0
+
+        return once
+
+    def d2d_pairs(self, pairs, nbytes):
+        stream = self.stream
+
+        def copy(j):
+            src, dst = pairs[j % len(pairs)]
+            dst.data.copy_from_device_async(src.data, nbytes, stream)
+
+        return copy
+
+    def d2d_from(self, dst, sources, nbytes):
+        stream, k = self.stream, len(sources)
+
+        def copy(j):
+            dst.data.copy_from_device_async(sources[j % k].data, nbytes,
+                                            stream)
+
+        return copy
+
+    def algo_from(self, sources, update, partial, n):
+        algo, k = self.algo, len(sources)
+
+        def run(j):
+            algo(sources[j % k], update, partial, n)
+
+        return run
+
+    def seed_call(self, images, update, partial, n):
+        seed_kernel = self.seed_kernel
+        kargs = (images, update, partial, np.int64(n))
+
+        def run(i):
+            seed_kernel((1,), (1,), kargs)
+
+        return run
+
+
 def main(argv):
     args = bl.parse_args(argv, "python3 bench/bench_cupy.py")
     results = bl.Results("cupy", args.out)
@@ -132,32 +254,19 @@ def main(argv):
     data = bl.WorkloadData(args.log2n)
     pc = time.perf_counter
     current = cp.cuda.get_current_stream()     # the null stream
-    stream = cp.cuda.Stream()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
+    lib = Cupy(props["multiProcessorCount"])
+    stream, event_time, algo = lib.stream, lib.event_time, lib.algo
+    seed_kernel = lib.seed_kernel
     device_sync = cp.cuda.runtime.deviceSynchronize
     empty_kernel = cp.RawKernel(EMPTY_SOURCE, "empty_kernel")
-    seed_kernel = cp.RawKernel(algo_seed_source(), "algo_seed_kernel")
     finish = cp.ElementwiseKernel(
         "float64 mean, float32 update", "float32 partial",
         "partial = (float) (mean + (double) update)", "gm_bench_algo_finish")
-    state = {}
-
-    algo_launcher = AlgoLauncher(props["multiProcessorCount"])
-
-    def algo(images, update, partial, n=None):
-        algo_launcher(images, update, partial,
-                      images.size if n is None else n)
+    driver = Driver(lib, args, results, data)
+    partitions = driver.partitions
 
     def algo_mean(images, update, partial):
         finish(images.mean(dtype=cp.float64), update, partial)
-
-    def event_time(fn, index):
-        start.record(stream)
-        with stream:
-            fn(index)
-        end.record(stream)
-        end.synchronize()
-        return cp.cuda.get_elapsed_time(start, end) / 1e3
 
     def launch():
         x = cp.ones(1, cp.float32)
@@ -233,134 +342,12 @@ def main(argv):
         if not np.array_equal(host, back):
             raise AssertionError("copy16: the data came back changed")
 
-    def arenas():
-        if "arenas" not in state:
-            nbytes = bl.arena_bytes(args)
-            count = nbytes // 4
-            print(f"cupy: arenas: 3 x {nbytes // MIB} MiB", file=sys.stderr)
-            pageable = np.empty(count, np.float32)
-            bl.fill_tiled(pageable, data.block)
-            pinned = cupyx.empty_pinned(count, np.float32)
-            pinned[:] = pageable
-            dev = cp.empty(count, cp.float32)
-            dev.set(pinned)
-            device_sync()
-            state["arenas"] = (nbytes, pageable, pinned, dev)
-        return state["arenas"]
-
-    def copy_point(figure, size, reps, d2d=False):
-        nbytes, pageable, pinned, dev = arenas()
-        n = size // 4
-        offsets = bl.slots(nbytes, size)
-        dviews = [dev[o:o + n] for o in offsets]
-        for case in bl.COPY_CASES:
-            host = pinned if case.startswith("pinned") else pageable
-            hviews = [host[o:o + n] for o in offsets]
-            h2d = case.endswith("h2d")
-
-            def once(j):
-                t0 = pc()
-                if h2d:
-                    dviews[j].set(hviews[j])
-                else:
-                    dviews[j].get(out=hviews[j])
-                device_sync()
-                return pc() - t0
-
-            once(0)
-            one = once(1 % len(offsets))
-            count = reps or bl.adaptive_reps(one)
-            times = [once(r % len(offsets)) for r in range(count)]
-            results.emit(figure, case, "wall", times, size, size,
-                         note="ndarray.set / get(out=) + "
-                         "cudaDeviceSynchronize; " +
-                         ("cupyx.empty_pinned" if case.startswith("pinned")
-                          else "NumPy array"))
-        if not d2d:
-            return
-        half = nbytes // 2
-        offsets = bl.slots(half, size)
-        pairs = [(dev[o:o + n], dev[half // 4 + o:half // 4 + o + n])
-                 for o in offsets]
-
-        def copy(j):
-            src, dst = pairs[j % len(pairs)]
-            dst.data.copy_from_device_async(src.data, size, stream)
-
-        event_time(copy, 0)
-        one = event_time(copy, 1)
-        count = reps or bl.adaptive_reps(one)
-        times = [event_time(copy, r) for r in range(count)]
-        results.emit(figure, "d2d", "event", times, size, 2 * size,
-                     note="MemoryPointer.copy_from_device_async in a "
-                     "stream, events; read + write")
-
-    def copy256():
-        size = bl.copy256_bytes(args)
-        copy_point("copy256", size, 5 if args.quick else 30)
-        nbytes, pageable, pinned, dev = arenas()
-        n = size // 4
-        dev[:n].set(pinned[:n])
-        back = dev[:n].get()
-        if not np.array_equal(back, pinned[:n]):
-            raise AssertionError("copy256: the data came back changed")
-
-    def sweep():
-        for size in bl.sweep_sizes(args.sweep_max):
-            copy_point("sweep", size, 3 if args.quick else 0, d2d=True)
-
-    def partitions():
-        if "parts" not in state:
-            n = data.n
-            print(f"cupy: partitions: 4 x {n * 4 // MIB} MiB", file=sys.stderr)
-            parts = []
-            for p in range(4):
-                part = cp.empty(n, cp.float32)
-                part.set(data.block)
-                part *= np.float32(2.0 ** p)          # exact
-                parts.append(part)
-            state["parts"] = parts
-            state["copy_dst"] = cp.empty(n, cp.float32)
-            device_sync()
-        return state["parts"]
-
-    def d2d():
-        parts = partitions()
-        dst = state["copy_dst"]
-        nbytes = data.n * 4
-        reps = 5 if args.quick else 20
-
-        def copy(i):
-            dst.data.copy_from_device_async(parts[i % 4].data, nbytes, stream)
-
-        for i in range(3):
-            event_time(copy, i)
-        times = [event_time(copy, i) for i in range(reps)]
-        results.emit("d2d", "1GiB", "event", times, nbytes, 2 * nbytes,
-                     note="MemoryPointer.copy_from_device_async in a "
-                     "stream, 4 sources rotated; read + write")
-
     def algo_bw():
-        parts = partitions()
-        update_host = bl.random_block(4, seed=3)
-        update = cp.asarray(update_host)
-        partial = cp.empty(4, cp.float32)
-        reps = 5 if args.quick else 20
-
-        def run(i):
-            algo(parts[i % 4], update, partial)
-
-        for i in range(3):
-            event_time(run, i)
-        times = [event_time(run, i) for i in range(reps)]
+        """The driver's algo_bw, then what a CuPy user would write without
+        the RawKernel: images.mean(dtype=float64) and one
+        ElementwiseKernel, on the same data."""
+        parts, update, partial, reps, want = driver.algo_bw()
         n = data.n
-        results.emit("algo_bw", "2^28", "event", times, n * 4, n * 4,
-                     note="RawKernel of kernels/algo.cu in a stream, "
-                     "launcher's shape, 4 inputs rotated; bytes read")
-        last = (reps - 1) % 4
-        want = (data.means()[last]
-                + update_host.astype(np.float64)).astype(np.float32)
-        bl.check_close(partial.get(), want, 1e-5, "algo_bw")
 
         def run_mean(i):
             algo_mean(parts[i % 4], update, partial)
@@ -424,35 +411,6 @@ def main(argv):
         workload_loop("algo_4x2^28", "algo", partitions(), data.n,
                       20 if args.quick else 200, data.means(),
                       "RawKernel of kernels/algo.cu, get(out=), set()")
-
-    def algo_sweep():
-        parts = partitions()
-        update = cp.asarray(bl.random_block(4, seed=3))
-        partial = cp.empty(4, cp.float32)
-        dst = state["copy_dst"]
-        reps = 5 if args.quick else 30
-        for n in bl.algo_sizes(args.log2n):
-            places = [bl.algo_slot(args.log2n, n, j) for j in range(64)]
-            views = [parts[p][o:o + n] for p, o in places]
-            target = dst[:n]
-
-            def run(j):
-                algo(views[j % 64], update, partial, n)
-
-            def copy(j):
-                target.data.copy_from_device_async(views[j % 64].data,
-                                                   n * 4, stream)
-
-            for case, fn, traffic, note in (
-                    ("algo", run, n * 4, "RawKernel of kernels/algo.cu in "
-                     "a stream; bytes read"),
-                    ("d2d", copy, 2 * n * 4, "copy_from_device_async in a "
-                     "stream; read + write")):
-                for j in range(3):
-                    event_time(fn, j)
-                times = [event_time(fn, j) for j in range(reps)]
-                results.emit("algo_sweep", f"{case}_{n}", "event", times,
-                             n * 4, traffic, note=note)
 
     def loop_sweep():
         parts = partitions()
@@ -613,26 +571,12 @@ def main(argv):
                                  "wall", times, note="RawKernel of "
                                  f"kernels/algo.cu, devices {devs}, {kind}")
 
-    def seed_rate():
-        parts = partitions()
-        n = min(data.n, 1 << 18)
-        update = cp.zeros(4, cp.float32)
-        partial = cp.empty(4, cp.float32)
-        kargs = (parts[0], update, partial, np.int64(n))
-
-        def run(i):
-            seed_kernel((1,), (1,), kargs)
-
-        event_time(run, 0)
-        times = [event_time(run, i) for i in range(3)]
-        results.emit("seed_rate", "2^18", "event", times, n * 4,
-                     note=f"one algo_seed call on {n} images")
-
     return results.run(args, {
         "launch": launch, "alloc": alloc, "copy16": copy16,
-        "copy256": copy256, "sweep": sweep, "d2d": d2d, "algo_bw": algo_bw,
-        "algo_sweep": algo_sweep, "loop_sweep": loop_sweep,
-        "workload": workload, "seed_rate": seed_rate, "multigpu": multigpu})
+        "copy256": driver.copy256, "sweep": driver.sweep, "d2d": driver.d2d,
+        "algo_bw": algo_bw, "algo_sweep": driver.algo_sweep,
+        "loop_sweep": loop_sweep, "workload": workload,
+        "seed_rate": driver.seed_rate, "multigpu": multigpu})
 
 
 if __name__ == "__main__":

@@ -22,6 +22,115 @@ import numpy as np
 import gpumem
 import benchlib as bl
 from benchlib import MIB
+from benchdriver import Driver
+
+
+class Gpumem:
+    """The timed bodies of the shared figures (bench/benchdriver.py), as
+    a gpumem script writes them: gpumem.copy without stream= (complete on
+    return) and gpumem.synchronize() for the host copies; stream= and
+    CUDA events for the device's own figures."""
+
+    name = "gpumem"
+    notes = {
+        "host_copy": "gpumem.copy (synchronous) + gpumem.synchronize(); ",
+        "pinned": "pinned_empty",
+        "sweep_d2d": "gpumem.copy(dst, src, stream=s), events; "
+                     "read + write",
+        "d2d": "gpumem.copy(dst, src, stream=s), 4 sources rotated; "
+               "read + write",
+        "algo_bw": "kernels.algo(..., stream=s), 4 inputs rotated; "
+                   "bytes read",
+        "algo_sweep": "kernels.algo(..., stream=s); bytes read",
+        "algo_sweep_d2d": "gpumem.copy(dst, src, stream=s); read + write",
+    }
+
+    def __init__(self):
+        self.stream = gpumem.Stream()
+        self.start, self.end = gpumem.Event(), gpumem.Event()
+
+    def event_time(self, fn, index):
+        start, end, stream = self.start, self.end, self.stream
+        start.record(stream)
+        fn(index)
+        end.record(stream)
+        end.synchronize()
+        return start.elapsed_ms(end) / 1e3
+
+    def empty(self, count):
+        return gpumem.empty(count)
+
+    def to_device(self, host):
+        return gpumem.to_device(host)
+
+    def pinned_empty(self, count):
+        return gpumem.pinned_empty(count, "float32")
+
+    def upload(self, dev, host):
+        gpumem.copy(dev, host)
+
+    def download(self, dev):
+        back = np.empty(dev.size, np.float32)
+        gpumem.copy(back, dev)
+        return back
+
+    def partition(self, block, p):
+        part = gpumem.empty(block.size)
+        gpumem.copy(part, block)
+        for _ in range(p):
+            gpumem.kernels.saxpy(block.size, 1.0, part, part)   # doubles
+        return part
+
+    def settle(self):
+        pass                # gpumem's calls without stream= are complete
+
+    def host_copy(self, h2d, dviews, hviews):
+        pc = time.perf_counter
+
+        def once(j):
+            t0 = pc()
+            if h2d:
+                gpumem.copy(dviews[j], hviews[j])
+            else:
+                gpumem.copy(hviews[j], dviews[j])
+            gpumem.synchronize()
+            return pc() - t0
+
+        return once
+
+    def d2d_pairs(self, pairs, nbytes):
+        stream = self.stream
+
+        def copy(j):
+            src, dst = pairs[j % len(pairs)]
+            gpumem.copy(dst, src, stream=stream)
+
+        return copy
+
+    def d2d_from(self, dst, sources, nbytes):
+        stream, k = self.stream, len(sources)
+
+        def copy(j):
+            gpumem.copy(dst, sources[j % k], stream=stream)
+
+        return copy
+
+    def algo_from(self, sources, update, partial, n):
+        stream, k, algo = self.stream, len(sources), gpumem.kernels.algo
+
+        def run(j):
+            algo(sources[j % k], update, partial, n, stream=stream)
+
+        return run
+
+    def seed_call(self, images, update, partial, n):
+        stream = self.stream
+
+        def run(i):
+            gpumem.kernels.algo_seed(images, update, partial, n,
+                                     stream=stream)
+
+        return run
 
 
 def main(argv):
@@ -35,16 +144,10 @@ def main(argv):
                  quick=args.quick, log2n=args.log2n)
     data = bl.WorkloadData(args.log2n)
     pc = time.perf_counter
-    stream = gpumem.Stream()
-    start, end = gpumem.Event(), gpumem.Event()
-    state = {}
-
-    def event_time(fn, index):
-        start.record(stream)
-        fn(index)
-        end.record(stream)
-        end.synchronize()
-        return start.elapsed_ms(end) / 1e3
+    lib = Gpumem()
+    stream = lib.stream
+    driver = Driver(lib, args, results, data)
+    partitions = driver.partitions
 
     def launch():
         saxpy = gpumem.kernels.saxpy
@@ -110,137 +213,6 @@ def main(argv):
                          "NumPy (pageable) host array")
         if not np.array_equal(host, back):
             raise AssertionError("copy16: the data came back changed")
-
-    def arenas():
-        if "arenas" not in state:
-            nbytes = bl.arena_bytes(args)
-            count = nbytes // 4
-            print(f"gpumem: arenas: 3 x {nbytes // MIB} MiB", file=sys.stderr)
-            pageable = np.empty(count, np.float32)
-            bl.fill_tiled(pageable, data.block)
-            pinned = gpumem.pinned_empty(count, "float32")
-            pinned[:] = pageable
-            dev = gpumem.empty(count)
-            gpumem.copy(dev, pinned)
-            state["arenas"] = (nbytes, pageable, pinned, dev)
-        return state["arenas"]
-
-    def copy_point(figure, size, reps, d2d=False):
-        nbytes, pageable, pinned, dev = arenas()
-        n = size // 4
-        offsets = bl.slots(nbytes, size)
-        dviews = [dev[o:o + n] for o in offsets]
-        for case in bl.COPY_CASES:
-            host = pinned if case.startswith("pinned") else pageable
-            hviews = [host[o:o + n] for o in offsets]
-            h2d = case.endswith("h2d")
-
-            def once(j):
-                t0 = pc()
-                if h2d:
-                    gpumem.copy(dviews[j], hviews[j])
-                else:
-                    gpumem.copy(hviews[j], dviews[j])
-                gpumem.synchronize()
-                return pc() - t0
-
-            once(0)
-            one = once(1 % len(offsets))
-            count = reps or bl.adaptive_reps(one)
-            times = [once(r % len(offsets)) for r in range(count)]
-            results.emit(figure, case, "wall", times, size, size,
-                         note="gpumem.copy (synchronous) + "
-                         "gpumem.synchronize(); " +
-                         ("pinned_empty" if case.startswith("pinned")
-                          else "NumPy array"))
-        if not d2d:
-            return
-        half = nbytes // 2
-        offsets = bl.slots(half, size)
-        pairs = [(dev[o:o + n], dev[half // 4 + o:half // 4 + o + n])
-                 for o in offsets]
-
-        def copy(j):
-            src, dst = pairs[j % len(pairs)]
-            gpumem.copy(dst, src, stream=stream)
-
-        event_time(copy, 0)
-        one = event_time(copy, 1)
-        count = reps or bl.adaptive_reps(one)
-        times = [event_time(copy, r) for r in range(count)]
-        results.emit(figure, "d2d", "event", times, size, 2 * size,
-                     note="gpumem.copy(dst, src, stream=s), events; "
-                     "read + write")
-
-    def copy256():
-        size = bl.copy256_bytes(args)
-        copy_point("copy256", size, 5 if args.quick else 30)
-        nbytes, pageable, pinned, dev = arenas()
-        n = size // 4
-        gpumem.copy(dev[:n], pinned[:n])
-        back = np.empty(n, np.float32)
-        gpumem.copy(back, dev[:n])
-        if not np.array_equal(back, pinned[:n]):
-            raise AssertionError("copy256: the data came back changed")
-
-    def sweep():
-        for size in bl.sweep_sizes(args.sweep_max):
-            copy_point("sweep", size, 3 if args.quick else 0, d2d=True)
-
-    def partitions():
-        if "parts" not in state:
-            n = data.n
-            print(f"gpumem: partitions: 4 x {n * 4 // MIB} MiB",
-                  file=sys.stderr)
-            parts = []
-            for p in range(4):
-                part = gpumem.empty(n)
-                gpumem.copy(part, data.block)
-                for _ in range(p):
-                    gpumem.kernels.saxpy(n, 1.0, part, part)   # doubles
-                parts.append(part)
-            state["parts"] = parts
-            state["copy_dst"] = gpumem.empty(n)
-        return state["parts"]
-
-    def d2d():
-        parts = partitions()
-        dst = state["copy_dst"]
-        reps = 5 if args.quick else 20
-
-        def copy(i):
-            gpumem.copy(dst, parts[i % 4], stream=stream)
-
-        for i in range(3):
-            event_time(copy, i)
-        times = [event_time(copy, i) for i in range(reps)]
-        nbytes = data.n * 4
-        results.emit("d2d", "1GiB", "event", times, nbytes, 2 * nbytes,
-                     note="gpumem.copy(dst, src, stream=s), 4 sources "
-                     "rotated; read + write")
-
-    def algo_bw():
-        parts = partitions()
-        update_host = bl.random_block(4, seed=3)
-        update = gpumem.to_device(update_host)
-        partial = gpumem.empty(4)
-        reps = 5 if args.quick else 20
-        algo = gpumem.kernels.algo
-        n = data.n
-
-        def run(i):
-            algo(parts[i % 4], update, partial, n, stream=stream)
-
-        for i in range(3):
-            event_time(run, i)
-        times = [event_time(run, i) for i in range(reps)]
-        results.emit("algo_bw", "2^28", "event", times, n * 4, n * 4,
-                     note="kernels.algo(..., stream=s), 4 inputs rotated; "
-                     "bytes read")
-        last = (reps - 1) % 4
-        want = (data.means()[last]
-                + update_host.astype(np.float64)).astype(np.float32)
-        bl.check_close(partial.copy_to_host(), want, 1e-5, "algo_bw")
 
     def workload_loop(case, kernel_name, images, n, iters, stats, note):
         kernel = getattr(gpumem.kernels, kernel_name)
@@ -334,36 +306,6 @@ def main(argv):
         graph_loop("algo_4x2^28", "algo", partitions(), data.n,
                    20 if args.quick else 200, data.means(),
                    "gpumem.graph replayed, scripts/stitching.py --graph")
-
-    def algo_sweep():
-        parts = partitions()
-        update_host = bl.random_block(4, seed=3)
-        update = gpumem.to_device(update_host)
-        partial = gpumem.empty(4)
-        dst = state["copy_dst"]
-        algo = gpumem.kernels.algo
-        reps = 5 if args.quick else 30
-        for n in bl.algo_sizes(args.log2n):
-            places = [bl.algo_slot(args.log2n, n, j) for j in range(64)]
-            views = [parts[p][o:o + n] for p, o in places]
-            target = dst[:n]
-
-            def run(j):
-                algo(views[j % 64], update, partial, n, stream=stream)
-
-            def copy(j):
-                gpumem.copy(target, views[j % 64], stream=stream)
-
-            for case, fn, traffic, note in (
-                    ("algo", run, n * 4, "kernels.algo(..., stream=s); "
-                     "bytes read"),
-                    ("d2d", copy, 2 * n * 4, "gpumem.copy(dst, src, "
-                     "stream=s); read + write")):
-                for j in range(3):
-                    event_time(fn, j)
-                times = [event_time(fn, j) for j in range(reps)]
-                results.emit("algo_sweep", f"{case}_{n}", "event", times,
-                             n * 4, traffic, note=note)
 
     def loop_sweep():
         """The stitching workload at image counts decades apart, as
@@ -502,11 +444,12 @@ def main(argv):
                              f"partitions on devices {devs}")
 
     def staging():
-        """Pageable copies of 64 KiB to 64 MiB through the staging
+        """Pageable copies of 64 KiB to 256 MiB through the staging
         engine (threshold 0, so every size is staged) with chunks sized
         for each copy ("auto") and at several fixed chunk sizes, and
-        through plain cudaMemcpy (GPUMEM_COPY_THREADS=0): the
-        data for choosing the engine's threshold and chunk.  Each
+        through plain cudaMemcpy (GPUMEM_COPY_THREADS=0), and uploads
+        through cudaMemcpyBatchAsync (GPUMEM_COPY_BATCH=1, "batch"): the
+        data for choosing the engine's threshold, chunk and way.  Each
         configuration runs in a child gpumem (the engine reads its
         settings once); the first copies warm the ring and threads."""
         if not args.gpumem:
@@ -544,9 +487,11 @@ def main(argv):
         chunks = [64, 128] if args.quick else [1024, 2048, 4096, 8192,
                                                16384]
         sizes = ([64 * 1024 << k for k in range(4)] if args.quick
-                 else [64 * 1024 << k for k in range(11)])
+                 else [64 * 1024 << k for k in range(13)])
         configs = [("plain", {"GPUMEM_COPY_THREADS": "0"}),
-                   ("auto", {"GPUMEM_COPY_MIN": "0"})] + [
+                   ("auto", {"GPUMEM_COPY_MIN": "0"}),
+                   ("batch", {"GPUMEM_COPY_MIN": "0",
+                              "GPUMEM_COPY_BATCH": "1"})] + [
             (f"chunk{c}K", {"GPUMEM_COPY_MIN": "0",
                             "GPUMEM_COPY_CHUNK": str(c * 1024)})
             for c in chunks]
@@ -556,33 +501,26 @@ def main(argv):
                 [args.gpumem, "-q", "--backend=" + gpumem.backend, "-c",
                  child, json.dumps(sizes), "0.05"], env=env,
                 capture_output=True, text=True, timeout=120)
+            if (name == "batch" and done.returncode != 0
+                    and "needs cudaMemcpyBatchAsync" in done.stderr):
+                print("gpumem: staging batch: this build's CUDA has no "
+                      "cudaMemcpyBatchAsync; left out", file=sys.stderr)
+                continue
             if done.returncode != 0:
                 raise RuntimeError(f"staging {name}: {done.stderr[-500:]}")
             for d, n, times in json.loads(done.stdout):
+                if name == "batch" and d == "d2h":
+                    continue        # GPUMEM_COPY_BATCH takes uploads only
                 results.emit("staging", f"{name}_{d}_{n}", "wall", times,
                              n, n, note="gpumem.copy, NumPy memory, " +
                              " ".join(f"{k}={v}" for k, v in extra.items()))
 
-    def seed_rate():
-        parts = partitions()
-        n = min(data.n, 1 << 18)
-        update = gpumem.zeros(4)
-        partial = gpumem.empty(4)
-
-        def run(i):
-            gpumem.kernels.algo_seed(parts[0], update, partial, n,
-                                     stream=stream)
-
-        event_time(run, 0)
-        times = [event_time(run, i) for i in range(3)]
-        results.emit("seed_rate", "2^18", "event", times, n * 4,
-                     note=f"one algo_seed call on {n} images")
-
     return results.run(args, {
         "launch": launch, "alloc": alloc, "copy16": copy16,
-        "copy256": copy256, "sweep": sweep, "d2d": d2d, "algo_bw": algo_bw,
-        "algo_sweep": algo_sweep, "loop_sweep": loop_sweep,
-        "workload": workload, "graph": graph, "seed_rate": seed_rate, "multigpu": multigpu,
+        "copy256": driver.copy256, "sweep": driver.sweep, "d2d": driver.d2d,
+        "algo_bw": driver.algo_bw, "algo_sweep": driver.algo_sweep,
+        "loop_sweep": loop_sweep, "workload": workload, "graph": graph,
+        "seed_rate": driver.seed_rate, "multigpu": multigpu,
         "staging": staging})
 
 

@@ -3,7 +3,9 @@ statistics, the result format, sizes and the workload's host side.
 
 The timed loops themselves live in each implementation's file, written
 as a user of that library would write them, so that no layer of this
-module sits inside a measurement.  raw.cu writes the same records.
+module sits inside a measurement; bench/benchdriver.py runs the figures
+both measure the same way around those files' timed bodies.  raw.cu
+writes the same records.
 
 Result format: one JSON object a line,
 

@@ -14,8 +14,10 @@ another library needs next.  A sampler records the device's used
 memory (total - free) every 5 ms.  At the end every live array is
 checked against its value (results exact), and, with one pool, gpumem's
 books per owner against the threads' own tally of live bytes (exact to
-the byte).  Target (issue 29): peak device memory with one pool at most
-0.7x the peak with three separate pools.
+the byte).  It prints the peak device memory with one pool over the
+peak with three caches.  Its turns let each library reuse its own
+cache, so the ratio shows little of the hoarding one pool removes; the
+target for that is bench/frameworks_pipeline.py's (issue 43).
 """
 
 import argparse
@@ -176,8 +178,7 @@ def main():
               f"{r['allocations']} allocations, errors {r['errors']}, "
               f"books exact: {r['books_exact']}")
     ratio = results["pool"]["peak_used"] / results["separate"]["peak_used"]
-    print(f"peak with one pool / peak with three: {ratio:.2f} "
-          f"(target <= 0.7)")
+    print(f"peak with one pool / peak with three: {ratio:.2f}")
     return 0 if not results["pool"]["errors"] \
         and not results["separate"]["errors"] \
         and results["pool"]["books_exact"] else 1

@@ -15,6 +15,7 @@ Plots need matplotlib; without it the report says so and has none.
 
 import argparse
 import datetime
+import glob
 import json
 import os
 import re
@@ -32,7 +33,10 @@ CASE_LABEL = {"pinned_h2d": "pinned host->device",
               "d2d": "copy() device->device (read + write)"}
 # The figures that have their own sections (not in the detail table).
 OWN_SECTIONS = ("algo_sweep", "algo_shape", "loop_sweep", "multigpu",
-                "staging", "kernel_launch", "jit_compile")
+                "staging", "kernel_launch", "jit_compile", "pipeline")
+# Records whose figure is not the name of the driver's figure that
+# writes them (the FIGURE arguments bench/run.sh's sections pass).
+DRIVER_FIGURE = {"alloc_free": "alloc"}
 # The issue's anchor for the 4 x 2^28 workload, microseconds.
 ANCHOR_4X2_28 = {"raw": 1081.0, "cupy": 1129.0}
 # Issue 19's "the stitching workload's 4 x 10 loop no slower" is read
@@ -120,6 +124,11 @@ class Target:
     def __init__(self, text, row, against, op, threshold):
         self.text, self.row = text, ROW[row]
         self.against, self.op, self.threshold = against, op, threshold
+
+    def needs(self):
+        """The (implementation, figure) pairs the verdict reads."""
+        impls = ["gpumem"] + ([self.against] if self.against else [])
+        return [(impl, self.row.keys[impl][0]) for impl in impls]
 
 
 TARGETS = [
@@ -211,6 +220,90 @@ def load(directory):
                           for key, recs in run[table].items()}
         runs[impl] = run
     return runs
+
+
+def load_plan(directory):
+    """What bench/run.sh planned: {"section": {figure: section}, "not_run":
+    {("section" | "impl", name): the first why}, "lines": [not-run.txt's
+    lines], "skipped": [lines]}, from
+    sections.txt ("NAME: FIGURES"), not-run.txt ("KIND NAME: WHY") and
+    skipped.txt (what the budget left out); empty where missing."""
+    plan = {"section": {}, "not_run": {}, "skipped": [], "lines": []}
+    for name, into in (("sections.txt", "section"),
+                       ("not-run.txt", "not_run"),
+                       ("skipped.txt", "skipped")):
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                if into == "skipped":
+                    plan["skipped"].append(line)
+                    continue
+                head, _, tail = line.partition(": ")
+                if into == "section":
+                    for figure in tail.split():
+                        plan["section"][figure] = head
+                else:
+                    kind, _, what = head.partition(" ")
+                    plan["not_run"].setdefault((kind, what), tail)
+                    plan["lines"].append(line)
+    return plan
+
+
+def why_not(runs, needs, plan):
+    """The verdict of a target with nothing to judge, saying why: NEEDS
+    are the (implementation, figure) pairs it reads; an implementation or
+    a section that could not run here gives "not run: ... needs 2 GPUs",
+    else "not measured" with what is missing."""
+    plan = plan or {"section": {}, "not_run": {}, "skipped": [], "lines": []}
+    for impl, figure in needs:
+        why = plan["not_run"].get(("impl", impl))
+        if why:
+            return f"not run: {LABEL.get(impl, impl)} {why}"
+        section = plan["section"].get(DRIVER_FIGURE.get(figure, figure))
+        # A part of a section, named as its figure ("section sharing:
+        # pipeline: needs PyTorch and CuPy").
+        part = f"section {section}: {figure}: "
+        for line in plan["lines"]:
+            if line.startswith(part):
+                return f"not run: {line[len('section '):]}"
+        why = plan["not_run"].get(("section", section))
+        if why:
+            return f"not run: section {section} {why}"
+    for impl, figure in needs:
+        if impl not in runs:
+            return f"not measured: no {LABEL.get(impl, impl)} records"
+        section = plan["section"].get(DRIVER_FIGURE.get(figure, figure))
+        if section and any(line.startswith(f"{impl}, {section}:")
+                           or line.startswith(f"{section}:")
+                           for line in plan["skipped"]):
+            return f"not run: section {section}, the budget was spent"
+    missing = ", ".join(f"{LABEL.get(i, i)} {f}" for i, f in needs)
+    return f"not measured: a record of {missing} is missing (see the logs)"
+
+
+def needed_figures():
+    """The (implementation, figure) pairs every target of the report
+    reads, on any machine; figures named as bench/run.sh's sections
+    name them (DRIVER_FIGURE)."""
+    pairs = {pair for t in TARGETS for pair in t.needs()}
+    for target in new_targets({}):
+        pairs.update(target[5])
+    return {(impl, DRIVER_FIGURE.get(fig, fig)) for impl, fig in pairs}
+
+
+def verdict_counts(summary):
+    """The verdicts' summary line."""
+    met = sum(1 for _, w in summary if w.startswith("MET"))
+    missed = sum(1 for _, w in summary if w.startswith("MISSED"))
+    unrun = sum(1 for _, w in summary if w.startswith("not run"))
+    unmeasured = len(summary) - met - missed - unrun
+    return (f"{met} of {len(summary)} targets met, {missed} missed, {unrun} "
+            f"not run here, {unmeasured} not measured")
 
 
 def machine_lines(directory):
@@ -317,7 +410,7 @@ def verdict(ok, lo_ok, hi_ok):
     return word
 
 
-def target_table(runs):
+def target_table(runs, plan=None):
     out = ["| target | measured | range (quartiles) | verdict |",
            "| --- | ---: | ---: | --- |"]
     summary = []
@@ -327,8 +420,9 @@ def target_table(runs):
         other = (lookup(runs, t.against, row.keys[t.against])
                  if t.against else None)
         if mine is None or (t.against and other is None):
-            out.append(f"| {t.text} | — | — | not measured |")
-            summary.append((t.text, "not measured"))
+            word = why_not(runs, t.needs(), plan)
+            out.append(f"| {t.text} | — | — | {word} |")
+            summary.append((t.text, word))
             continue
         if t.against:
             x, lo, hi = ratio(mine, other, row.kind)
@@ -617,87 +711,120 @@ def new_targets(runs, stitching=()):
     from_16m = [z for z in sizes if z >= 16 << 20]
     at_4m = [z for z in sizes if z == 4 << 20]
     out = []
+
+    def add(issue, text, points, op, threshold, figure, against="raw"):
+        needs = [("gpumem", figure)] + ([(against, figure)] if against
+                                         else [])
+        out.append((issue, text, points, op, threshold, needs))
+
     for d in ("h2d", "d2h"):
         word = "host->device" if d == "h2d" else "device->host"
-        out.append(("19", f"pinned {word}, every size 4 KiB – 1 GiB: >= 0.9x "
-                    "raw C cudaMemcpy", copy_points(
-                        runs, f"pinned_{d}", "raw", f"pinned_{d}",
-                        pinned_range), ">=", 0.9))
+        add("19", f"pinned {word}, every size 4 KiB – 1 GiB: >= 0.9x "
+            "raw C cudaMemcpy", copy_points(
+                runs, f"pinned_{d}", "raw", f"pinned_{d}", pinned_range),
+            ">=", 0.9, "sweep")
     for d in ("h2d", "d2h"):
         word = "host->device" if d == "h2d" else "device->host"
         pg, pn = f"pageable_{d}", f"pinned_{d}"
-        out += [
-            ("19", f"pageable {word} below 1 MiB: >= 0.9x raw C",
-             copy_points(runs, pg, "raw", pg, below_1m), ">=", 0.9),
-            ("19", f"pageable {word} at 4 MiB: >= 0.5x pinned raw C",
-             copy_points(runs, pg, "raw", pn, at_4m), ">=", 0.5),
-            ("19", f"pageable {word} from 16 MiB up: >= 0.8x pinned raw C",
-             copy_points(runs, pg, "raw", pn, from_16m), ">=", 0.8),
-            ("19", f"pageable {word}, every size: >= 1.0x raw C pageable",
-             copy_points(runs, pg, "raw", pg, sizes), ">=", 1.0)]
+        add("19", f"pageable {word} below 1 MiB: >= 0.9x raw C",
+            copy_points(runs, pg, "raw", pg, below_1m), ">=", 0.9, "sweep")
+        add("19", f"pageable {word} at 4 MiB: >= 0.5x pinned raw C",
+            copy_points(runs, pg, "raw", pn, at_4m), ">=", 0.5, "sweep")
+        add("19", f"pageable {word} from 16 MiB up: >= 0.8x pinned raw C",
+            copy_points(runs, pg, "raw", pn, from_16m), ">=", 0.8, "sweep")
+        add("19", f"pageable {word}, every size: >= 1.0x raw C pageable",
+            copy_points(runs, pg, "raw", pg, sizes), ">=", 1.0, "sweep")
     for d in ("h2d", "d2h"):
-        out.append(("19", f"16-byte copy {d}: <= 1.1x raw C time",
-                    one_point(runs, "gpumem", ("copy16", d), "raw",
-                              ("copy16", d), "time", "16 B"), "<=", 1.1))
+        add("19", f"16-byte copy {d}: <= 1.1x raw C time",
+            one_point(runs, "gpumem", ("copy16", d), "raw", ("copy16", d),
+                      "time", "16 B"), "<=", 1.1, "copy16")
     baseline = seed_4x10_baseline()
     if baseline:
         limit, then_mine, then_raw = baseline
-        out.append(("19", "the stitching workload's 4 x 10 loop no slower: <= "
-                    f"{limit:.2f}x raw C time (the ratio of "
-                    f"{SEED_4X10_BASELINE_NAME}: {then_mine * 1e6:.1f} / "
-                    f"{then_raw * 1e6:.1f} us)",
-                    one_point(runs, "gpumem", ("workload", "seed_4x10"),
-                              "raw", ("workload", "seed_4x10"), "time",
-                              "4 x 10"), "<=", limit))
+        add("19", "the stitching workload's 4 x 10 loop no slower: <= "
+            f"{limit:.2f}x raw C time (the ratio of "
+            f"{SEED_4X10_BASELINE_NAME}: {then_mine * 1e6:.1f} / "
+            f"{then_raw * 1e6:.1f} us)",
+            one_point(runs, "gpumem", ("workload", "seed_4x10"), "raw",
+                      ("workload", "seed_4x10"), "time", "4 x 10"),
+            "<=", limit, "workload")
     else:
-        out.append(("19", "the stitching workload's 4 x 10 loop no slower (the "
-                    f"baseline, {SEED_4X10_BASELINE_NAME}'s records "
-                    f"{SEED_4X10_BASELINE}-*.jsonl, are missing)", [],
-                    "<=", 0.0))
-    out.append(("19", "algo from 4 M floats up: >= 0.8x the device->device "
-                "copy's bandwidth (raw C's)", algo_points(runs, 4_000_000),
-                ">=", 0.8))
-    out.append(("19", "the stitching workload, every image count 40 – 2^30: "
-                "<= 1.1x raw C time (raw reduction, serial waits)",
-                loop_points(runs), "<=", 1.1))
-    # Issue 15, where two or more GPUs ran: with more than two, one row
-    # for the peer copies of every pair.
+        add("19", "the stitching workload's 4 x 10 loop no slower (the "
+            f"baseline, {SEED_4X10_BASELINE_NAME}'s records "
+            f"{SEED_4X10_BASELINE}-*.jsonl, are missing)", [], "<=", 0.0,
+            "workload")
+    add("19", "algo from 4 M floats up: >= 0.8x the device->device copy's "
+        "bandwidth (raw C's)", algo_points(runs, 4_000_000), ">=", 0.8,
+        "algo_sweep")
+    add("19", "the stitching workload, every image count 40 – 2^30: <= 1.1x "
+        "raw C time (raw reduction, serial waits)", loop_points(runs), "<=",
+        1.1, "loop_sweep")
+    # Issue 15: with more than two GPUs, one row for the peer copies of
+    # every pair.
     pairs = peer_pairs(runs)
     ndev = len({d for pair in pairs for d in pair})
     if ndev > 2:
-        out.append(("15", f"peer copy 256 MiB, every pair of the {ndev} "
-                    "GPUs: >= 0.9x raw C (peer access enabled)",
-                    [p for a, b in pairs for p in one_point(
-                        runs, "gpumem", ("multigpu", f"peer_{a}_{b}"), "raw",
-                        ("multigpu", f"peer_{a}_{b}"), "bw", f"{a}->{b}")],
-                    ">=", 0.9))
+        add("15", f"peer copy 256 MiB, every pair of the {ndev} GPUs: >= "
+            "0.9x raw C (peer access enabled)",
+            [p for a, b in pairs for p in one_point(
+                runs, "gpumem", ("multigpu", f"peer_{a}_{b}"), "raw",
+                ("multigpu", f"peer_{a}_{b}"), "bw", f"{a}->{b}")],
+            ">=", 0.9, "multigpu")
     else:
         for a, b in ((0, 1), (1, 0)):
-            out.append(("15", f"peer copy 256 MiB {a} -> {b}: >= 0.9x raw "
-                        "C (peer access enabled)", one_point(
-                            runs, "gpumem", ("multigpu", f"peer_{a}_{b}"),
-                            "raw", ("multigpu", f"peer_{a}_{b}"), "bw",
-                            f"{a}->{b}"), ">=", 0.9))
-    out.append(("15", "4 x 2^28 on 2 GPUs: <= 1.1x raw C concurrent",
-                best_gpumem_point(runs, "4x2^28", 2), "<=", 1.1))
+            add("15", f"peer copy 256 MiB {a} -> {b}: >= 0.9x raw C (peer "
+                "access enabled)", one_point(
+                    runs, "gpumem", ("multigpu", f"peer_{a}_{b}"), "raw",
+                    ("multigpu", f"peer_{a}_{b}"), "bw", f"{a}->{b}"),
+                ">=", 0.9, "multigpu")
+    add("15", "4 x 2^28 on 2 GPUs: <= 1.1x raw C concurrent",
+        best_gpumem_point(runs, "4x2^28", 2), "<=", 1.1, "multigpu")
     for nd in loop_device_counts(runs):
         if nd > 2:
-            out.append(("15", f"4 x 2^28 on {nd} GPUs: <= 1.15x raw C "
-                        "concurrent", best_gpumem_point(runs, "4x2^28", nd),
-                        "<=", 1.15))
+            add("15", f"4 x 2^28 on {nd} GPUs: <= 1.15x raw C concurrent",
+                best_gpumem_point(runs, "4x2^28", nd), "<=", 1.15,
+                "multigpu")
     for nd in (1, 2):
-        out.append(("15", f"4 x 10 on {nd} GPU{'s' if nd > 1 else ''}: "
-                    "<= 1.15x raw C concurrent",
-                    best_gpumem_point(runs, "4x10", nd), "<=", 1.15))
-    for nd in sorted({r["n"] for r in stitching}):
-        out.append(("15", f"mpirun -n {nd}, 4 x 2^28: <= 1.15x raw C "
-                    f"concurrent on {nd} GPUs",
-                    stitching_point(runs, stitching, nd), "<=", 1.15))
-    # Issue 17, where the kernels section ran (the cuda backend).
-    out.append(("17", "plugin and JIT kernels' launch, async and with a "
-                "wait: <= 1.05x the built-in kernel's time",
-                kernel_launch_points(runs), "<=", 1.05))
+        add("15", f"4 x 10 on {nd} GPU{'s' if nd > 1 else ''}: <= 1.15x raw "
+            "C concurrent", best_gpumem_point(runs, "4x10", nd), "<=", 1.15,
+            "multigpu")
+    for nd in sorted({r["n"] for r in stitching}) or [2]:
+        add("15", f"mpirun -n {nd}, 4 x 2^28: <= 1.15x raw C concurrent on "
+            f"{nd} GPUs", stitching_point(runs, stitching, nd), "<=", 1.15,
+            "nccl", None)
+    add("17", "plugin and JIT kernels' launch, async and with a wait: <= "
+        "1.05x the built-in kernel's time", kernel_launch_points(runs), "<=",
+        1.05, "kernel_launch", None)
+    add("43", PIPELINE_TEXT, [], ">=", 1.0, "pipeline", None)
     return out
+
+
+PIPELINE_TEXT = ("one pool against three: PyTorch, then CuPy, then gpumem, "
+                 "each stage at 60% of the device, runs whole with one pool "
+                 "(bench/frameworks_pipeline.py)")
+
+
+def pipeline_verdict(runs):
+    """(measured, range, verdict) of issue 43's pipeline, or None where
+    it did not run: MET when every stage ran with one pool, with exact
+    results; the measured text says how three caches fared."""
+    pool = lookup(runs, "gpumem", ("pipeline", "one_pool"))
+    caches = lookup(runs, "gpumem", ("pipeline", "three_caches"))
+    if pool is None:
+        return None
+
+    def said(r):
+        if r is None:
+            return "—"
+        text = f"{len(r['stages'])} of {r['want']} stages"
+        if r.get("failed_at"):
+            text += f", out of memory at {r['failed_at']}"
+        if not r.get("exact", True):
+            text += ", wrong values"
+        return text
+
+    shown = f"one pool: {said(pool)}; three caches: {said(caches)}"
+    return shown, "—", "MET" if pool.get("completed") else "MISSED"
 
 
 def best_gpumem_point(runs, label, nd):
@@ -752,14 +879,17 @@ def stitching_point(runs, stitching, nd):
              us / other["q3_s"], us / other["q1_s"])]
 
 
-def new_target_table(runs, stitching=()):
+def new_target_table(runs, stitching=(), plan=None):
     out = ["| issue | target | measured (gpumem / other) | range (quartiles) "
            "| verdict |", "| --- | --- | --- | --- | --- |"]
     summary = []
-    for issue, text, points, op, threshold in new_targets(runs, stitching):
-        shown, rng, word = verdict_over(points, op, threshold)
-        if word == "not measured" and issue in ("15", "17"):
-            continue
+    for issue, text, points, op, threshold, needs in new_targets(runs,
+                                                                 stitching):
+        judged = (pipeline_verdict(runs) if needs[0][1] == "pipeline"
+                  else verdict_over(points, op, threshold))
+        shown, rng, word = judged or ("—", "—", "not measured")
+        if word == "not measured":
+            word = why_not(runs, needs, plan)
         out.append(f"| {issue} | {text} | {shown} | {rng} | {word} |")
         summary.append((f"[{issue}] {text}", word))
     return out, summary
@@ -922,7 +1052,8 @@ def staging_table(runs):
     if not table:
         return []
     names = sorted({k[0] for k in table},
-                   key=lambda x: ({"plain": 0, "auto": 1}.get(x, 2),
+                   key=lambda x: ({"plain": 0, "auto": 1, "batch": 2}.get(
+                                      x, 3),
                                   int(x[5:-1]) if x.startswith("chunk")
                                   else 0))
     sizes = sorted({k[2] for k in table})
@@ -930,7 +1061,9 @@ def staging_table(runs):
     for d in ("h2d", "d2h"):
         out += [f"**pageable {'host->device' if d == 'h2d' else 'device->host'}"
                 "** (GB/s; staged from 0 bytes on, auto: chunks sized for each "
-                "copy, chunkNK: in N KiB chunks; plain: cudaMemcpy)",
+                "copy, chunkNK: in N KiB chunks; batch: one "
+                "cudaMemcpyBatchAsync of auto's chunks, the source read in "
+                "any order, uploads only; plain: cudaMemcpy)",
                 "", "| size | " + " | ".join(names)
                 + " | best | limit (pinned raw C) |",
                 "| ---: | " + " | ".join("---:" for _ in names)
@@ -1134,12 +1267,75 @@ def process_lines(runs):
             "| --- |" + " ---: |" * len(IMPLS)] + rows + [""]
 
 
+# The tables of the sections with scripts of their own, which the report
+# includes: (section, file pattern in the run's folder, heading, what).
+INCLUDED = [
+    ("sharing", "sharing.md", "Sharing: C++ bindings and other libraries' "
+     "allocations", "bench/binding_overhead.py, bench/frameworks_alloc.py, "
+     "bench/sharing_ipc.py and bench/frameworks_mixed.py; their last lines."),
+    ("nccl", "*-nccl.md", None, None),
+    ("commipc", "comm-ipc.md", "One GPU, several ranks: collectives through "
+     "shared windows", "bench/comm_ipc.sh: gpumem.comm.allreduce under "
+     "mpirun, every rank on device 0, the shared windows against MPI's "
+     "host staging; medians of the runs."),
+]
+
+
+def included_sections(directory, plan):
+    """The report's part made of the sections' own tables (INCLUDED),
+    headings one level down; a section that did not run says why."""
+    out = []
+    for section, pattern, heading, what in INCLUDED:
+        paths = sorted(glob.glob(os.path.join(directory, pattern)))
+        why = plan["not_run"].get(("section", section))
+        if not paths:
+            title = heading or "Collectives: raw NCCL against gpumem"
+            out += [f"## {title}", "",
+                    f"Not run: {why}." if why else
+                    f"No table: section {section} wrote no {pattern} "
+                    "(see its log in the records).", ""]
+            continue
+        for path in paths:
+            with open(path, encoding="utf-8") as f:
+                body = f.read().splitlines()
+            if heading:
+                out += [f"## {heading}", "", what, ""]
+            elif not (body and body[0].startswith("# ")):
+                out += [f"## {os.path.basename(path)}", ""]
+            fenced = False
+            for line in body:
+                if line.startswith("```"):
+                    fenced = not fenced
+                out.append("#" + line if line.startswith("#") and not fenced
+                           else line)
+            out.append("")
+    return out
+
+
+def included_verdicts(directory):
+    """(text, MET | MISSED) of each target bench/nccl_report.py judged
+    in the run's collectives table ("- ... **met**" / "**not met**"),
+    for the verdicts' count."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(directory, "*-nccl.md"))):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                for mark, word in (("**not met**", "MISSED"),
+                                   ("**met**", "MET")):
+                    if line.startswith("- ") and line.endswith(mark):
+                        out.append(("[nccl] " + line[2:-len(mark)].strip(),
+                                    word))
+                        break
+    return out
+
+
 def write_report(directory, date, tag):
     runs = load(directory)
     machine = machine_lines(directory)
     tag = tag or gpu_tag(runs, machine)
     base = f"{date}-{tag}"
-    lines = [f"# Benchmarks, {date}, {tag.upper()}", ""]
+    lines = [f"# Benchmarks, {date}, {tag.upper()}", "", "VERDICTS", ""]
     lines += ["Made by `make bench` (bench/run.sh, bench/report.py); the "
               "method and the lower bounds are in bench/NOTES.md.  Medians; "
               "times in microseconds per operation, bandwidths in GB/s "
@@ -1157,9 +1353,12 @@ def write_report(directory, date, tag):
     lines.append("")
 
     problems = []
+    plan = load_plan(directory)
     for impl in IMPLS:
-        if impl not in runs or not (runs[impl]["rec"]
-                                    or runs[impl]["sweep"]):
+        if ("impl", impl) in plan["not_run"]:
+            pass
+        elif impl not in runs or not (runs[impl]["rec"]
+                                      or runs[impl]["sweep"]):
             problems.append(f"- {LABEL[impl]}: no results (see {impl}-*.log in "
                             "the records)")
         if impl in runs:
@@ -1167,14 +1366,16 @@ def write_report(directory, date, tag):
         if runs.get(impl, {}).get("meta", {}).get("quick"):
             problems.append(f"- {LABEL[impl]}: ran with --quick (tiny sizes: "
                             "not a measurement)")
-    skipped = os.path.join(directory, "skipped.txt")
-    if os.path.exists(skipped):
-        with open(skipped) as f:
-            problems += [f"- {line.strip()}" for line in f if line.strip()]
+    for name in ("failed.txt", "skipped.txt"):
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                problems += [f"- {line.strip()}" for line in f
+                             if line.strip()]
     if problems:
         lines += ["## Problems in this run", ""] + problems + [""]
 
-    target_lines, summary = target_table(runs)
+    target_lines, summary = target_table(runs, plan)
     lines += ["## Targets (issue 7)", ""]
     met = sum(1 for _, w in summary if w.startswith("MET"))
     lines += [f"{met} of {len(summary)} met.  Ratios are gpumem over the "
@@ -1182,23 +1383,29 @@ def write_report(directory, date, tag):
               "range of the ratio straddles the threshold, so the verdict "
               "could flip between runs.", ""]
     lines += target_lines + [""]
-    new_lines, new_summary = new_target_table(runs,
-                                              load_stitching(directory))
+    new_lines, new_summary = new_target_table(
+        runs, load_stitching(directory), plan)
     met = sum(1 for _, w in new_summary if w.startswith("MET"))
     lines += ["## Targets (issue 19: every size; issue 15: several GPUs; "
-              "issue 17: plugin and JIT kernels)",
+              "issue 17: plugin and JIT kernels; issue 43: one pool)",
               "", f"{met} of {len(new_summary)} met.  A target over "
               "sizes or counts holds only if it holds at every one; the "
               "table names the worst and the misses.  These lines are "
               "made to be copied into README.md's performance table.", ""]
     lines += new_lines + [""]
     summary = summary + new_summary
+    not_run = [f"- {line}" for line in sorted(plan["lines"])]
+    if not_run:
+        lines += ["## Not run here", "",
+                  "What this machine or run could not measure, and why "
+                  "(bench/run.sh's not-run.txt); the targets that need it "
+                  "say so.", ""] + not_run + [""]
 
     lines += ["## Medians", ""] + main_table(runs) + [""]
     anchor = []
     for impl, us in ANCHOR_4X2_28.items():
         rec = lookup(runs, impl, ("workload", "algo_4x2^28"))
-        got = f"{rec['median_s'] * 1e6:.0f} us" if rec else "not measured"
+        got = f"{rec['median_s'] * 1e6:.0f} us" if rec else "—"
         anchor.append(f"{LABEL[impl]} {us:.0f} us (here: {got})")
     landed = lookup(runs, "raw", ("copy16", "h2d_landed"))
     mine = lookup(runs, "gpumem", ("copy16", "h2d"))
@@ -1298,12 +1505,16 @@ def write_report(directory, date, tag):
         lines += picture("multigpu")
         lines += mg + [""]
 
+    lines += included_sections(directory, plan)
+    summary = summary + included_verdicts(directory)
+
     lines += ["## All figures", "",
               "Times per operation; wall = host clock around the call as a "
               "script sees it, event = CUDA events (device time).  The "
               "sweep's records are in the .jsonl files.", ""]
     lines += detail_table(runs) + [""]
 
+    lines[lines.index("VERDICTS")] = f"Verdicts: {verdict_counts(summary)}."
     path = os.path.join(directory, base + ".md")
     with open(path, "w") as f:
         f.write("\n".join(lines))
@@ -1324,6 +1535,7 @@ def main(argv):
     print(f"report: {path}")
     for text, word in summary:
         print(f"  {word:28s} {text}")
+    print(f"verdicts: {verdict_counts(summary)}")
     return 0
 
 

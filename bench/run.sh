@@ -1,32 +1,42 @@
 #!/bin/sh
 # run.sh -- the benchmark suite (bench/NOTES.md): builds raw.cu, runs raw
 # CUDA C, gpumem and CuPy one after another on device 0, section by
-# section, and writes the report.  make bench runs it.
+# section, and writes one report.  make bench runs it.
 #
-#   bench/run.sh [OUTDIR]
+#   bench/run.sh [OUTDIR]      run the suite
+#   bench/run.sh --list        print the sections and their figures
+#   bench/run.sh --help        print this text
 #
-# OUTDIR (default $BENCH_OUT, else bench/results) receives at most
-# eight files, no subfolders: DATE-TAG.md (DATE from date +%F, TAG the
-# GPU model, e.g. 2026-11-30-h200.md), up to four plots DATE-TAG-{sweep,
-# algo,loop,multigpu}.png, with 2 or more GPUs the collectives' report
-# and plot (DATE-TAG-nccl.md, DATE-TAG-nccl-busbw.png), and
-# DATE-TAG-records.tar.gz (the records raw.jsonl, gpumem.jsonl,
-# cupy.jsonl, nccl-*.jsonl, machine.txt and a .log for every step).
-# While it runs, these live in OUTDIR/records, which is packed at the
-# end.
+# OUTDIR (default $BENCH_OUT, else bench/results) receives, no
+# subfolders: the report DATE-TAG.md (DATE from date +%F, TAG the GPU
+# model, e.g. 2026-11-30-h200.md), its plots DATE-TAG-{sweep,algo,loop,
+# multigpu}.png and, with 2 or more GPUs, DATE-TAG-nccl-busbw.png, and
+# DATE-TAG-records.tar.gz: every record (raw.jsonl, gpumem.jsonl,
+# cupy.jsonl, nccl-*.jsonl, comm-ipc-*.jsonl), the sharing, collectives
+# and one-GPU collectives tables the report includes (sharing.md,
+# DATE-TAG-nccl.md, comm-ipc.md), machine.txt, sections.txt (the
+# section list), not-run.txt (what could not run here, and why) and a
+# .log for every step.  While it runs, these live in OUTDIR/records,
+# which is packed at the end.
 #
-# Sections (each implementation runs each section in a process of its
-# own, so a crash or a timeout loses one section, not the run): basic
-# (launch alloc copy16 copy256), sweep, algo (d2d algo_bw algo_sweep),
-# loop (loop_sweep workload seed_rate), staging (gpumem only: the
-# staging engine's chunk sizes against plain cudaMemcpy), kernels
-# (gpumem only, bench/launch_overhead.py: a plugin's and a JIT kernel's
-# launch time against the built-in saxpy's, and NVRTC's compile time;
-# the plugin tests/plugins/cuda-plugin.cu is built into BENCH_BUILD
-# with raw.cu; skipped on the host backend), and multigpu
-# where nvidia-smi lists 2 or more GPUs, and there too nccl (the
-# collectives, bench/nccl.sh); commipc (ranks sharing one GPU,
-# bench/comm_ipc.sh) where MPIRUN names mpirun.  BENCH_SECTIONS="basic loop" chooses.
+# Sections, in the order they run (each implementation runs each
+# section in a process of its own, so a crash or a timeout loses one
+# section, not the run): basic (launch alloc copy16 copy256 workload
+# graph), sweep, algo (d2d algo_bw algo_sweep), loop (loop_sweep
+# seed_rate), staging (gpumem only: the staging engine's chunk sizes
+# against plain cudaMemcpy), kernels (gpumem only,
+# bench/launch_overhead.py: a plugin's and a JIT kernel's launch time
+# against the built-in saxpy's, and NVRTC's compile time; the plugin
+# tests/plugins/cuda-plugin.cu is built into BENCH_BUILD with raw.cu;
+# needs the cuda backend), multigpu (needs 2 GPUs; the host backend's
+# simulated devices count), sharing (gpumem with PyTorch and CuPy, the
+# C++ casters and other processes; needs the cuda backend), nccl (the
+# collectives, bench/nccl.sh; needs 2 GPUs) and commipc (ranks sharing
+# one GPU, bench/comm_ipc.sh; needs the cuda backend and MPI, MPIRUN
+# naming mpirun).  BENCH_SECTIONS="basic loop" chooses; a name not in
+# the list stops the run before it starts.  A section that cannot run
+# here, or one BENCH_SECTIONS leaves out, is a line in not-run.txt and
+# every report row it would fill says why ("needs 2 GPUs").
 #
 # Environment: GPUMEM (the program; default src/gpumem of this tree),
 # NVCC and NVCC_ARCH (default nvcc from PATH or /usr/local/cuda, sm_90),
@@ -51,13 +61,55 @@
 # the host backend, CuPy where importable, and the report is written
 # from what ran: use it with BENCH_ARGS=--quick).
 #
-# Exit status: 0; 77 when no GPU answers (nothing is measured); 1 when a
-# step failed (the report is still written from what ran).
+# Exit status: 0 when the run completed and wrote its report, whatever
+# the verdicts (the report's and this script's last line say how many
+# targets were met); 1 when something failed to run: a build, a
+# section that crashed or ran out of its time or the budget, the report
+# or the tarball (the report is still written from what ran, and its
+# "Problems in this run" names the step); 2 for a bad setting (an
+# unknown section, BENCH_ROUNDS); 77 when no GPU answers on the cuda
+# backend (nothing is measured).
 
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
+
+# The sections, in the order they run: the one list.  figures SECTION
+# prints the figures a section's records hold (for basic to multigpu,
+# the FIGURE arguments of raw.cu, bench_gpumem.py and bench_cupy.py;
+# for the others, the figures their scripts' records carry), and fails
+# for a name not in the list.  bench/report.py finds through it, in
+# sections.txt, the section each of its rows needs.
+SECTIONS="basic sweep algo loop staging kernels multigpu sharing nccl commipc"
+figures () {
+  case $1 in
+    basic) echo "launch alloc copy16 copy256 workload graph" ;;
+    sweep) echo "sweep" ;;
+    algo) echo "d2d algo_bw algo_sweep" ;;
+    loop) echo "loop_sweep seed_rate" ;;
+    staging) echo "staging" ;;
+    kernels) echo "kernel_launch jit_compile" ;;
+    multigpu) echo "multigpu" ;;
+    sharing) echo "pipeline" ;;
+    nccl) echo "nccl" ;;
+    commipc) echo "commipc" ;;
+    *) return 1 ;;
+  esac
+}
+
+case ${1:-} in
+  -h|--help)
+    sed -n '2,/^$/s/^# \{0,1\}//p' "$0"
+    exit 0 ;;
+  --list)
+    for section in $SECTIONS; do
+      echo "$section: $(figures "$section")"
+    done
+    exit 0 ;;
+  -*) echo "bench: unknown option '$1' (bench/run.sh --help)" >&2
+      exit 2 ;;
+esac
 . "$here/commit.sh"
 out=${1:-${BENCH_OUT:-$here/results}}
 gpumem=${GPUMEM:-$top/src/gpumem}
@@ -98,28 +150,80 @@ if test "$gpus" -eq 0 && test "$backend" != host; then
        "run make bench on a machine with an NVIDIA GPU" >&2
   exit 77
 fi
-sections=${BENCH_SECTIONS:-}
-if test -z "$sections"; then
-  sections="basic sweep algo loop staging kernels sharing"
-  if test "$gpus" -ge 2 || test "$backend" = host; then
-    sections="$sections multigpu"
+chosen=${BENCH_SECTIONS:-$SECTIONS}
+for section in $chosen; do
+  if ! figures "$section" >/dev/null; then
+    echo "bench: unknown section '$section' in BENCH_SECTIONS; the" \
+         "sections: $SECTIONS" >&2
+    exit 2
   fi
-  if test "$gpus" -ge 2; then
-    sections="$sections nccl"
-  fi
-  if test "$backend" != host && test -n "${MPIRUN:-}"; then
-    sections="$sections commipc"
-  fi
-fi
+done
 
+# needs SECTION: why SECTION cannot run here ("needs 2 GPUs"), or
+# nothing where it can.
+needs () {
+  case $1 in
+    kernels|sharing)
+      test "$backend" = host && echo "needs the cuda backend" ;;
+    multigpu)
+      test "$backend" != host && test "$gpus" -lt 2 \
+        && echo "needs 2 GPUs (nvidia-smi lists $gpus)" ;;
+    nccl)
+      if test "$backend" = host; then
+        echo "needs the cuda backend"
+      elif test "$gpus" -lt 2; then
+        echo "needs 2 GPUs (nvidia-smi lists $gpus)"
+      fi ;;
+    commipc)
+      if test "$backend" = host; then
+        echo "needs the cuda backend"
+      elif test -z "${MPIRUN:-}"; then
+        echo "needs MPI (MPIRUN names no mpirun: configure found none)"
+      fi ;;
+  esac
+  return 0
+}
 mkdir -p "$out/records" "$build" || exit 1
 out=$(cd "$out" && pwd)
 rec=$out/records
 status=0
 begin=$(date +%s)
 
+# The sections that run, in the list's order; what cannot run goes to
+# not-run.txt ("section NAME: why", "impl NAME: why"), the list to
+# sections.txt ("NAME: FIGURES").
+rm -f "$rec/not-run.txt" "$rec/skipped.txt" "$rec/failed.txt"
+: > "$rec/sections.txt"
+sections=
+for section in $SECTIONS; do
+  echo "$section: $(figures "$section")" >> "$rec/sections.txt"
+  case " $chosen " in
+    *" $section "*) ;;
+    *) echo "section $section: left out (BENCH_SECTIONS)" >> "$rec/not-run.txt"
+       continue ;;
+  esac
+  why=$(needs "$section")
+  if test -n "$why"; then
+    echo "section $section: $why" >> "$rec/not-run.txt"
+  else
+    sections="$sections $section"
+  fi
+done
+sections=${sections# }
+if test "$backend" = host; then
+  echo "impl raw: needs the cuda backend (BENCH_BACKEND=host: raw.cu is only compiled)" \
+    >> "$rec/not-run.txt"
+fi
+
 step () {
   echo "bench: $* ($(( $(date +%s) - begin )) s)"
+}
+
+# failed WHAT: something did not run; the report's "Problems in this
+# run" lists failed.txt, and the exit status becomes 1.
+failed () {
+  echo "$*" >> "$rec/failed.txt"
+  status=1
 }
 
 # What ran where.
@@ -145,7 +249,9 @@ if ! $nvcc -std=c++17 -O3 $arch -I"$top/kernels" -I"$top/src" -I"$top/include" -
      "$top/kernels/algo.cu" "$top/kernels/saxpy.cu" > "$rec/build.log" 2>&1; then
   cat "$rec/build.log" >&2
   echo "bench: building raw.cu FAILED" >&2
-  status=1
+  failed "building raw.cu FAILED (build.log)"
+  test "$backend" = host \
+    || echo "impl raw: raw.cu did not build (build.log)" >> "$rec/not-run.txt"
 fi
 case " $sections " in
   *" kernels "*)
@@ -156,23 +262,9 @@ case " $sections " in
          "$top/tests/plugins/cuda-plugin.cu" > "$rec/build-plugin.log" 2>&1; then
       cat "$rec/build-plugin.log" >&2
       echo "bench: building the CUDA plugin FAILED" >&2
-      status=1
+      failed "building the CUDA plugin FAILED (build-plugin.log)"
     fi ;;
 esac
-
-# figures SECTION: the figures of one section.
-figures () {
-  case $1 in
-    basic) echo "launch alloc copy16 copy256 workload" ;;
-    sweep) echo "sweep" ;;
-    algo) echo "d2d algo_bw algo_sweep" ;;
-    loop) echo "loop_sweep seed_rate" ;;
-    multigpu) echo "multigpu" ;;
-    staging) echo "staging" ;;
-    kernels) echo "kernel_launch jit_compile" ;;
-    *) echo "bench: unknown section '$1'" >&2; return 1 ;;
-  esac
-}
 
 # run NAME SECTION COMMAND...: runs one section of one implementation,
 # its records to NAME-SECTION.jsonl (appended to NAME.jsonl after) and
@@ -203,11 +295,17 @@ run () {
   case $rc in
     0) ;;
     77) echo "bench: $name skipped (not available here; see $part.log)" >&2
+        if test "$name" = cupy; then
+          echo "impl cupy: needs CuPy (see $(basename "$part").log)" \
+            >> "$rec/not-run.txt"
+        else
+          echo "section $section: $(tail -n 1 "$part.log")" >> "$rec/not-run.txt"
+        fi
         return 77 ;;
     124) echo "bench: $name, $section ran past ${limit} s and was stopped" >&2
-         status=1 ;;
+         failed "$name, $section: ran past its time and was stopped ($(basename "$part").log)" ;;
     *) echo "bench: $name, $section FAILED (exit status $rc; see $part.log)" >&2
-       status=1 ;;
+       failed "$name, $section: FAILED, exit status $rc ($(basename "$part").log)" ;;
   esac
   return 0
 }
@@ -231,9 +329,10 @@ done
 for item in $plan; do
   section=${item%%:*}
   round=${item#*:}
-  test "$section" = nccl && continue
-  test "$section" = sharing && continue
-  list=$(figures "$section") || { status=1; continue; }
+  case $section in
+    sharing|nccl|commipc) continue ;;   # scripts of their own, below
+  esac
+  list=$(figures "$section")
   if test "$section" = kernels; then
     # gpumem alone: plugin and JIT kernels against its built-in one.  Of
     # BENCH_ARGS it takes --quick only (the others size other figures).
@@ -282,18 +381,79 @@ budgeted () {
   GPUMEM="$gpumem" BENCH_PYTHON=$python timeout "$left" \
     sh "$here/$script" "$rec" > "$rec/$log" 2>&1
   case $? in
-    0|77) ;;
+    0) ;;
+    77) echo "section $name: $(tail -n 1 "$rec/$log")" >> "$rec/not-run.txt" ;;
     *) echo "bench: bench/$script FAILED or ran out of time (see $log)" >&2
-       status=1 ;;
+       failed "$name: bench/$script FAILED or ran out of time ($log)" ;;
   esac
   tail -n 2 "$rec/$log"
 }
 
+# The sharing section (gpumem only, on the cuda backend): what it costs a
+# C++ binding to take gpumem arrays (bench/binding_overhead.py, pybind11
+# and nanobind), other libraries to allocate from gpumem's pool
+# (bench/frameworks_alloc.py, PyTorch and CuPy; bench/frameworks_mixed.py,
+# all of them at once, one pool against three; bench/frameworks_pipeline.py,
+# PyTorch, CuPy and gpumem in turn at 60% of the device each, whose
+# records join gpumem's for the report's verdict) and other processes to
+# use its memory (bench/sharing_ipc.py).  The last lines each prints go
+# to sharing.md, which the report includes; each one's whole output to
+# sharing-NAME.log; 77 is a skip, another status a failure.
+# sharing_step NAME LINES SCRIPT [ARGS...]
+sharing_step () {
+  name=$1 lines=$2 script=$3
+  shift 3
+  left=$(( budget - 30 - ($(date +%s) - begin) ))
+  if test "$left" -lt 20; then
+    echo "sharing, $name: not run (budget spent)" >> "$rec/skipped.txt"
+    status=1
+    return
+  fi
+  this=$limit
+  test "$left" -lt "$this" && this=$left
+  step "running gpumem, sharing: $name (at most $this s)" >&2
+  GPUMEM="$gpumem" timeout "$this" "$gpumem" -q "$here/$script" "$@" \
+    > "$rec/sharing-$name.log" 2>&1
+  rc=$?
+  case $rc in
+    0) ;;
+    77) echo "section sharing: $name: $(tail -n 1 "$rec/sharing-$name.log")" \
+          >> "$rec/not-run.txt" ;;
+    *) failed "sharing, $name: bench/$script FAILED or ran out of time, exit status $rc (sharing-$name.log)" ;;
+  esac
+  tail -n "$lines" "$rec/sharing-$name.log"
+}
+case " $sections " in
+  *" sharing "*)
+    # The build tree's PyTorch allocator library, not an installed one.
+    GPUMEM_TORCH_SHIM=${GPUMEM_TORCH_SHIM:-$(dirname "$gpumem")/.libs/libgpumem-torch.so}
+    export GPUMEM_TORCH_SHIM
+    {
+      echo '```'
+      sharing_step casters 4 binding_overhead.py
+      echo '```'
+      echo
+      sharing_step allocators 6 frameworks_alloc.py
+      echo
+      echo '```'
+      sharing_step ipc 3 sharing_ipc.py
+      sharing_step mixed 3 frameworks_mixed.py --seconds 30
+      sharing_step pipeline 2 frameworks_pipeline.py \
+        --out "$rec/gpumem-pipeline.jsonl"
+      echo '```'
+    } > "$rec/sharing.md"
+    if test -f "$rec/gpumem-pipeline.jsonl"; then
+      cat "$rec/gpumem-pipeline.jsonl" >> "$rec/gpumem.jsonl"
+      rm -f "$rec/gpumem-pipeline.jsonl"
+    fi
+    cat "$rec/sharing.md" ;;
+esac
+
 # Collectives where 2 or more GPUs answer (bench/nccl.sh: its records
-# and logs join the others, its report and plot the main report; 77,
-# fewer GPUs, is a skip); ranks sharing one GPU, where MPI is built in
-# (bench/comm_ipc.sh: the shared windows against MPI's staging; its
-# table, comm-ipc.md, joins the reports).
+# and logs join the others, its table DATE-TAG-nccl.md goes into the
+# report, its plot beside it; 77 is a skip); ranks sharing one GPU,
+# where MPI is built in (bench/comm_ipc.sh: the shared windows against
+# MPI's staging; its table, comm-ipc.md, goes into the report).
 case " $sections " in
   *" nccl "*) budgeted nccl "the collectives benchmark" nccl.sh nccl.log ;;
 esac
@@ -301,40 +461,6 @@ case " $sections " in
   *" commipc "*)
     budgeted commipc "the one-GPU collectives" comm_ipc.sh comm-ipc.log ;;
 esac
-
-# The sharing section (gpumem only, on the cuda backend): what it costs a
-# C++ binding to take gpumem arrays (bench/binding_overhead.py, pybind11
-# and nanobind) and other libraries to allocate from gpumem's pool
-# (bench/frameworks_alloc.py, PyTorch and CuPy; bench/frameworks_mixed.py,
-# all of them at once, one pool against three), and other processes to
-# use its memory (bench/sharing_ipc.py); their tables go to sharing.md
-# beside the report.  A missing library is a line, not a failure.
-if test "$backend" != host; then
-  case " $sections " in
-    *" sharing "*)
-      step "running gpumem, sharing"
-      # The build tree's PyTorch allocator library, not an installed one.
-      GPUMEM_TORCH_SHIM=${GPUMEM_TORCH_SHIM:-$(dirname "$gpumem")/.libs/libgpumem-torch.so}
-      export GPUMEM_TORCH_SHIM
-      {
-        echo "# Sharing: C++ bindings and other libraries' allocations"
-        echo
-        echo "Commit $(bench_commit "$top"), $(date -u '+%F %T UTC')."
-        echo
-        echo '```'
-        GPUMEM="$gpumem" timeout "$limit" "$gpumem" -q "$here/binding_overhead.py" 2>&1 | tail -n 4
-        echo '```'
-        echo
-        GPUMEM="$gpumem" timeout "$limit" "$gpumem" -q "$here/frameworks_alloc.py" 2>&1 | tail -n 6
-        echo
-        echo '```'
-        timeout "$limit" "$gpumem" -q "$here/sharing_ipc.py" 2>&1 | tail -n 3
-        GPUMEM="$gpumem" timeout "$limit" "$gpumem" -q "$here/frameworks_mixed.py" --seconds 30 2>&1 | tail -n 3
-        echo '```'
-      } > "$rec/sharing.md"
-      cat "$rec/sharing.md" ;;
-  esac
-fi
 
 step "writing the report"
 date=$(date +%F)
@@ -344,11 +470,17 @@ if ! "$python" "$here/report.py" "$rec" --date "$date" > "$rec/report.log" 2>&1;
   status=1
 fi
 cat "$rec/report.log"
-for file in "$rec"/*.md "$rec"/*.png; do
+verdicts=$(sed -n 's/^verdicts: //p' "$rec/report.log")
+# Out of the records: the report and the plots; the tables it includes
+# stay in the tarball.
+report=$(sed -n 's/^report: //p' "$rec/report.log" | head -n 1)
+if test -n "$report" && test -f "$report"; then
+  mv -f "$report" "$out/"
+  report=$out/$(basename "$report")
+fi
+for file in "$rec"/*.png; do
   test -f "$file" && mv -f "$file" "$out/"
 done
-report=$(sed -n 's/^report: //p' "$rec/report.log" | head -n 1)
-test -n "$report" && report=$out/$(basename "$report")
 base=$(basename "${report:-$out/$date-gpu.md}" .md)
 if tar -czf "$out/$base-records.tar.gz" -C "$out" records; then
   rm -rf "$rec"
@@ -357,4 +489,11 @@ else
   status=1
 fi
 step "done: ${report:-no report}; records in $out/$base-records.tar.gz"
+if test "$status" -eq 0; then
+  echo "bench: the run completed; ${verdicts:-no verdicts}"
+else
+  echo "bench: something FAILED to run (see above and the report's" \
+       "\"Problems in this run\"); ${verdicts:-no verdicts}" >&2
+fi
 exit $status
+

@@ -10,7 +10,9 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
+import tarfile
 import tempfile
 
 import gmtest
@@ -203,6 +205,249 @@ def the_suite_apart_from_the_probes():
         used = (f"$here/{f}" in run or f"/{f}" in run
                 or re.search(rf"^\s*(from|import) {stem}\b", texts, re.M))
         assert used, f"bench/{f}: not run by make bench (a probe?)"
+
+
+def run_sh(*args, **env):
+    return subprocess.run(["sh", os.path.join(BENCH, "run.sh"), *args],
+                          env=dict(os.environ, **env), capture_output=True,
+                          text=True, timeout=600)
+
+
+def listed_sections():
+    """bench/run.sh --list: {section: [figures]}, in order."""
+    proc = run_sh("--list")
+    assert proc.returncode == 0, proc
+    out = {}
+    for line in proc.stdout.splitlines():
+        name, _, figures = line.partition(": ")
+        out[name] = figures.split()
+    return out
+
+
+@case
+def every_target_has_a_section():
+    """One list of sections (bench/run.sh --list) holds every figure a
+    target of the report reads (the graph's figure among basic's), and
+    every figure the implementations' drivers know."""
+    sections = listed_sections()
+    produced = {f for figures in sections.values() for f in figures}
+    report = load_report()
+    needed = {figure for _, figure in report.needed_figures()}
+    assert {"graph", "workload", "multigpu", "alloc", "pipeline"} <= needed, \
+        needed
+    assert needed <= produced, f"no section makes {needed - produced}"
+    assert "graph" in sections["basic"], sections
+    spec = importlib.util.spec_from_file_location(
+        "benchlib", os.path.join(BENCH, "benchlib.py"))
+    benchlib = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchlib)
+    assert set(benchlib.FIGURES) <= produced, \
+        set(benchlib.FIGURES) - produced
+    assert "commipc" in sections and "nccl" in sections, sections
+
+
+@case
+def the_sections_tables_join_the_report():
+    """One report a run: the sharing, collectives and one-GPU collectives
+    tables inside it, headings one level down; a section that did not
+    run says why."""
+    report = load_report()
+    with tempfile.TemporaryDirectory() as folder:
+        write_records(folder, [rec("copy16", "h2d", 9.0e-6)])
+        with open(os.path.join(folder, "sharing.md"), "w") as f:
+            f.write("```\n# pybind11: 1.07x\n```\n\n| library | us |\n"
+                    "| torch | 2.1 |\n")
+        with open(os.path.join(folder, "2026-01-01-h200x2-nccl.md"),
+                  "w") as f:
+            f.write("# Collectives: raw NCCL against gpumem\n\n## Targets"
+                    "\n\n| allreduce 1 GiB | 0.97x | MET |\n"
+                    "- allreduce 256 MiB: 0.97x (target >= 0.9x) **met**\n"
+                    "- allreduce of 4 floats: 1.41x (target <= 1.3x) "
+                    "**not met**\n")
+        with open(os.path.join(folder, "not-run.txt"), "w") as f:
+            f.write("section commipc: needs MPI (MPIRUN names no mpirun)\n")
+        path, summary = report.write_report(folder, "2026-01-01", "test")
+        with open(path) as f:
+            text = f.read()
+    # The collectives' own verdicts count among the run's.
+    assert ("[nccl] allreduce 256 MiB: 0.97x (target >= 0.9x)", "MET") \
+        in summary, summary
+    assert ("[nccl] allreduce of 4 floats: 1.41x (target <= 1.3x)",
+            "MISSED") in summary, summary
+    met = sum(1 for _, w in summary if w == "MET")
+    assert f"Verdicts: {met} of {len(summary)} targets met" in text, text
+    assert "## Sharing: C++ bindings and other libraries' allocations" in text
+    assert "```\n# pybind11: 1.07x\n```" in text, text
+    assert "| torch | 2.1 |" in text
+    assert "## Collectives: raw NCCL against gpumem\n\n### Targets" in text
+    assert "| allreduce 1 GiB | 0.97x | MET |" in text
+    assert ("## One GPU, several ranks: collectives through shared windows"
+            "\n\nNot run: needs MPI (MPIRUN names no mpirun).") in text, text
+
+
+def pipeline_rec(case_name, done, want, failed_at=None, exact=True):
+    r = rec("pipeline", case_name, 1.5)
+    r.update(stages=[{"library": "torch", "pass": 1, "exact": exact}] * done,
+             want=want, completed=done == want and exact and not failed_at,
+             exact=exact, failed_at=failed_at, error=None)
+    return r
+
+
+@case
+def pipeline_target_replaces_the_peak_ratio():
+    """Issue 43's row: met when every stage ran with one pool; what three
+    caches did is in the row; without records it says why."""
+    report = load_report()
+    with tempfile.TemporaryDirectory() as folder:
+        write_records(folder, [
+            pipeline_rec("three_caches", 1, 6, "cupy (pass 1)"),
+            pipeline_rec("one_pool", 6, 6)])
+        path, summary = report.write_report(folder, "2026-01-01", "test")
+        with open(path) as f:
+            text = f.read()
+        (row,) = [line for line in text.splitlines()
+                  if line.startswith("| 43 |")]
+        assert ("one pool: 6 of 6 stages; three caches: 1 of 6 stages, out "
+                "of memory at cupy (pass 1) | — | MET |") in row, row
+        assert "0.7" not in text
+        write_records(folder, [pipeline_rec("one_pool", 4, 6, "gpumem "
+                                            "(pass 2)")])
+        path, summary = report.write_report(folder, "2026-01-01", "test")
+        assert (f"[43] {report.PIPELINE_TEXT}", "MISSED") in summary
+        with open(os.path.join(folder, "not-run.txt"), "w") as f:
+            f.write("section sharing: needs the cuda backend\n")
+        with open(os.path.join(folder, "sections.txt"), "w") as f:
+            f.write("sharing: pipeline\n")
+        write_records(folder, [rec("copy16", "h2d", 9.0e-6)])
+        path, summary = report.write_report(folder, "2026-01-01", "test")
+        assert (f"[43] {report.PIPELINE_TEXT}", "not run: section sharing "
+                "needs the cuda backend") in summary, summary
+        # One part of the section did not run: that part's reason, not
+        # another part's.
+        with open(os.path.join(folder, "not-run.txt"), "w") as f:
+            f.write("section sharing: casters: needs pybind11\n"
+                    "section sharing: pipeline: frameworks_pipeline.py: "
+                    "needs PyTorch and CuPy (torch not importable)\n")
+        path, summary = report.write_report(folder, "2026-01-01", "test")
+        assert (f"[43] {report.PIPELINE_TEXT}", "not run: sharing: "
+                "pipeline: frameworks_pipeline.py: needs PyTorch and CuPy "
+                "(torch not importable)") in summary, summary
+        with open(path) as f:
+            text = f.read()
+        assert "- section sharing: casters: needs pybind11" in text
+    with open(os.path.join(BENCH, "frameworks_mixed.py")) as f:
+        assert "0.7" not in f.read()
+
+
+@case
+def pipeline_needs_the_cuda_backend():
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "records.jsonl")
+        proc = subprocess.run(
+            [gmtest.GPUMEM, "-q", "--backend=host",
+             os.path.join(BENCH, "frameworks_pipeline.py"), "--out", out],
+            capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 77, proc
+        assert "needs the cuda backend" in proc.stdout, proc.stdout
+        assert not os.path.exists(out)
+
+
+@case
+def an_unknown_section_stops_the_run():
+    with tempfile.TemporaryDirectory() as folder:
+        proc = run_sh(os.path.join(folder, "out"), BENCH_BACKEND="host",
+                      BENCH_SECTIONS="basic commipcx", GPUMEM=gmtest.GPUMEM)
+        assert proc.returncode == 2, proc
+        assert "unknown section 'commipcx'" in proc.stderr, proc.stderr
+        assert not os.path.exists(os.path.join(folder, "out")), \
+            os.listdir(folder)
+
+
+def nvcc():
+    """The nvcc bench/run.sh would find, or "true" (raw.cu not built)
+    where there is none."""
+    for path in (shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if path and os.access(path, os.X_OK):
+            return path
+    return "true"
+
+
+def host_run(folder, **env):
+    out = os.path.join(folder, "out")
+    settings = dict(BENCH_BACKEND="host", BENCH_ARGS="--quick",
+                    GPUMEM=gmtest.GPUMEM, NVCC=nvcc(),
+                    BENCH_BUILD=os.path.join(folder, "build"),
+                    BENCH_COMMIT="test", MPIRUN="")
+    settings.update(env)
+    proc = run_sh(out, **settings)
+    reports = [f for f in os.listdir(out) if f.endswith(".md")] \
+        if os.path.isdir(out) else []
+    return proc, out, reports
+
+
+@case
+def host_run_writes_one_report_and_exits_0():
+    """make bench's dry run on the host backend (BENCH_BACKEND=host
+    BENCH_ARGS=--quick): every section runs or says why not, one report
+    and one tarball, exit status 0 whatever the verdicts."""
+    with tempfile.TemporaryDirectory() as folder:
+        proc, out, reports = host_run(folder)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+        files = sorted(os.listdir(out))
+        assert len(reports) == 1, files
+        tarballs = [f for f in files if f.endswith("-records.tar.gz")]
+        assert len(tarballs) == 1, files
+        assert all(f in reports + tarballs or f.endswith(".png")
+                   for f in files), files
+        with open(os.path.join(out, reports[0]), encoding="utf-8") as f:
+            text = f.read()
+        with tarfile.open(os.path.join(out, tarballs[0])) as tar:
+            names = tar.getnames()
+            plan = tar.extractfile("records/not-run.txt").read().decode()
+    summary = re.search(r"^Verdicts: (\d+) of (\d+) targets met, (\d+) "
+                        r"missed, (\d+) not run here, (\d+) not measured\.$",
+                        text, re.M)
+    assert summary, text[:2000]
+    assert summary.group(5) == "0", summary.group(0)
+    assert f"verdicts: {summary.group(0)[10:-1]}" in proc.stdout, proc.stdout
+    assert "bench: the run completed;" in proc.stdout, proc.stdout
+    for name in ("records/sections.txt", "records/gpumem.jsonl",
+                 "records/machine.txt"):
+        assert name in names, names
+    # Every section ran (gpumem's records) or says why not.
+    sections = listed_sections()
+    for section in sections:
+        said = f"section {section}: " in plan
+        assert said or f"running gpumem, {section}" in proc.stdout, section
+    assert "section multigpu" not in plan, plan
+    assert "section kernels: needs the cuda backend" in plan, plan
+    assert "section commipc: needs the cuda backend" in plan, plan
+    assert "impl raw: needs the cuda backend" in plan, plan
+    assert "## Not run here" in text
+    assert ("| graph loop 4 x 10 <= 1.1x raw C's own graph time | — | — | "
+            "not run: raw CUDA C needs the cuda backend") in text, text
+    assert "| gpumem | graph | seed_4x10 |" in text, text
+    assert "not measured |" not in text, text
+
+
+@case
+def a_step_that_fails_makes_the_exit_status_1():
+    with tempfile.TemporaryDirectory() as folder:
+        broken = os.path.join(folder, "broken")
+        with open(broken, "w") as f:
+            f.write("#!/bin/sh\nexit 3\n")
+        os.chmod(broken, 0o755)
+        proc, out, reports = host_run(folder, GPUMEM=broken, NVCC="true",
+                                      BENCH_SECTIONS="basic",
+                                      BENCH_ROUNDS="1")
+        assert proc.returncode == 1, proc
+        assert "something FAILED to run" in proc.stderr, proc.stderr
+        assert len(reports) == 1, os.listdir(out)
+        with open(os.path.join(out, reports[0]), encoding="utf-8") as f:
+            text = f.read()
+    assert "- gpumem, basic: FAILED, exit status 3 (gpumem-basic-1.log)" \
+        in text, text
+    assert "section sweep: left out (BENCH_SECTIONS)" in text, text
 
 
 @case

@@ -697,9 +697,15 @@ def test_copy_engine_sizes():
                         ("GPUMEM_COPY_THREADS", "2")):
         proc = gpumem("-q", "-c", code, env=child_env("cuda", **{name: value}))
         assert proc.returncode == 0 and proc.stdout == "True\n", show(proc)
+    proc = gpumem("-q", "-c", code, env=child_env(
+        "cuda", GPUMEM_COPY_BATCH="1M", GPUMEM_COPY_MIN="0"))
+    assert (proc.returncode == 0 and proc.stdout == "True\n") or (
+        proc.returncode == 3 and "GPUMEM_COPY_BATCH needs "
+        "cudaMemcpyBatchAsync" in proc.stderr), show(proc)
     for name, value in (("GPUMEM_COPY_CHUNK", "16 MB"),
                         ("GPUMEM_COPY_MIN", "-1"),
-                        ("GPUMEM_COPY_THREADS", "999")):
+                        ("GPUMEM_COPY_THREADS", "999"),
+                        ("GPUMEM_COPY_BATCH", "1 MB")):
         proc = gpumem("-q", "-c", "pass",
                       env=child_env("cuda", **{name: value}))
         assert proc.returncode == 3, show(proc)

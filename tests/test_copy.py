@@ -276,6 +276,24 @@ def small_chunks_in_a_child():
     assert "1 passed, 0 failed" in proc.stdout, proc.stdout
 
 
+@case
+def batched_uploads_in_a_child():
+    """GPUMEM_COPY_BATCH=1 with 64 KiB chunks: staged uploads go through
+    one cudaMemcpyBatchAsync of many chunks (and of larger ones past 64
+    chunks); every byte lands exact, the edges untouched."""
+    import subprocess
+    if gpumem.backend != "cuda":
+        gmtest.skip("GPUMEM_COPY_BATCH is the cuda backend's")
+    env = dict(os.environ, GPUMEM_COPY_BATCH="1",
+               GPUMEM_COPY_CHUNK=str(64 << 10), GM_TEST_ONLY="staged_child")
+    proc = subprocess.run([gmtest.GPUMEM, "-q", os.path.abspath(__file__)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    if proc.returncode == 3 and "needs cudaMemcpyBatchAsync" in proc.stderr:
+        gmtest.skip("this build's CUDA has no cudaMemcpyBatchAsync")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed, 0 failed" in proc.stdout, proc.stdout
+
+
 def staged_child():
     k = 64 << 10
     staged_round_trip([(n, off) for n in (16 << 20, (16 << 20) + k - 1,

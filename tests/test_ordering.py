@@ -119,6 +119,26 @@ WRITERS = [write_copy_to_gpu, write_copy_from_host, write_copy,
 
 
 @case
+def batched_uploads_wait_for_a_stream_that_reads():
+    """GPUMEM_COPY_BATCH=1: every staged upload goes through
+    cudaMemcpyBatchAsync on a stream of its own (cuda-staging.c), which
+    must wait for gpumem's streams as the ring's copies do: the upload
+    case again in a child with the setting."""
+    if not CUDA:
+        gmtest.skip("GPUMEM_COPY_BATCH is the cuda backend's")
+    import os
+    import subprocess
+    env = dict(os.environ, GPUMEM_COPY_BATCH="1",
+               GM_TEST_ONLY="plain_uploads_wait_for_a_stream_that_reads")
+    proc = subprocess.run([gmtest.GPUMEM_TEST, "-q", os.path.abspath(
+        __file__)], env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode == 3 and "needs cudaMemcpyBatchAsync" in proc.stderr:
+        gmtest.skip("this build's CUDA has no cudaMemcpyBatchAsync")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed, 0 failed" in proc.stdout, proc.stdout
+
+
+@case
 def plain_reads_wait_for_a_stream_that_writes():
     s = gpumem.Stream()
     for nbytes in SIZES:

@@ -148,6 +148,8 @@ typedef struct ring
   void *slot[RING];
   cudaEvent_t filled[RING];
   size_t cursor;           /* bytes into the ring of the next place */
+  cudaStream_t batch;      /* GPUMEM_COPY_BATCH's uploads; made at first */
+  cudaEvent_t queued;      /* use, as the legacy stream's mark */
 } ring;
 
 static ring *rings;
@@ -323,13 +325,17 @@ worker (void *arg)
    unset: DEFAULT_THREADS, or fewer where the machine has fewer cores),
    GPUMEM_COPY_CHUNK (64 KiB to 1 GiB: every chunk this size; unset:
    chunks sized for each copy, at most DEFAULT_CHUNK) and GPUMEM_COPY_MIN
-   (the smallest copy staged, for measuring the threshold).  */
+   (the smallest copy staged, for measuring the threshold), and
+   GPUMEM_COPY_BATCH (0, the default: never; else the smallest staged
+   upload that goes through cudaMemcpyBatchAsync instead of the ring,
+   gm_batch_upload; needs CUDA 12.8).  */
 static struct
 {
   size_t threads;
   size_t chunk;            /* the largest chunk: the ring's buffer size */
   bool chunk_fixed;
   size_t min_bytes;
+  size_t batch_min;
 } settings;
 
 gm_status
@@ -345,8 +351,16 @@ gm_staging_init (void)
       || gm_env_size ("GPUMEM_COPY_CHUNK", 0, 64 << 10, (size_t) 1 << 30,
                       &settings.chunk) != GM_OK
       || gm_env_size ("GPUMEM_COPY_MIN", GM_STAGING_MIN, 0, SIZE_MAX,
-                      &settings.min_bytes) != GM_OK)
+                      &settings.min_bytes) != GM_OK
+      || gm_env_size ("GPUMEM_COPY_BATCH", 0, 0, SIZE_MAX,
+                      &settings.batch_min) != GM_OK)
     return GM_ERR_VALUE;
+#if CUDART_VERSION < 12080
+  if (settings.batch_min > 0)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "GPUMEM_COPY_BATCH needs "
+                         "cudaMemcpyBatchAsync, CUDA 12.8 or later; this "
+                         "build has CUDA %d", CUDART_VERSION);
+#endif
   settings.chunk_fixed = settings.chunk != 0;
   if (!settings.chunk_fixed)
     settings.chunk = DEFAULT_CHUNK;
@@ -638,6 +652,11 @@ staged_copy (void *dst, const void *src, size_t nbytes, int device,
   err = ring_for (device, device_count, &r);
   if (err != cudaSuccess)
     return err;
+#if CUDART_VERSION >= 12080
+  if (to_device && settings.batch_min > 0 && nbytes >= settings.batch_min)
+    return gm_batch_upload (dst, src, nbytes, chunk_for (nbytes, true),
+                            device, &r->batch, &r->queued);
+#endif
   chunk = chunk_for (nbytes, to_device);
   nchunks = (nbytes + chunk - 1) / chunk;
 
@@ -736,6 +755,10 @@ gm_staging_shutdown (bool cuda_usable)
             cudaEventDestroy (rings[d].filled[i]);
             cudaFreeHost (rings[d].slot[i]);
           }
+        if (rings[d].batch != NULL)
+          cudaStreamDestroy (rings[d].batch);
+        if (rings[d].queued != NULL)
+          cudaEventDestroy (rings[d].queued);
       }
   free (rings);
   rings = NULL;

@@ -59,10 +59,27 @@ gm_status gm_staging_small_copy (void *dst, const void *src, size_t nbytes,
                                  int device, int device_count,
                                  bool to_device);
 
-/* Reads GPUMEM_COPY_THREADS, GPUMEM_COPY_CHUNK and GPUMEM_COPY_MIN
-   (gm_env_size): GM_OK, or GM_ERR_VALUE with the error set for a value
-   that is not a size in range.  Called by the backend's init, before
-   any copy.  */
+#if CUDART_VERSION >= 12080
+/* Copies NBYTES from pageable SRC to DST on DEVICE (current) as one
+   cudaMemcpyBatchAsync of chunks of CHUNK bytes (fewer, larger ones
+   where that would make more than 64), the source read in any order and
+   perhaps after the call returns (the attribute for memory CUDA did not
+   allocate), on *STREAM (the batch API refuses the legacy stream; made
+   at first use, non-blocking), which first waits for *MARK recorded on
+   the legacy stream (made at first use): so the copy starts after the
+   work queued before on gpumem's streams, as the ring's do.  Complete
+   on return, also after an error.  cudaSuccess or the first error
+   (cuda-batch-copy.c).  */
+cudaError_t gm_batch_upload (void *dst, const void *src, size_t nbytes,
+                             size_t chunk, int device, cudaStream_t *stream,
+                             cudaEvent_t *mark);
+#endif
+
+/* Reads GPUMEM_COPY_THREADS, GPUMEM_COPY_CHUNK, GPUMEM_COPY_MIN and
+   GPUMEM_COPY_BATCH (gm_env_size): GM_OK, or GM_ERR_VALUE with the
+   error set for a value that is not a size in range, or a
+   GPUMEM_COPY_BATCH that this build's CUDA cannot honour.  Called by
+   the backend's init, before any copy.  */
 gm_status gm_staging_init (void);
 
 /* Stops the copying threads and, if CUDA_USABLE, frees the rings.  */

@@ -118,16 +118,21 @@ graphpy_exit (PyObject *self, PyObject *args)
 }
 
 /* -1 with gpumem.Error unless STAGE's array still has its memory where
-   the capture found it.  */
+   the capture found it.  CHECKED is the array that owns the memory of
+   the stage checked just before in this replay (NULL for the first):
+   no Python code runs between the two checks, so its memory is where
+   that check found it.  */
 static int
-stage_check (graphpy_object *graph, const gmpy_graph_stage *stage)
+stage_check (graphpy_object *graph, const gmpy_graph_stage *stage,
+             PyObject *checked)
 {
   Py_buffer view;
   bool same = false;
 
   /* The array that owns the memory is asked only when the host object
-     is not that array itself (which the second check asks).  */
-  if (stage->root == stage->host)
+     is not that array itself (which the second check asks), and once a
+     replay for the rows of one array.  */
+  if (stage->root == stage->host || stage->root == checked)
     same = true;
   else if (PyObject_GetBuffer (stage->root, &view, PyBUF_STRIDED_RO) == 0)
     {
@@ -203,7 +208,8 @@ graphpy_replay_with (graphpy_object *graph, PyObject *stream_obj)
         return NULL;
     }
   for (size_t i = 0; i < rec->nstages; i++)
-    if (stage_check (graph, &rec->stages[i]) < 0)
+    if (stage_check (graph, &rec->stages[i],
+                     i > 0 ? rec->stages[i - 1].root : NULL) < 0)
       return NULL;
   /* Work an open concurrent() block queued on these devices goes first,
      as it would for the calls recorded.  */
