@@ -1478,8 +1478,8 @@ def write_report(directory, date, tag):
         lines += ["## The staging engine's threshold and chunk (gpumem)", "",
                   "Each configuration in a child process; synchronous "
                   "copies, host clock, medians.  The data for choosing "
-                  "GM_STAGING_MIN (src/cuda-staging.h) and the chunk "
-                  "size (src/cuda-staging.c).",
+                  "GM_STAGING_MIN (src/cuda/cuda-staging.h) and the chunk "
+                  "size (src/cuda/cuda-staging.c).",
                   ""] + st
 
     kt = kernel_launch_table(runs)

@@ -115,12 +115,12 @@ def raises(exc_type, fn, *args, match=None, **kwargs):
 
 
 # The bytes of a share handle before its shape and strides (or an event's
-# data): src/ipc.c's layout, checksum included.
+# data): src/share/share-handle.c's layout, checksum included.
 FIXED = 252
 
 
 def fnv(data):
-    """FNV-1a, 64 bits, of DATA: the checksum src/ipc.c ends a share
+    """FNV-1a, 64 bits, of DATA: the checksum src/share/share-handle.c ends a share
     handle with."""
     h = 0xcbf29ce484222325
     for b in data:

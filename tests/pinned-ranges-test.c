@@ -1,5 +1,5 @@
 /* pinned-ranges-test.c -- the list of gpumem's page-locked blocks
-   (src/pinned-ranges.c) against a plain model: edges of each block,
+   (src/core/pinned-ranges.c) against a plain model: edges of each block,
    blocks added and removed in random order past the list's first
    growth, bad arguments, and threads adding, removing and looking up at
    once.  No device needed; the addresses are never dereferenced.  */

@@ -1,5 +1,5 @@
 /* staging-pool-test.c -- the CUDA backend's staging pool (the threads
-   that copy each chunk of a staged copy, src/cuda-staging.c) driven on
+   that copy each chunk of a staged copy, src/cuda/cuda-staging.c) driven on
    the CPU alone: no device is touched.
 
    The pool's functions are static, so this file includes
@@ -26,7 +26,7 @@
 
 #include <stdio.h>
 
-/* cuda-staging.c reads its settings through gm_env_size (src/env.c,
+/* cuda-staging.c reads its settings through gm_env_size (src/core/env.c,
    not linked here); the test sets them directly.  */
 gm_status
 gm_env_size (const char *name, size_t fallback, size_t min, size_t max,

@@ -1,4 +1,4 @@
-"""gpumem.comm.send_shared and recv_shared (src/py-comm-share.c, comm.c's
+"""gpumem.comm.send_shared and recv_shared (src/python/py-comm-share.c, comm.c's
 messages, comm-mpi.c): a rank hands another rank on its node an array
 without a copy (docs/sharing.md, "MPI ranks on one node").
 

@@ -30,7 +30,7 @@ gmtest.need_spin_kernel(__file__)
 CUDA = gpumem.backend == "cuda"
 MiB = 1 << 20
 # Copies without a stream move in chunks of this size, without the GIL
-# (COPY_CHUNK in src/py-copy-engine.c); a copy of more runs in several.
+# (COPY_CHUNK in src/python/py-copy-engine.c); a copy of more runs in several.
 COPY_CHUNK = 256 * MiB
 
 

@@ -1,4 +1,4 @@
-"""Ordering (backend-cuda.c, "Ordering"): a call without stream= sees all
+"""Ordering (cuda-backend.c, "Ordering"): a call without stream= sees all
 work queued before it on any gpumem.Stream, and is complete when it
 returns, on every copy path.
 

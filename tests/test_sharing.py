@@ -1,5 +1,5 @@
-"""Sharing arrays between processes on one node (src/py-ipc.c,
-src/ipc.c, src/ipc-server.c, src/host-ipc.c, src/cuda-ipc.c;
+"""Sharing arrays between processes on one node (src/python/py-share.c,
+src/share/share-handle.c, src/share/share-server.c, src/host/host-share.c, src/cuda/cuda-share.c;
 docs/sharing.md).
 
 Run by the gpumem program on the host backend (shared memory) and on the

@@ -1,5 +1,5 @@
 """Sharing gpumem.Event between processes on one node
-(src/py-ipc-event.c, src/ipc.c's event handles, the backends'
+(src/python/py-share-event.c, src/share/share-handle.c's event handles, the backends'
 event_export / event_import; docs/sharing.md, "Events").
 
 Run by the gpumem program on the host backend (a shared word the

@@ -1,5 +1,5 @@
 """Chooses the pageable-copy engine's thread count, chunk size and size
-threshold by measurement (src/cuda-staging.c; bench/NOTES.md).
+threshold by measurement (src/cuda/cuda-staging.c; bench/NOTES.md).
 
 Each configuration runs in a child gpumem (the engine reads
 GPUMEM_COPY_THREADS and GPUMEM_COPY_CHUNK once); GPUMEM_COPY_THREADS=0

@@ -48,7 +48,7 @@ gm_status gm_comm_compare (const gm_comm_desc *all, int n);
    describe (they compare equal).  NCCL when every rank's part can go
    through it and no two ranks share a GPU: *LAYOUT becomes a number
    naming every rank's GPU (the same on every rank, never 0), else 0.
-   Otherwise shared windows (comm-ipc.h) when every rank names the same
+   Otherwise shared windows (comm-windows.h) when every rank names the same
    device of one node and GPUMEM_COMM is ipc, or auto and every rank
    would take them: *IPC_KEY becomes that device's key, else 0.  Else
    MPI.  GM_ERR_UNAVAILABLE, on every rank alike, when GPUMEM_COMM=nccl

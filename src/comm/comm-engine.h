@@ -16,7 +16,7 @@
    stage the data through host memory, for arrays of at least
    GM_COMM_IPC_MIN_BYTES_PER_RANK times the ranks; else MPI), nccl
    (NCCL or an error; reductions of dtypes NCCL has none of still take
-   MPI), mpi (never NCCL nor windows), ipc (shared windows, comm-ipc.h,
+   MPI), mpi (never NCCL nor windows), ipc (shared windows, comm-windows.h,
    or an error).  */
 typedef enum gm_comm_engine
 {

@@ -239,7 +239,7 @@ share_bytes (void *bytes, size_t nbytes)
   return GM_OK;
 }
 
-/* The exchanges of the shared windows' engine (comm-ipc.h), under
+/* The exchanges of the shared windows' engine (comm-windows.h), under
    mpi_lock as every MPI call here.  */
 static gm_status
 ipc_allgather (const void *mine, void *all, size_t nbytes)

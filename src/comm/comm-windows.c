@@ -1,8 +1,8 @@
-/* comm-ipc.c -- collectives between ranks of one node that share one
-   device, through windows every rank maps (comm-ipc.h).
+/* comm-windows.c -- collectives between ranks of one node that share one
+   device, through windows every rank maps (comm-windows.h).
 
    The windows.  Each rank allocates one block of shareable memory on
-   the device (ipc.h), at least as large as the round the collective
+   the device (share.h), at least as large as the round the collective
    moves (CHUNK_BYTES at most), and every rank maps every other rank's
    from the handles they all-gather; the table is kept for the next
    collective and made anew, on every rank at once, when a larger round
@@ -99,7 +99,7 @@ gm_comm_ipc_shutdown (const gm_comm_ipc_net *net)
   bool had = win.key != 0;
 
   /* Imports first.  While the processes live, a producer's block
-     outlives its consumers' maps (ipc.h); at the end of the job a barrier
+     outlives its consumers' maps (share.h); at the end of the job a barrier
      keeps every rank's block until every map of it is gone.  */
   for (int r = 0; win.imports != NULL && r < win.nranks; r++)
     if (win.imports[r] != NULL)

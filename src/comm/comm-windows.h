@@ -1,5 +1,5 @@
-/* comm-ipc.h -- collectives between ranks of one node that share one
-   device, through memory they all map (ipc.h): each rank keeps a window
+/* comm-windows.h -- collectives between ranks of one node that share one
+   device, through memory they all map (share.h): each rank keeps a window
    of shareable memory on the device, maps every other rank's, and the
    data moves by device copies and a device reduction, the ranks taking
    turns between barriers, never through host memory.  What NCCL cannot do (it takes one GPU a

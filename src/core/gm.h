@@ -2,7 +2,7 @@
 
    Data flows one way: the Python layer (py-*.c, module.c) checks
    arguments and calls the functions declared here; memory.c keeps the
-   books; a backend (backend-cuda.c or backend-host.c) moves bytes.
+   books; a backend (cuda-backend.c or host-backend.c) moves bytes.
    Nothing declared here knows about Python or includes CUDA headers.  */
 
 #ifndef GM_H
@@ -266,7 +266,7 @@ typedef struct gm_backend
   /* Copy NBYTES from SRC on SRC_DEVICE to DST on DST_DEVICE (-1 for
      host memory).  STREAM NULL: the copy starts after all work queued
      before it on the devices' streams and is complete on return (the
-     Ordering rule, backend-cuda.c).  */
+     Ordering rule, cuda-backend.c).  */
   gm_status (*copy) (void *dst, int dst_device, const void *src,
                      int src_device, size_t nbytes, gm_stream *stream);
   gm_status (*memset) (void *dst, int device, int value, size_t nbytes,
@@ -402,7 +402,7 @@ typedef struct gm_backend
                        gm_dtype dtype, gm_reduce_op op, int device,
                        gm_stream *stream);
 
-  /* Sharing memory with other processes on the node (ipc.h); NULL where
+  /* Sharing memory with other processes on the node (share.h); NULL where
      the backend cannot.  */
   const struct gm_ipc_ops *ipc;
 

@@ -1,9 +1,9 @@
-/* backend-cuda.c -- the CUDA backend: its table of operations, starting
+/* cuda-backend.c -- the CUDA backend: its table of operations, starting
    it and shutting it down.  The operations live beneath it, one concern
    a file: cuda-devices.c (devices, peers), cuda-streams.c (streams,
    events, waits), cuda-memory.c (device and page-locked memory),
    cuda-copy.c (copies; cuda-staging.c for pageable memory) and
-   cuda-launch.c (kernels; cuda-reduce.cu for reduce); cuda-backend.h
+   cuda-launch.c (kernels; cuda-reduce.cu for reduce); cuda-internal.h
    is their private interface.
    The table's copies, memsets, launches, waits, allocations and frees go
    through cuda-nvtx.c, which annotates them for NVTX when asked (nvtx.h)

@@ -1,7 +1,7 @@
 /* cuda-copy.c -- the CUDA backend's copies and memsets: within a
    device, between devices (over their link where mapped), and between
    host memory and a device, pageable memory through cuda-staging.c.
-   Ordering, in backend-cuda.c, is the rule every copy without a stream
+   Ordering, in cuda-backend.c, is the rule every copy without a stream
    keeps.  */
 
 #define _POSIX_C_SOURCE 200809L
@@ -103,7 +103,7 @@ gm_cuda_copy (void *dst, int dst_device, const void *src, int src_device,
       /* Pageable host memory: small copies through the bounce buffer,
          large ones through the staging ring, the sizes between to
          cudaMemcpy, which from pageable memory returns before the
-         bytes land in the device (see Ordering, backend-cuda.c): a
+         bytes land in the device (see Ordering, cuda-backend.c): a
          synchronize follows it.  The thresholds are measured
          (bench/NOTES.md, "The engine remade for mid sizes").  */
       bool to_device = dst_device >= 0;
@@ -168,7 +168,7 @@ gm_cuda_copy2d (void *dst, size_t dpitch, int dst_device, const void *src,
     GM_CUDA_CHECK (cudaMemcpy2DAsync (dst, dpitch, src, spitch, width, height,
                                       cudaMemcpyDefault, stream->handle));
   /* Into device memory cudaMemcpy2D may return before the bytes land,
-     as cudaMemcpy may (see Ordering, backend-cuda.c).  */
+     as cudaMemcpy may (see Ordering, cuda-backend.c).  */
   if (stream == NULL && dst_device >= 0)
     GM_CUDA_CHECK (cudaStreamSynchronize (cudaStreamLegacy));
 done:

@@ -8,7 +8,7 @@
    the graph; graph_launch queues the instance (cudaGraphLaunch) on the
    stream given, or with none on the device's legacy default stream,
    behind all the work queued before on gpumem's streams (Ordering in
-   backend-cuda.c), for the caller to wait for.
+   cuda-backend.c), for the caller to wait for.
 
    Work a kernel's launcher allocates and frees on the captured stream
    (cudaMallocAsync / cudaFreeAsync: the algo kernel's scratch) becomes

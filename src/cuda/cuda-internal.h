@@ -1,5 +1,5 @@
-/* cuda-backend.h -- the private interface between the files of the CUDA
-   backend: backend-cuda.c (the table of operations, start and shutdown)
+/* cuda-internal.h -- the private interface between the files of the CUDA
+   backend: cuda-backend.c (the table of operations, start and shutdown)
    on top; cuda-nvtx.c (the annotated operations) beneath it;
    cuda-copy.c, cuda-launch.c, cuda-graph.c and cuda-memory.c beneath
    those;
@@ -154,7 +154,7 @@ gm_status gm_cuda_nvtx_launch (const gm_kernel *kernel, const gm_arg *args,
                                gm_stream *stream);
 gm_status gm_cuda_nvtx_wait (int device, gm_stream *stream, long timeout_us);
 gm_status gm_cuda_nvtx_device_synchronize (int device);
-/* cuda-ipc.c: shared events (cudaIpcGetEventHandle,
+/* cuda-share.c: shared events (cudaIpcGetEventHandle,
    cudaIpcOpenEventHandle).  */
 gm_status gm_cuda_event_export (gm_event *event, void *word,
                                 uint8_t data[64]);

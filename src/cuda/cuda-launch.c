@@ -105,7 +105,7 @@ gm_cuda_launch (const gm_kernel *kernel, const gm_arg *args,
 
 /* The reduce member (gm.h): the arguments checked before anything is
    queued; with STREAM NULL the kernel goes on the legacy default stream
-   and is waited for (Ordering, backend-cuda.c).  */
+   and is waited for (Ordering, cuda-backend.c).  */
 gm_status
 gm_cuda_reduce (void *dst, void *const *srcs, int n, size_t count,
                 gm_dtype dtype, gm_reduce_op op, int device,

@@ -1,7 +1,7 @@
 /* cuda-nvtx.c -- NVTX for the CUDA backend: the tool behind nvtx.h's
    ranges (NVTX3, header-only: its calls cost next to nothing until a
    tool such as Nsight Systems or compute-sanitizer injects itself), and
-   the backend's operations annotated, which backend-cuda.c puts in its
+   the backend's operations annotated, which cuda-backend.c puts in its
    table.  Each annotated operation asks the switch once (gm_nvtx_on);
    off, it goes straight to the operation beneath.
 
@@ -205,7 +205,7 @@ gm_cuda_nvtx_attach (void)
 }
 
 /* The annotated operations: each does what the gm_cuda_* function of
-   the same name does (cuda-backend.h).  */
+   the same name does (cuda-internal.h).  */
 
 /* A copy's range name: its direction (HtoD, ..., PtoP between devices),
    2-D or not.  */

@@ -8,12 +8,12 @@
    the user's memory into one of a ring of page-locked buffers while the
    DMA engine moves the chunk before it, so that both run at once.
 
-   Used by backend-cuda.c for synchronous copies of at least
+   Used by cuda-backend.c for synchronous copies of at least
    GM_STAGING_MIN bytes whose host side is pageable.  Both kinds of copy
    here run on the device's legacy default stream, as cudaMemcpy does:
    so they start after all work queued before them on any of gpumem's
    streams (blocking streams, which the legacy stream waits for; see
-   Ordering in backend-cuda.c), and they return only once complete.
+   Ordering in cuda-backend.c), and they return only once complete.
    Small synchronous copies (at most GM_SMALL_MAX bytes, such as the
    workload's 4 floats, either way) go through one page-locked bounce
    buffer instead: the DMA engine's own path is shorter than the

@@ -2,7 +2,7 @@
    waits: the counts of work queued per device that let a wait on an
    idle device return without asking CUDA, polling that answers Ctrl-C,
    and the streams of other libraries (foreign streams).  Ordering, in
-   backend-cuda.c, says which stream a call without one uses.  */
+   cuda-backend.c, says which stream a call without one uses.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -63,7 +63,7 @@ gm_cuda_streams_init (int count)
 }
 
 /* The CUDA stream to queue work on for STREAM: the legacy default
-   stream for NULL (see Ordering in backend-cuda.c).  Counts the work queued on
+   stream for NULL (see Ordering in cuda-backend.c).  Counts the work queued on
    gpumem's own streams, for gm_cuda_wait.  */
 cudaStream_t
 gm_cuda_handle_of (gm_stream *stream)

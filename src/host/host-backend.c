@@ -1,4 +1,4 @@
-/* backend-host.c -- the host backend: devices simulated in host memory.
+/* host-backend.c -- the host backend: devices simulated in host memory.
 
    A real second backend, not a mock: buffers live in host memory, kernels
    run their C references (kernels/NAME-ref.c), and GPUMEM_HOST_DEVICES

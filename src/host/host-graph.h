@@ -1,6 +1,6 @@
 /* host-graph.h -- the host backend's graphs: the list of copies, memsets,
    kernel launches and reduces a recording stream was given, run again in order
-   (host-graph.c).  Plain data: backend-host.c records into it and runs
+   (host-graph.c).  Plain data: host-backend.c records into it and runs
    it, so that this file calls nothing of the backend's.  */
 
 #ifndef GM_HOST_GRAPH_H

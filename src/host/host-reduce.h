@@ -1,5 +1,5 @@
 /* host-reduce.h -- the host backend's elementwise reduction of N arrays
-   (host-reduce.c): plain C loops over host memory, which backend-host.c
+   (host-reduce.c): plain C loops over host memory, which host-backend.c
    runs for its reduce member and for a graph's recorded reduces.  */
 
 #ifndef GM_HOST_REDUCE_H

@@ -1,7 +1,7 @@
 """gpumem._frameworks: PyTorch, CuPy and Numba allocating from gpumem's
 pool (docs/frameworks.md).
 
-Built into gpumem (src/py-frameworks.c compiles this file's text at the
+Built into gpumem (src/python/py-frameworks.c compiles this file's text at the
 first gpumem.use_pool or gpumem.torch_mem_pool call); it imports each
 library only when asked to hook it.  Every block comes from the same
 stream-ordered pool as gpumem's own arrays, is booked under its library's
@@ -34,7 +34,7 @@ def _import(name, what):
 
 
 # PyTorch: a CUDAPluggableAllocator over libgpumem-torch, the shim that
-# gpumem binds to its pool (src/torch-shim.c).
+# gpumem binds to its pool (src/core/torch-shim.c).
 
 def _torch_pluggable():
     global _torch_allocator

@@ -156,14 +156,14 @@ int gmpy_capi_init (PyObject *module);
 int gmpy_frameworks_init (PyObject *module);
 /* gpumem.shared_empty, share, open_shared and sharing_stats, and the
    reducer that multiprocessing's pickler uses for DeviceArray
-   (py-ipc.c).  0 or -1.  */
+   (py-share.c).  0 or -1.  */
 int gmpy_ipc_init (PyObject *module);
 /* gpumem.share(OBJ, until_opened=UNTIL_OPENED) and gpumem.open_shared
    (HANDLE), for the other modules that hand arrays between processes
    (py-comm-share.c).  A new reference, or NULL with an exception.  */
 PyObject *gmpy_ipc_share (PyObject *obj, bool until_opened);
 PyObject *gmpy_ipc_open (PyObject *handle);
-/* The capsules that own a shared object's memory (py-ipc-capsule.c): a
+/* The capsules that own a shared object's memory (py-share-capsule.c): a
    new capsule that owns BLOCK (gm_ipc_drop when it goes) or IMPORT
    (gm_ipc_close), or NULL with an exception after dropping or closing
    it.  gmpy_ipc_capsule_block is the block such a capsule OBJ owns, or
@@ -266,7 +266,7 @@ typedef struct eventpy_object
    lives.  Takes EVENT in every case.  New reference or NULL.  */
 PyObject *gmpy_event_wrap (gm_event *event, int device, PyObject *shared);
 
-/* py-ipc-event.c: the handle of an interprocess EVENT (gpumem.Event) as
+/* py-share-event.c: the handle of an interprocess EVENT (gpumem.Event) as
    bytes, new reference or NULL (gpumem.Error for an event not made with
    interprocess=True); and the Event that a decoded event HANDLE opens.  */
 struct gm_ipc_handle;

@@ -2,7 +2,7 @@
    CuPy and Numba allocating from gpumem's pool (docs/frameworks.md).
 
    The glue each library needs (an allocator function, a pluggable
-   allocator, a memory manager class) is Python, in src/frameworks.py,
+   allocator, a memory manager class) is Python, in src/python/frameworks.py,
    compiled from the text built into gpumem at first use and kept as
    the module gpumem._frameworks.  This file gives it what only C can:
    gpumem._PoolBlock, a block of the pool owned by a Python object, and

@@ -1,7 +1,7 @@
 /* fuzz-dtype.c -- libFuzzer target: dtype names, array-interface type
    strings and buffer-protocol formats (gm_dtype_from_name,
    gm_dtype_from_typestr, gm_dtype_typestr and gm_dtype_from_format in
-   src/dtype.c).
+   src/core/dtype.c).
 
    The input is used twice: as a name of exactly SIZE bytes, not NUL
    terminated (so that a read past its end is an AddressSanitizer

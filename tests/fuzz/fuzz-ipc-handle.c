@@ -1,5 +1,5 @@
 /* fuzz-ipc-handle.c -- libFuzzer target: the share handle's decoder
-   (gm_ipc_decode in src/ipc.c), which reads bytes another process
+   (gm_ipc_decode in src/share/share-handle.c), which reads bytes another process
    made (docs/sharing.md, docs/security.md).
 
    The input is decoded as SIZE bytes exactly, with no byte of room
@@ -79,7 +79,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   check (copy, size);
   if (size >= 8)
     {
-      /* FNV-1a 64, as src/ipc.c writes it, little-endian.  */
+      /* FNV-1a 64, as src/share/share-handle.c writes it, little-endian.  */
       uint64_t hash = 0xcbf29ce484222325u;
       for (size_t i = 0; i < size - 8; i++)
         hash = (hash ^ copy[i]) * 0x100000001b3u;

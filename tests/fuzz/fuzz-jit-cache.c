@@ -1,5 +1,5 @@
 /* fuzz-jit-cache.c -- libFuzzer target: gpumem.jit's cache files
-   (gm_jit_cache_parse in src/jit-cache.c), the bytes read from a file
+   (gm_jit_cache_parse in src/plugin/jit-cache.c), the bytes read from a file
    that the user's cache folder holds.
 
    Input: one byte of choice, then the file.  With the choice's low bit

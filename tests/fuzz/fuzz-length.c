@@ -1,5 +1,5 @@
 /* fuzz-length.c -- libFuzzer target: the kernel registry's minimum-length
-   expressions (gm_kernel_eval_length in src/kernel.c).
+   expressions (gm_kernel_eval_length in src/core/kernel.c).
 
    Input: 3 x 8 bytes, the values of the fake kernel's integer scalars
    (n: int64, m: uint64, k: int8), then the expression text (up to the

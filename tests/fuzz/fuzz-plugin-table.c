@@ -1,5 +1,5 @@
 /* fuzz-plugin-table.c -- libFuzzer target: the checks of a kernel table
-   (gm_plugin_table_read in src/plugin-table.c), as a plugin library or
+   (gm_plugin_table_read in src/plugin/plugin-table.c), as a plugin library or
    an embedding program hands it over.
 
    Input: a header line, then one line per kernel.  The header's bytes:

@@ -1,5 +1,5 @@
 /* fuzz-signature.c -- libFuzzer target: kernel signatures as text
-   (gm_kernel_signature_parse in src/kernel-signature.c), as plugin
+   (gm_kernel_signature_parse in src/plugin/kernel-signature.c), as plugin
    tables and gpumem.jit give them.
 
    Input: the signature text, up to the first NUL.  A signature that
