@@ -244,7 +244,7 @@ cat "$rec/machine.txt"
 step "building raw.cu"
 # NVCC and NVCC_ARCH may hold several words (make passes two -gencode).
 # shellcheck disable=SC2086
-if ! $nvcc -std=c++17 -O3 $arch -I"$top/kernels" -I"$top/src" -I"$top/include" -Xcompiler -Wall \
+if ! $nvcc -std=c++17 -O3 $arch -I"$top/kernels" -I"$top/src/core" -I"$top/include" -Xcompiler -Wall \
      -o "$build/raw" "$here/raw.cu" "$top/kernels/algo_seed.cu" \
      "$top/kernels/algo.cu" "$top/kernels/saxpy.cu" > "$rec/build.log" 2>&1; then
   cat "$rec/build.log" >&2
