@@ -201,6 +201,24 @@ def every_environment_variable_is_documented():
 
 
 @case
+def every_test_script_is_in_the_suite():
+    # The suite is declared once, in tests/CTestTestfile.cmake.in, and
+    # the distribution takes every tests/*.py (Makefile.am's dist-hook):
+    # a test script that file does not name would never run.
+    suite = read(gmtest.SRCDIR, "tests", "CTestTestfile.cmake.in")
+    named = set(re.findall(r"gm_python_test\(([\w/]+)\)", suite))
+    named |= set(re.findall(r"tests/([\w/]+)\.py", suite))
+    for block in re.findall(r"foreach\(name ([^)]*)\)", suite):
+        named |= set(block.split())
+    scripts = {os.path.relpath(path, os.path.join(gmtest.SRCDIR, "tests"))
+               [:-len(".py")]
+               for path in gmtest.source_files(".py", folders=("tests",))
+               if os.path.basename(path).startswith("test_")}
+    assert scripts, "no tests/test_*.py found"
+    assert scripts <= named, f"not in the suite: {sorted(scripts - named)}"
+
+
+@case
 def readme_and_man_page_point_to_the_docs():
     for f in ("README.md", os.path.join("man", "gpumem.1")):
         text = read(gmtest.SRCDIR, f).replace("\\-", "-")
