@@ -396,42 +396,36 @@ min_size (size_t a, size_t b)
   return a < b ? a : b;
 }
 
-/* Broadcasts CALL's array from the root, in chunks.  */
-static gm_status
-run_bcast (const gm_comm_call *call, bool staged)
+/* One chunk of a collective that works on CALL's array in place: N
+   elements at BUF, of MPI type TYPE.  */
+typedef void (*chunk_fn) (const gm_comm_call *call, void *buf, int n,
+                          MPI_Datatype type);
+
+static void
+bcast_chunk (const gm_comm_call *call, void *buf, int n, MPI_Datatype type)
 {
-  size_t itemsize = gm_dtypes[call->dtype].itemsize;
-  size_t chunk = chunk_bytes / itemsize;
-  MPI_Datatype type = mpi_type (call->dtype);
-  bool root = gm_comm_rank () == call->root;
-  gm_status status = GM_OK;
-  char *host = NULL;
-
-  if (staged && call->count > 0)
-    host = staging_get (min_size (call->count, chunk) * itemsize);
-  for (size_t off = 0; off < call->count; off += chunk)
-    {
-      size_t n = min_size (call->count - off, chunk);
-      char *data = (char *) call->data + off * itemsize;
-      char *buf = staged ? host : data;
-
-      if (staged && root)
-        stage (&status, buf, -1, data, call->device, n * itemsize);
-      MPI_Bcast (buf, (int) n, type, call->root, MPI_COMM_WORLD);
-      if (staged && !root)
-        stage (&status, data, call->device, buf, -1, n * itemsize);
-    }
-  return status;
+  MPI_Bcast (buf, n, type, call->root, MPI_COMM_WORLD);
 }
 
-/* Reduces CALL's array over the ranks, in place, in chunks.  */
+static void
+allreduce_chunk (const gm_comm_call *call, void *buf, int n,
+                 MPI_Datatype type)
+{
+  MPI_Allreduce (MPI_IN_PLACE, buf, n, type, mpi_op (call->dtype, call->op),
+                 MPI_COMM_WORLD);
+}
+
+/* Runs FN over CALL's array in chunks of chunk_bytes.  STAGED: each
+   chunk goes through host memory, copied there first where STAGE_IN and
+   back where STAGE_OUT (a broadcast's root only sends, the others only
+   receive; a reduction does both).  */
 static gm_status
-run_allreduce (const gm_comm_call *call, bool staged)
+run_chunks (const gm_comm_call *call, bool staged, bool stage_in,
+            bool stage_out, chunk_fn fn)
 {
   size_t itemsize = gm_dtypes[call->dtype].itemsize;
   size_t chunk = chunk_bytes / itemsize;
   MPI_Datatype type = mpi_type (call->dtype);
-  MPI_Op op = mpi_op (call->dtype, call->op);
   gm_status status = GM_OK;
   char *host = NULL;
 
@@ -443,10 +437,10 @@ run_allreduce (const gm_comm_call *call, bool staged)
       char *data = (char *) call->data + off * itemsize;
       char *buf = staged ? host : data;
 
-      if (staged)
+      if (staged && stage_in)
         stage (&status, buf, -1, data, call->device, n * itemsize);
-      MPI_Allreduce (MPI_IN_PLACE, buf, (int) n, type, op, MPI_COMM_WORLD);
-      if (staged)
+      fn (call, buf, (int) n, type);
+      if (staged && stage_out)
         stage (&status, data, call->device, buf, -1, n * itemsize);
     }
   return status;
@@ -554,9 +548,13 @@ gm_mpi_run (const gm_comm_call *call)
   /* A failed synchronize is reported after the collective, which still
      meets the other ranks.  */
   if (call->kind == GM_COMM_BCAST)
-    moved = run_bcast (call, staged);
+    {
+      bool root = gm_comm_rank () == call->root;
+
+      moved = run_chunks (call, staged, root, !root, bcast_chunk);
+    }
   else if (call->kind == GM_COMM_ALLREDUCE)
-    moved = run_allreduce (call, staged);
+    moved = run_chunks (call, staged, true, true, allreduce_chunk);
   else
     moved = run_gather (call, staged);
   if (status == GM_OK)

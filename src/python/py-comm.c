@@ -114,6 +114,38 @@ stream_arg (PyObject *obj, gm_comm_call *call)
   return 0;
 }
 
+/* The arguments every collective on an array takes: the array, the
+   root (a broadcast, a gather) or the reduction's op (allreduce), and
+   the stream.  Sets CALL's fields and ARG; 0, or -1 with an exception
+   set.  */
+static int
+collective_args (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                 const char *name, gm_comm_call *call, PyObject *arg[3],
+                 int64_t dims[GM_MAX_NDIM])
+{
+  static const char *const rooted[] = {"a", "root", "stream", NULL};
+  static const char *const reduced[] = {"a", "op", "stream", NULL};
+  bool reduce = call->kind == GM_COMM_ALLREDUCE;
+  char qualified[32];
+  bool writes;
+
+  snprintf (qualified, sizeof qualified, "gpumem.comm.%s", name);
+  if (gmpy_parse_args (args, nargs, kwnames, name, reduce ? reduced : rooted,
+                       1, 2, arg) < 0)
+    return -1;
+  if (reduce ? gmpy_comm_op_arg (arg[1], qualified, &call->op) < 0
+             : gmpy_comm_rank_arg (arg[1], qualified, "root", &call->root) < 0)
+    return -1;
+  /* A broadcast writes every rank's array but the root's; a reduction
+     every rank's; a gather none.  */
+  writes = reduce || (call->kind == GM_COMM_BCAST
+                      && gm_comm_rank () != call->root);
+  if (array_arg (arg[0], writes, name, call, dims) < 0
+      || stream_arg (arg[2], call) < 0)
+    return -1;
+  return 0;
+}
+
 static PyObject *
 commpy_barrier (PyObject *module, PyObject *unused)
 {
@@ -128,17 +160,11 @@ static PyObject *
 commpy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
               PyObject *kwnames)
 {
-  static const char *const names[] = {"a", "root", "stream", NULL};
   PyObject *arg[3] = {NULL, NULL, NULL};
   int64_t dims[GM_MAX_NDIM];
   gm_comm_call call = {.kind = GM_COMM_BCAST};
 
-  if (gmpy_parse_args (args, nargs, kwnames, "bcast", names, 1, 2, arg) < 0
-      || gmpy_comm_rank_arg (arg[1], "gpumem.comm.bcast", "root",
-                             &call.root) < 0
-      || array_arg (arg[0], gm_comm_rank () != call.root, "bcast", &call,
-                    dims) < 0
-      || stream_arg (arg[2], &call) < 0)
+  if (collective_args (args, nargs, kwnames, "bcast", &call, arg, dims) < 0)
     call.refused = true;
   if (run (&call, arg[0]) < 0)
     return NULL;
@@ -151,17 +177,13 @@ static PyObject *
 commpy_allreduce (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                   PyObject *kwnames)
 {
-  static const char *const names[] = {"a", "op", "stream", NULL};
   PyObject *arg[3] = {NULL, NULL, NULL};
   int64_t dims[GM_MAX_NDIM];
   gm_comm_call call = {.kind = GM_COMM_ALLREDUCE};
   gm_status status;
 
-  if (gmpy_parse_args (args, nargs, kwnames, "allreduce", names, 1, 2, arg)
-        < 0
-      || gmpy_comm_op_arg (arg[1], "gpumem.comm.allreduce", &call.op) < 0
-      || array_arg (arg[0], true, "allreduce", &call, dims) < 0
-      || stream_arg (arg[2], &call) < 0)
+  if (collective_args (args, nargs, kwnames, "allreduce", &call, arg, dims)
+      < 0)
     call.refused = true;
   else if ((status = gm_comm_op_check (call.dtype, call.op)) != GM_OK)
     {
@@ -211,17 +233,12 @@ static PyObject *
 commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                PyObject *kwnames)
 {
-  static const char *const names[] = {"a", "root", "stream", NULL};
   PyObject *arg[3] = {NULL, NULL, NULL};
   int64_t dims[GM_MAX_NDIM];
   gm_comm_call call = {.kind = GM_COMM_GATHER};
   arraypy_object *result = NULL;
 
-  if (gmpy_parse_args (args, nargs, kwnames, "gather", names, 1, 2, arg) < 0
-      || gmpy_comm_rank_arg (arg[1], "gpumem.comm.gather", "root",
-                             &call.root) < 0
-      || array_arg (arg[0], false, "gather", &call, dims) < 0
-      || stream_arg (arg[2], &call) < 0)
+  if (collective_args (args, nargs, kwnames, "gather", &call, arg, dims) < 0)
     call.refused = true;
   else if (gm_comm_rank () == call.root)
     {
