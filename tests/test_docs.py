@@ -4,7 +4,8 @@ signature from the stubs and its docstring from the module), of the
 directive its kind needs, nothing documented that does not exist, every
 public object with a docstring, every option of --help and every
 environment variable the sources read in docs/command-line.md (so the
-contract cannot drift from the code)."""
+contract cannot drift from the code); the README's commands, its size
+and its links, and every source file in docs/source-files.md."""
 
 import os
 import pydoc
@@ -276,13 +277,113 @@ def cited_reports_exist():
     assert not unlisted, f"reports not in NOTES' current reports: {unlisted}"
 
 
+def readme_sh_blocks():
+    """The README's ```sh blocks, in order (.ci/run runs the second)."""
+    return re.findall(r"^```sh\n(.*?)^```", read(gmtest.SRCDIR, "README.md"),
+                      re.M | re.S)
+
+
 @case
 def readme_starts_with_the_build_and_check_commands():
-    blocks = re.findall(r"^```sh\n(.*?)^```", read(gmtest.SRCDIR, "README.md"),
-                        re.M | re.S)
+    blocks = readme_sh_blocks()
     assert len(blocks) >= 2
     assert blocks[0].rstrip().endswith("./src/gpumem scripts/stitching.py")
     assert blocks[1].rstrip().endswith('make -j"$(nproc)" check')
+    # .ci/run counts fences of any kind: the second fenced block is the
+    # one it runs.
+    fence, ci_command = 0, []
+    for line in read(gmtest.SRCDIR, "README.md").splitlines():
+        if line.startswith("```"):
+            fence += 1
+        elif fence == 3:
+            ci_command.append(line)
+    assert "\n".join(ci_command).strip() == blocks[1].strip(), ci_command
+
+
+def steps(command):
+    """The steps of a one-line command joined by &&, a { ...; } group
+    read as its content."""
+    return [re.sub(r"^\{ (.*); \}$", r"\1", step.strip())
+            for step in command.strip().split(" && ")]
+
+
+@case
+def readme_shows_the_commands_one_step_a_line():
+    """The readable copy of the two commands (.ci/run reads the one-line
+    ones) says what they say: the first command's steps one a line, then
+    the second's last step."""
+    blocks = readme_sh_blocks()
+    run, check = steps(blocks[0]), steps(blocks[1])
+    # run ends: build, run the job; check: build and check in one step.
+    assert check[:-1] == run[:-2], "the two commands set up differently"
+    readable = [b for b in blocks[2:] if "\nautoreconf -fi\n" in "\n" + b]
+    assert readable, "README.md shows the commands only on one line"
+    lines = []
+    for line in readable[0].replace("\\\n", " ").splitlines():
+        line = re.sub(r"\s+#.*$", "", re.sub(r"\s+", " ", line)).strip()
+        if line:
+            lines.append(line)
+    assert lines == run + check[-1:], (lines, run + check[-1:])
+
+
+@case
+def readme_is_a_front_door():
+    readme = read(gmtest.SRCDIR, "README.md")
+    assert len(readme.splitlines()) <= 200, "README.md: move detail to docs/"
+    pages = re.findall(r"\]\((docs/[\w.-]+\.md)\)", readme)
+    for page in ("docs/install.md", "docs/mpi.md", "docs/python-api.md",
+                 "docs/source-files.md"):
+        assert page in pages, f"README.md does not link {page}"
+    missing = sorted(p for p in set(pages)
+                     if not os.path.exists(os.path.join(gmtest.SRCDIR, p)))
+    assert not missing, f"README.md links pages that do not exist: {missing}"
+
+
+def built_files():
+    """The files the build makes in src/ (nodist_ sources of a local.mk),
+    which an in-place build leaves beside the sources."""
+    made = set()
+    for path in gmtest.source_files("local.mk"):
+        for m in re.finditer(r"^nodist_\w+ \+?= (.*)$", read(path), re.M):
+            made.update(m.group(1).split())
+    return made
+
+
+@case
+def source_files_page_names_every_source_file():
+    """docs/source-files.md names every file of src/ and kernels/ under
+    the heading of its folder, and only files that exist."""
+    text = read(DOCS, "source-files.md")
+    tree = {os.path.relpath(p, gmtest.SRCDIR)
+            for p in gmtest.source_files(".c", ".cu", ".h", ".py", ".pyi",
+                                         ".def", ".in", "local.mk", "README")}
+    tree -= built_files()
+    assert "src/core/gm.h" in tree and "kernels/kernels.def" in tree, tree
+    named, misplaced = set(), []
+    folder = None
+    for line in text.splitlines():
+        m = re.match(r"^## `([\w/-]+)/`", line)
+        if m:
+            folder = m.group(1)
+            continue
+        if line.startswith("## "):
+            folder = None
+        m = re.match(r"^- ((?:`[^`]+`(?:, )?)+): ", line)
+        if not m:
+            continue
+        for path in re.findall(r"`([^`]+)`", m.group(1)):
+            if path.startswith(("src/", "kernels/")):
+                named.add(path)
+                if folder is None or not (
+                        os.path.dirname(path) == folder
+                        or path.startswith(folder + "/gpumem-stubs/")):
+                    misplaced.append(path)
+    missing = sorted(tree - named)
+    assert not missing, f"not in docs/source-files.md: {missing}"
+    absent = sorted(p for p in named
+                    if not os.path.exists(os.path.join(gmtest.SRCDIR, p)))
+    assert not absent, f"docs/source-files.md names files not in the tree: {absent}"
+    assert not misplaced, f"listed outside their folder's section: {misplaced}"
 
 
 gmtest.main()
