@@ -369,6 +369,7 @@ const gm_ipc_ops gm_cuda_ipc_ops = {
   .alloc = cuda_ipc_alloc,
   .describe = cuda_ipc_describe,
   .release = cuda_ipc_release,
+  .readonly_fd = NULL,
   .import = cuda_ipc_import,
   .unmap = cuda_ipc_unmap,
   .device_uuid = cuda_ipc_device_uuid,

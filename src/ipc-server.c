@@ -2,10 +2,16 @@
    processes and counts who still uses them.
 
    Each process that shares starts one thread listening on an abstract
-   Unix socket named after its pid and a random number.  A consumer
-   connects, sends the block's number and secret, and receives the
-   block's file descriptor (SCM_RIGHTS); it keeps the connection open as
-   its lease.  When the connection ends -- the consumer closed the array
+   Unix socket named after its pid and a random number.  The server is
+   the authority on what was shared: each share of a block is a record
+   holding the handle's bytes as gm_ipc_export made them, its random
+   secret and the users it admits.  A consumer connects, the server
+   reads its user (SO_PEERCRED), the consumer presents the whole handle
+   (a 2-byte length, then the bytes) within REQUEST_DEADLINE_MS, and
+   only a handle equal to a record, from a user it admits, receives the
+   block's file descriptor (SCM_RIGHTS); the consumer keeps the
+   connection open as its lease.  One poll serves every connection, so
+   no peer can stall another.  When the connection ends -- the consumer closed the array
    or exited, however it exited -- the lease ends.  A block is released
    once its producer has dropped it and no lease remains: CUDA asks that
    every importer free an imported pool pointer before its exporter does
@@ -16,6 +22,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,17 +30,43 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ipc.h"
 
+/* How long a new connection may take to present its handle.  */
+#define REQUEST_DEADLINE_MS 2000
+/* Connections of one user still presenting a handle: more are closed at
+   once, so that no user can fill the server.  */
+#define PENDING_PER_UID 16
+/* How long the server leaves new connections waiting when it has no
+   descriptor left for them.  */
+#define NOFILE_PAUSE_MS 100
+/* The longest wait of the server's poll: how late a signal-free server
+   sees a deadline pass at worst.  */
+#define POLL_SLICE_MS 100
+
+/* One share: a view of a block, as its handle's bytes, and who may open
+   it.  */
+typedef struct share_record
+{
+  struct share_record *next;
+  uint64_t id, secret;
+  bool until_opened;
+  bool pending;              /* until_opened and not opened yet */
+  uint32_t allow[GM_IPC_MAX_ALLOW];
+  size_t nallow;
+  size_t size;
+  uint8_t encoded[GM_IPC_MAX_BYTES];
+} share_record;
+
 struct gm_ipc_block
 {
   gm_ipc_block *next;
-  uint64_t id, secret;
   pid_t pid;                 /* the process that allocated it */
   int device;
   int fd;                    /* what a consumer receives */
@@ -41,53 +74,46 @@ struct gm_ipc_block
   size_t nbytes;
   size_t leases;
   bool producer_holds;
-  size_t pending_opens;      /* until_opened handles not opened yet */
+  size_t pending_opens;      /* until_opened shares not opened yet */
+  size_t exporting;          /* gm_ipc_export calls under way */
+  share_record *shares;
 };
 
-struct gm_ipc_import
+/* A consumer's connection: presenting a handle until its deadline, then
+   the lease on BLOCK.  */
+typedef struct connection
 {
-  const gm_ipc_ops *ops;
-  int device;
-  int conn;                  /* the lease; -1 for a block of this process */
-  gm_ipc_block *local;       /* that block */
-  void *ctx, *ptr;
-  size_t nbytes;
-};
-
-/* One lease: a consumer's connection and the block it holds.  */
-typedef struct lease
-{
-  int conn;
-  gm_ipc_block *block;
-} lease;
+  int fd;
+  uint32_t uid;
+  gm_ipc_block *block;       /* NULL until the handle was accepted */
+  long long deadline;        /* ms, CLOCK_MONOTONIC */
+  size_t got;
+  uint8_t request[2 + GM_IPC_MAX_BYTES];
+} connection;
 
 /* Held for every field below; the server thread takes it briefly.  */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static bool started;
 static pid_t server_pid;
+static uint32_t server_uid;
 static uint64_t server_name;
 static int listen_fd = -1;
+static int reserve_fd = -1;          /* given up to refuse when out of fds */
 static gm_ipc_block *blocks;
-static uint64_t next_block = 1;
-static lease *leases;
-static size_t nleases, leases_room;
+static uint64_t next_share = 1;
+static connection *conns;
+static size_t nconns, conns_room, nleases;
+static size_t leases_per_uid;        /* the bound on one user's leases */
 static size_t open_imports;
 static const gm_ipc_ops *server_ops;
 
-static void
-socket_address (struct sockaddr_un *addr, socklen_t *len, uint32_t pid,
-                uint64_t name)
+static long long
+now_ms (void)
 {
-  int n;
+  struct timespec now;
 
-  memset (addr, 0, sizeof *addr);
-  addr->sun_family = AF_UNIX;
-  /* The abstract namespace (a leading NUL): nothing on disk to clean up
-     after a process that dies.  */
-  n = snprintf (addr->sun_path + 1, sizeof addr->sun_path - 1,
-                "gpumem-share-%u-%016llx", (unsigned) pid,
-                (unsigned long long) name);
-  *len = (socklen_t) (offsetof (struct sockaddr_un, sun_path) + 1 + n);
+  clock_gettime (CLOCK_MONOTONIC, &now);
+  return (long long) now.tv_sec * 1000 + now.tv_nsec / 1000000;
 }
 
 static uint64_t
@@ -105,14 +131,27 @@ random_u64 (void)
   return value;
 }
 
-/* Releases BLOCK when its producer and every lease have let go; under
-   the lock.  */
+/* Whether the SIZE bytes at A and B are equal, in a time that does not
+   depend on where they differ (B holds a secret).  */
+static bool
+same_bytes (const uint8_t *a, const uint8_t *b, size_t size)
+{
+  uint8_t diff = 0;
+
+  for (size_t i = 0; i < size; i++)
+    diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+/* Releases BLOCK when its producer, every until_opened share, every
+   lease and every export under way have let go; under the lock.  */
 static void
 release_if_unused (gm_ipc_block *block)
 {
   gm_ipc_block **link;
 
-  if (block->producer_holds || block->pending_opens > 0 || block->leases > 0)
+  if (block->producer_holds || block->pending_opens > 0 || block->leases > 0
+      || block->exporting > 0)
     return;
   for (link = &blocks; *link != NULL; link = &(*link)->next)
     if (*link == block)
@@ -120,34 +159,89 @@ release_if_unused (gm_ipc_block *block)
         *link = block->next;
         break;
       }
+  while (block->shares != NULL)
+    {
+      share_record *next = block->shares->next;
+      free (block->shares);
+      block->shares = next;
+    }
   server_ops->release (block->device, block->ctx, block->ptr, block->nbytes);
   close (block->fd);
   free (block);
 }
 
-/* The listed block that ID and SECRET name, or NULL; under the lock.  A
-   listed block is still held by its producer, a pending open or a
-   lease.  */
-static gm_ipc_block *
-find_block (uint64_t id, uint64_t secret)
+/* The share whose handle is the SIZE bytes ENCODED, naming record ID
+   and SECRET, with its block in *BLOCK; NULL when there is none (never
+   made, revoked, released, or a wrong secret).  *ALTERED tells a handle
+   with the right record and secret whose other bytes differ from the
+   record.  Under the lock.  */
+static share_record *
+find_share (uint64_t id, uint64_t secret, const uint8_t *encoded,
+            size_t size, gm_ipc_block **block, bool *altered)
 {
-  for (gm_ipc_block *block = blocks; block != NULL; block = block->next)
-    if (block->id == id && block->secret == secret)
-      return block;
+  *altered = false;
+  for (gm_ipc_block *b = blocks; b != NULL; b = b->next)
+    for (share_record *share = b->shares; share != NULL; share = share->next)
+      if (share->id == id)
+        {
+          if (!same_bytes ((const uint8_t *) &secret,
+                           (const uint8_t *) &share->secret, 8))
+            return NULL;
+          if (size != share->size
+              || !same_bytes (encoded, share->encoded, size))
+            {
+              *altered = true;
+              return NULL;
+            }
+          *block = b;
+          return share;
+        }
   return NULL;
 }
 
-/* Counts one open of BLOCK: a new lease, and one until_opened handle
-   fewer waiting; under the lock.  */
-static void
-count_open (gm_ipc_block *block)
+/* Whether SHARE admits a process of user UID; under the lock.  */
+static bool
+admits (const share_record *share, uint32_t uid)
 {
-  block->leases++;
-  if (block->pending_opens > 0)
-    block->pending_opens--;
+  bool trusted = false;
+
+  if (gm_ipc_trusted (uid, &trusted) == GM_OK && trusted)
+    return true;
+  for (size_t i = 0; i < share->nallow; i++)
+    if (share->allow[i] == uid)
+      return true;
+  return false;
 }
 
-/* Sends STATUS (0: here it is) and, with it, FD when FD >= 0.  */
+/* Whether any share admits UID; under the lock.  */
+static bool
+admitted_anywhere (uint32_t uid)
+{
+  bool trusted = false;
+
+  if (gm_ipc_trusted (uid, &trusted) == GM_OK && trusted)
+    return true;
+  for (gm_ipc_block *b = blocks; b != NULL; b = b->next)
+    for (share_record *share = b->shares; share != NULL; share = share->next)
+      if (admits (share, uid))
+        return true;
+  return false;
+}
+
+/* Counts one open of SHARE of BLOCK: a new lease, and its until_opened
+   hold let go; under the lock.  */
+static void
+count_open (gm_ipc_block *block, share_record *share)
+{
+  block->leases++;
+  if (share->pending)
+    {
+      share->pending = false;
+      block->pending_opens--;
+    }
+}
+
+/* Sends STATUS (GM_IPC_REPLY_*) and, with it, FD when FD >= 0.  */
 static void
 send_reply (int conn, uint8_t status, int fd)
 {
@@ -173,136 +267,247 @@ send_reply (int conn, uint8_t status, int fd)
       cmsg->cmsg_len = CMSG_LEN (sizeof (int));
       memcpy (CMSG_DATA (cmsg), &fd, sizeof fd);
     }
-  (void) sendmsg (conn, &msg, MSG_NOSIGNAL);
+  (void) sendmsg (conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-/* Answers one new connection CONN: a block's number and secret in, the
-   block's descriptor out, and CONN kept as the lease.  */
-static void
-serve_request (int conn)
+/* Leases user UID holds; under the lock.  */
+static size_t
+leases_of (uint32_t uid, bool pending)
 {
-  uint8_t request[16];
-  struct timeval timeout = { 1, 0 };
-  uint64_t id, secret;
-  gm_ipc_block *block;
+  size_t n = 0;
 
-  /* A peer that sends nothing must not stall the server.  */
-  setsockopt (conn, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  if (recv (conn, request, sizeof request, MSG_WAITALL)
-      != (ssize_t) sizeof request)
+  for (size_t i = 0; i < nconns; i++)
+    if (conns[i].uid == uid && (conns[i].block == NULL) == pending)
+      n++;
+  return n;
+}
+
+/* Answers connection C, whose request is complete: a handle the server
+   made, from a user its share admits, gets the block's descriptor (a
+   read-only one for a read-only view, where the backend has one), and C
+   becomes the lease.  false when C is to be closed.  Under the lock.  */
+static bool
+answer (connection *c)
+{
+  size_t size = (size_t) c->request[0] | ((size_t) c->request[1] << 8);
+  const uint8_t *encoded = c->request + 2;
+  gm_ipc_handle handle;
+  gm_ipc_block *block = NULL;
+  share_record *share;
+  bool altered;
+  int fd;
+
+  if (gm_ipc_decode (encoded, size, &handle) != NULL)
     {
-      close (conn);
-      return;
+      send_reply (c->fd, GM_IPC_REPLY_ALTERED, -1);
+      return false;
     }
-  memcpy (&id, request, 8);
-  memcpy (&secret, request + 8, 8);
-  pthread_mutex_lock (&lock);
-  block = find_block (id, secret);
-  if (block == NULL)
+  share = find_share (handle.block, handle.secret, encoded, size, &block,
+                      &altered);
+  if (share == NULL)
     {
-      pthread_mutex_unlock (&lock);
-      send_reply (conn, 1, -1);
-      close (conn);
-      return;
+      send_reply (c->fd, altered ? GM_IPC_REPLY_ALTERED
+                                 : GM_IPC_REPLY_CLOSED, -1);
+      return false;
     }
-  if (nleases == leases_room)
+  if (!admits (share, c->uid))
     {
-      size_t room = leases_room ? 2 * leases_room : 16;
-      lease *grown = realloc (leases, room * sizeof *grown);
+      send_reply (c->fd, GM_IPC_REPLY_REFUSED, -1);
+      return false;
+    }
+  if (leases_of (c->uid, false) >= leases_per_uid)
+    {
+      send_reply (c->fd, GM_IPC_REPLY_BUSY, -1);
+      return false;
+    }
+  fd = block->fd;
+  if (handle.readonly && server_ops->readonly_fd != NULL)
+    {
+      fd = server_ops->readonly_fd (block->fd);
+      if (fd < 0)
+        {
+          send_reply (c->fd, GM_IPC_REPLY_NOMEM, -1);
+          return false;
+        }
+    }
+  c->block = block;
+  nleases++;
+  count_open (block, share);
+  send_reply (c->fd, GM_IPC_REPLY_OK, fd);
+  if (fd != block->fd)
+    close (fd);
+  return true;
+}
+
+/* Reads what connection C sent: false when it is to be closed (it sent
+   too much or ended), else true; answers it once complete.  Under the
+   lock.  */
+static bool
+read_request (connection *c)
+{
+  for (;;)
+    {
+      size_t want = 2, size;
+      ssize_t got;
+
+      if (c->got >= 2)
+        {
+          size = (size_t) c->request[0] | ((size_t) c->request[1] << 8);
+          if (size < GM_IPC_FIXED_BYTES || size > GM_IPC_MAX_BYTES)
+            return false;
+          want = 2 + size;
+          if (c->got == want)
+            return answer (c);
+        }
+      got = recv (c->fd, c->request + c->got, want - c->got, MSG_DONTWAIT);
+      if (got == 0)
+        return false;
+      if (got < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      c->got += (size_t) got;
+    }
+}
+
+/* Closes connection I, ending its lease if it holds one; under the
+   lock.  */
+static void
+drop_connection (size_t i)
+{
+  gm_ipc_block *block = conns[i].block;
+
+  close (conns[i].fd);
+  conns[i] = conns[--nconns];
+  if (block != NULL)
+    {
+      nleases--;
+      block->leases--;
+      release_if_unused (block);
+    }
+}
+
+/* Takes one new connection from the listening socket; under the lock.
+   Returns the time until which new connections wait (out of
+   descriptors), or 0.  */
+static long long
+accept_one (void)
+{
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  int fd = accept4 (listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+  if (fd < 0)
+    {
+      if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS
+          && errno != ENOMEM)
+        return 0;
+      /* The connection stays queued and the socket readable: refuse it
+         with the descriptor kept for this, and wait a moment before the
+         next rather than spin.  */
+      if (reserve_fd >= 0)
+        {
+          close (reserve_fd);
+          fd = accept4 (listen_fd, NULL, NULL, SOCK_CLOEXEC);
+          if (fd >= 0)
+            close (fd);
+          reserve_fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+        }
+      return now_ms () + NOFILE_PAUSE_MS;
+    }
+  if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0
+      || !admitted_anywhere ((uint32_t) cred.uid)
+      || leases_of ((uint32_t) cred.uid, true) >= PENDING_PER_UID)
+    {
+      close (fd);
+      return 0;
+    }
+  if (nconns == conns_room)
+    {
+      size_t room = conns_room ? 2 * conns_room : 16;
+      connection *grown = realloc (conns, room * sizeof *grown);
       if (grown == NULL)
         {
-          pthread_mutex_unlock (&lock);
-          send_reply (conn, 2, -1);
-          close (conn);
-          return;
+          close (fd);
+          return 0;
         }
-      leases = grown;
-      leases_room = room;
+      conns = grown;
+      conns_room = room;
     }
-  leases[nleases].conn = conn;
-  leases[nleases].block = block;
-  nleases++;
-  count_open (block);
-  send_reply (conn, 0, block->fd);
-  pthread_mutex_unlock (&lock);
+  memset (&conns[nconns], 0, offsetof (connection, request));
+  conns[nconns].fd = fd;
+  conns[nconns].uid = (uint32_t) cred.uid;
+  conns[nconns].deadline = now_ms () + REQUEST_DEADLINE_MS;
+  nconns++;
+  return 0;
 }
 
-/* Ends lease I (its connection closed); under the lock.  */
-static void
-end_lease (size_t i)
-{
-  gm_ipc_block *block = leases[i].block;
-
-  close (leases[i].conn);
-  leases[i] = leases[--nleases];
-  block->leases--;
-  release_if_unused (block);
-}
-
+/* The server: one poll over the listening socket, the connections still
+   presenting a handle (each with a deadline) and the leases (whose end
+   is their connection's end).  Only this thread adds or removes
+   connections.  */
 static void *
 server_main (void *unused)
 {
   struct pollfd *fds = NULL;
   size_t room = 0;
+  long long paused_until = 0;
   (void) unused;
 
   for (;;)
     {
+      long long now = now_ms ();
+      int timeout = POLL_SLICE_MS;
       size_t n;
-      int ready;
 
       pthread_mutex_lock (&lock);
-      n = nleases + 1;
-      if (n > room)
+      if (nconns + 1 > room)
         {
-          struct pollfd *grown = realloc (fds, n * sizeof *grown);
-          if (grown != NULL)
+          struct pollfd *grown = realloc (fds, (nconns + 1) * sizeof *grown);
+          if (grown == NULL)
             {
-              fds = grown;
-              room = n;
+              pthread_mutex_unlock (&lock);
+              usleep (POLL_SLICE_MS * 1000);
+              continue;
             }
+          fds = grown;
+          room = nconns + 1;
         }
-      if (n > room)
-        n = room;
-      for (size_t i = 1; i < n; i++)
-        {
-          fds[i].fd = leases[i - 1].conn;
-          fds[i].events = POLLIN;
-        }
-      pthread_mutex_unlock (&lock);
-      if (n == 0)
-        {
-          usleep (100000);
-          continue;
-        }
+      n = nconns + 1;
       fds[0].fd = listen_fd;
-      fds[0].events = POLLIN;
-      /* New leases are made only here, so a set built before the wait is
-         complete; the timeout bounds how late a lease whose slot moved
-         is seen to end.  */
-      ready = poll (fds, n, 100);
-      if (ready <= 0)
-        continue;
-      pthread_mutex_lock (&lock);
-      for (size_t i = n - 1; i >= 1; i--)
-        if (fds[i].revents != 0)
-          for (size_t j = 0; j < nleases; j++)
-            if (leases[j].conn == fds[i].fd)
-              {
-                char byte;
-                /* A lease carries no data: readable means closed.  */
-                if (recv (fds[i].fd, &byte, 1, MSG_DONTWAIT) <= 0
-                    || (fds[i].revents & (POLLHUP | POLLERR)) != 0)
-                  end_lease (j);
-                break;
-              }
-      pthread_mutex_unlock (&lock);
-      if (fds[0].revents & POLLIN)
+      fds[0].events = now >= paused_until ? POLLIN : 0;
+      if (now < paused_until && paused_until - now < timeout)
+        timeout = (int) (paused_until - now);
+      for (size_t i = 0; i < nconns; i++)
         {
-          int conn = accept4 (listen_fd, NULL, NULL, SOCK_CLOEXEC);
-          if (conn >= 0)
-            serve_request (conn);
+          fds[i + 1].fd = conns[i].fd;
+          fds[i + 1].events = POLLIN;
+          if (conns[i].block == NULL && conns[i].deadline - now < timeout)
+            timeout = conns[i].deadline > now
+                      ? (int) (conns[i].deadline - now) : 0;
         }
+      pthread_mutex_unlock (&lock);
+      if (poll (fds, n, timeout) < 0 && errno != EINTR)
+        usleep (POLL_SLICE_MS * 1000);
+      pthread_mutex_lock (&lock);
+      now = now_ms ();
+      /* From the last down: dropping I moves the last connection, seen
+         already, into I; connections accepted below are not in FDS.  */
+      for (size_t i = n - 1; i >= 1; i--)
+        {
+          connection *c = &conns[i - 1];
+          if (c->block != NULL)
+            {
+              /* A lease carries no data: readable means it ended (or
+                 its peer broke the protocol, which ends it too).  */
+              if (fds[i].revents != 0)
+                drop_connection (i - 1);
+            }
+          else if ((fds[i].revents != 0 && !read_request (c))
+                   || (c->block == NULL && now >= c->deadline))
+            drop_connection (i - 1);
+        }
+      if (fds[0].revents & POLLIN)
+        paused_until = accept_one ();
+      pthread_mutex_unlock (&lock);
     }
   return NULL;
 }
@@ -330,8 +535,12 @@ atfork_child (void)
   if (listen_fd >= 0)
     close (listen_fd);
   listen_fd = -1;
-  for (size_t i = 0; i < nleases; i++)
-    close (leases[i].conn);
+  if (reserve_fd >= 0)
+    close (reserve_fd);
+  reserve_fd = -1;
+  for (size_t i = 0; i < nconns; i++)
+    close (conns[i].fd);
+  nconns = 0;
   nleases = 0;
   /* The parent's blocks stay the parent's: gm_ipc_drop sees their pid.  */
   blocks = NULL;
@@ -343,7 +552,8 @@ static gm_status
 server_start (void)
 {
   struct sockaddr_un addr;
-  socklen_t len;
+  unsigned len;
+  struct rlimit files;
   pthread_t thread;
   pthread_attr_t attr;
   sigset_t all, old;
@@ -351,14 +561,16 @@ server_start (void)
 
   if (started)
     return GM_OK;
-  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0)
     return gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot share memory: "
                          "socket: %s", strerror (errno));
   server_pid = getpid ();
+  server_uid = (uint32_t) geteuid ();
   server_name = random_u64 ();
-  socket_address (&addr, &len, (uint32_t) server_pid, server_name);
-  if (bind (fd, (struct sockaddr *) &addr, len) != 0 || listen (fd, 64) != 0)
+  gm_ipc_socket_address (&addr, &len, (uint32_t) server_pid, server_name);
+  if (bind (fd, (struct sockaddr *) &addr, (socklen_t) len) != 0
+      || listen (fd, 64) != 0)
     {
       int saved = errno;
       close (fd);
@@ -366,6 +578,14 @@ server_start (void)
                            "cannot listen on a Unix socket: %s",
                            strerror (saved));
     }
+  /* One user holds at most half the descriptors this process may open
+     in leases, so that the others (and the process) keep some.  */
+  leases_per_uid = 512;
+  if (getrlimit (RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+      && files.rlim_cur / 2 < leases_per_uid)
+    leases_per_uid = files.rlim_cur / 2 > 8 ? files.rlim_cur / 2 : 8;
+  if (reserve_fd < 0)
+    reserve_fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
   listen_fd = fd;
   /* The thread takes no signal: they stay with the program's threads.  */
   sigfillset (&all);
@@ -403,6 +623,28 @@ current_ops (void)
   return gm_backend_current != NULL ? gm_backend_current->ipc : NULL;
 }
 
+/* GM_OK when NBYTES fits DEVICE and its memory limit, else
+   GM_ERR_NOMEM saying which it exceeds.  */
+static gm_status
+check_size (int device, size_t nbytes)
+{
+  size_t free_bytes, total;
+  gm_mem_stats stats;
+
+  if (gm_backend_current->mem_info (device, &free_bytes, &total) == GM_OK
+      && total > 0 && nbytes > total)
+    return gm_error_set (GM_ERR_NOMEM, 0, NULL, "cannot make %zu bytes of "
+                         "shared memory on device %d: it has %zu bytes",
+                         nbytes, device, total);
+  if (gm_mem_stats_get (device, &stats) == GM_OK && stats.limit != SIZE_MAX
+      && nbytes > stats.limit)
+    return gm_error_set (GM_ERR_NOMEM, 0, NULL, "cannot make %zu bytes of "
+                         "shared memory on device %d: its memory limit is "
+                         "%zu bytes (set_memory_limit)", nbytes, device,
+                         stats.limit);
+  return GM_OK;
+}
+
 gm_status
 gm_ipc_alloc (int device, size_t nbytes, gm_stream *stream,
               gm_ipc_block **out, void **ptr)
@@ -418,6 +660,9 @@ gm_ipc_alloc (int device, size_t nbytes, gm_stream *stream,
                                             : "(none)");
   if (nbytes == 0)
     nbytes = 1;
+  status = check_size (device, nbytes);
+  if (status != GM_OK)
+    return status;
   block = calloc (1, sizeof *block);
   if (block == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
@@ -437,10 +682,8 @@ gm_ipc_alloc (int device, size_t nbytes, gm_stream *stream,
   block->device = device;
   block->nbytes = nbytes;
   block->pid = getpid ();
-  block->secret = random_u64 ();
   block->producer_holds = true;
   pthread_mutex_lock (&lock);
-  block->id = next_block++;
   block->next = blocks;
   blocks = block;
   pthread_mutex_unlock (&lock);
@@ -449,36 +692,134 @@ gm_ipc_alloc (int device, size_t nbytes, gm_stream *stream,
   return GM_OK;
 }
 
+/* Records the share of BLOCK that HANDLE (its locating fields filled,
+   but the record's number and secret) describes, or finds the same
+   share made before (not UNTIL_OPENED, the same users admitted): fills
+   HANDLE's number and secret and encodes it into ENCODED, *SIZE bytes.
+   Under the lock.  */
+static gm_status
+record_share (gm_ipc_block *block, bool until_opened, const uint32_t *allow,
+              size_t nallow, gm_ipc_handle *handle, uint8_t *encoded,
+              size_t *size)
+{
+  share_record *share;
+  gm_ipc_handle check;
+
+  if (!until_opened)
+    for (share = block->shares; share != NULL; share = share->next)
+      if (!share->until_opened && share->nallow == nallow
+          && memcmp (share->allow, allow, nallow * sizeof *allow) == 0)
+        {
+          handle->block = share->id;
+          handle->secret = share->secret;
+          *size = gm_ipc_encode (handle, encoded);
+          if (*size == share->size
+              && memcmp (encoded, share->encoded, *size) == 0)
+            return GM_OK;
+        }
+  share = calloc (1, sizeof *share);
+  if (share == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
+                         "no memory for a share's record");
+  share->id = next_share++;
+  share->secret = random_u64 ();
+  handle->block = share->id;
+  handle->secret = share->secret;
+  *size = gm_ipc_encode (handle, encoded);
+  /* What the server hands out it must accept: the view lies in the
+     block, with every other rule of the decoder.  */
+  if (gm_ipc_decode (encoded, *size, &check) != NULL)
+    {
+      free (share);
+      return gm_error_set (GM_ERR_VALUE, 0, NULL, "cannot share this view: "
+                           "%s", gm_ipc_decode (encoded, *size, &check));
+    }
+  share->until_opened = share->pending = until_opened;
+  memcpy (share->allow, allow, nallow * sizeof *allow);
+  share->nallow = nallow;
+  share->size = *size;
+  memcpy (share->encoded, encoded, *size);
+  share->next = block->shares;
+  block->shares = share;
+  if (until_opened)
+    block->pending_opens++;
+  return GM_OK;
+}
+
 gm_status
 gm_ipc_export (gm_ipc_block *block, gm_stream *stream, bool until_opened,
-               gm_ipc_handle *handle)
+               const uint32_t *allow, size_t nallow, gm_ipc_handle *handle,
+               uint8_t *encoded, size_t *size)
 {
   const gm_ipc_ops *ops = current_ops ();
   gm_status status;
+  bool trusted;
 
   if (block->pid != getpid ())
     return gm_error_set (GM_ERR_FAILED, 0, NULL, "this shared array was "
                          "allocated by process %d, whose child this is: "
                          "share it from there, or copy it",
                          (int) block->pid);
-  memset (handle, 0, sizeof *handle);
+  if (nallow > GM_IPC_MAX_ALLOW)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "a share admits at most %d "
+                         "other users, not %zu", GM_IPC_MAX_ALLOW, nallow);
+  status = gm_ipc_trusted (0, &trusted);
+  if (status != GM_OK)
+    return status;
+  pthread_mutex_lock (&lock);
+  block->exporting++;
+  pthread_mutex_unlock (&lock);
   handle->kind = ops->kind;
   gm_ipc_node_id (handle->node);
   status = ops->device_uuid (block->device, handle->device_uuid);
   if (status == GM_OK)
     status = ops->describe (block->device, block->ctx, block->ptr, stream,
                             handle->opaque);
-  if (status != GM_OK)
-    return status;
+  pthread_mutex_lock (&lock);
   handle->pid = (uint32_t) block->pid;
+  handle->uid = server_uid;
   handle->device = (uint32_t) block->device;
   handle->nbytes = block->nbytes;
-  pthread_mutex_lock (&lock);
   handle->server = server_name;
-  handle->block = block->id;
-  handle->secret = block->secret;
-  if (until_opened)
-    block->pending_opens++;
+  if (status == GM_OK)
+    status = record_share (block, until_opened, allow, nallow, handle,
+                           encoded, size);
+  block->exporting--;
+  release_if_unused (block);
+  pthread_mutex_unlock (&lock);
+  return status;
+}
+
+gm_status
+gm_ipc_unshare (const gm_ipc_handle *handle)
+{
+  uint8_t encoded[GM_IPC_MAX_BYTES];
+  size_t size = gm_ipc_encode (handle, encoded);
+  gm_ipc_block *block = NULL;
+  share_record *share = NULL, **link;
+  bool altered = false;
+
+  pthread_mutex_lock (&lock);
+  if (started && handle->pid == (uint32_t) getpid ()
+      && handle->server == server_name)
+    share = find_share (handle->block, handle->secret, encoded, size,
+                        &block, &altered);
+  if (share == NULL)
+    {
+      pthread_mutex_unlock (&lock);
+      return gm_error_set (GM_ERR_FAILED, 0, NULL, "unshare: the handle "
+                           "names no share of this process (%s)",
+                           altered ? "it was altered"
+                                   : "made elsewhere, revoked already, or "
+                                     "its memory released");
+    }
+  for (link = &block->shares; *link != share; link = &(*link)->next)
+    ;
+  *link = share->next;
+  if (share->pending)
+    block->pending_opens--;
+  free (share);
+  release_if_unused (block);
   pthread_mutex_unlock (&lock);
   return GM_OK;
 }
@@ -496,6 +837,12 @@ gm_ipc_drop (gm_ipc_block *block)
       if (ops != NULL && ops->kind == GM_IPC_KIND_HOST)
         ops->unmap (block->device, NULL, block->ptr, block->nbytes);
       close (block->fd);
+      while (block->shares != NULL)
+        {
+          share_record *next = block->shares->next;
+          free (block->shares);
+          block->shares = next;
+        }
       free (block);
       return;
     }
@@ -505,201 +852,59 @@ gm_ipc_drop (gm_ipc_block *block)
   pthread_mutex_unlock (&lock);
 }
 
-/* The device of this process that UUID names, or -1.  */
-static int
-device_of_uuid (const gm_ipc_ops *ops, const uint8_t uuid[16])
+gm_status
+gm_ipc_open_local (const gm_ipc_handle *handle, bool *own,
+                   gm_ipc_block **out, void **ptr)
 {
-  int count = gm_backend_current->device_count ();
-
-  for (int d = 0; d < count; d++)
-    {
-      uint8_t own[16];
-      if (ops->device_uuid (d, own) == GM_OK && memcmp (own, uuid, 16) == 0)
-        return d;
-    }
-  return -1;
-}
-
-/* Receives the one-byte reply on CONN into *STATUS and the descriptor
-   that comes with it into *FD (-1: none).  false when the peer sent
-   nothing.  */
-static bool
-receive_reply (int conn, uint8_t *status, int *fd)
-{
-  struct msghdr msg = { 0 };
-  struct iovec iov = { status, 1 };
-  union
-  {
-    char buf[CMSG_SPACE (sizeof (int))];
-    struct cmsghdr align;
-  } control;
-  struct cmsghdr *cmsg;
-
-  *fd = -1;
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.buf;
-  msg.msg_controllen = sizeof control.buf;
-  if (recvmsg (conn, &msg, MSG_CMSG_CLOEXEC) != 1)
-    return false;
-  for (cmsg = CMSG_FIRSTHDR (&msg); cmsg != NULL;
-       cmsg = CMSG_NXTHDR (&msg, cmsg))
-    if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS
-        && cmsg->cmsg_len == CMSG_LEN (sizeof (int)))
-      memcpy (fd, CMSG_DATA (cmsg), sizeof *fd);
-  return true;
-}
-
-/* Opens HANDLE's block in the process that made it: a lease without a
-   connection.  */
-static gm_status
-open_local (const gm_ipc_handle *handle, gm_ipc_import *import)
-{
-  gm_ipc_block *block;
+  uint8_t encoded[GM_IPC_MAX_BYTES];
+  size_t size = gm_ipc_encode (handle, encoded);
+  gm_ipc_block *block = NULL;
+  share_record *share;
+  bool altered;
 
   pthread_mutex_lock (&lock);
-  block = find_block (handle->block, handle->secret);
-  if (block == NULL)
+  *own = started && handle->pid == (uint32_t) getpid ()
+         && handle->server == server_name;
+  if (!*own)
     {
       pthread_mutex_unlock (&lock);
+      return GM_OK;
+    }
+  share = find_share (handle->block, handle->secret, encoded, size, &block,
+                      &altered);
+  if (share == NULL)
+    {
+      pthread_mutex_unlock (&lock);
+      if (altered)
+        return gm_error_set (GM_ERR_FAILED, 0, NULL, "the handle does not "
+                             "match what its producer (this process) "
+                             "shared: it was altered");
       return gm_error_set (GM_ERR_FAILED, 0, NULL, "the shared array is "
-                           "closed: its producer (this process) freed it");
+                           "closed: its producer (this process) freed it "
+                           "or revoked the handle");
     }
-  count_open (block);
-  import->local = block;
-  import->ptr = block->ptr;
+  count_open (block, share);
+  *out = block;
+  *ptr = block->ptr;
   pthread_mutex_unlock (&lock);
-  return GM_OK;
-}
-
-gm_status
-gm_ipc_open (const gm_ipc_handle *handle, gm_ipc_import **out, void **base,
-             int *device_out)
-{
-  const gm_ipc_ops *ops = current_ops ();
-  char node[GM_IPC_NODE];
-  struct sockaddr_un addr;
-  socklen_t len;
-  uint8_t request[16], reply;
-  gm_ipc_import *import;
-  gm_status status = GM_OK;
-  int device, fd = -1;
-
-  if (ops == NULL)
-    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "the %s backend "
-                         "cannot open shared memory",
-                         gm_backend_current ? gm_backend_current->name
-                                            : "(none)");
-  if (handle->kind != ops->kind)
-    return gm_error_set (GM_ERR_FAILED, 0, NULL, "the handle is for %s "
-                         "memory, and this process runs the %s backend",
-                         handle->kind == GM_IPC_KIND_CUDA ? "CUDA" : "host",
-                         gm_backend_current->name);
-  gm_ipc_node_id (node);
-  if (memcmp (node, handle->node, GM_IPC_NODE) != 0)
-    return gm_error_set (GM_ERR_FAILED, 0, NULL, "the handle comes from "
-                         "another node (%.39s; this is %.39s): shared "
-                         "memory opens only on the node that made it",
-                         handle->node, node);
-  device = device_of_uuid (ops, handle->device_uuid);
-  if (device < 0)
-    return gm_error_set (GM_ERR_FAILED, 0, NULL, "the handle names a "
-                         "device (index %u in process %u) that this "
-                         "process cannot see", (unsigned) handle->device,
-                         (unsigned) handle->pid);
-  import = calloc (1, sizeof *import);
-  if (import == NULL)
-    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
-                         "no memory for an import's record");
-  import->ops = ops;
-  import->device = device;
-  import->conn = -1;
-  import->nbytes = handle->nbytes;
-  pthread_mutex_lock (&lock);
-  bool own = started && handle->pid == (uint32_t) getpid ()
-             && handle->server == server_name;
-  pthread_mutex_unlock (&lock);
-  if (own)
-    {
-      status = open_local (handle, import);
-      goto done;
-    }
-  import->conn = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (import->conn < 0)
-    {
-      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot open shared "
-                             "memory: socket: %s", strerror (errno));
-      goto done;
-    }
-  socket_address (&addr, &len, handle->pid, handle->server);
-  if (connect (import->conn, (struct sockaddr *) &addr, len) != 0)
-    {
-      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "the shared array's "
-                             "producer (process %u) no longer serves it "
-                             "(%s): it has exited, or the handle is not "
-                             "one it made", (unsigned) handle->pid,
-                             strerror (errno));
-      goto done;
-    }
-  memcpy (request, &handle->block, 8);
-  memcpy (request + 8, &handle->secret, 8);
-  if (send (import->conn, request, sizeof request, MSG_NOSIGNAL)
-      != (ssize_t) sizeof request
-      || !receive_reply (import->conn, &reply, &fd))
-    {
-      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "the shared array's "
-                             "producer (process %u) did not answer",
-                             (unsigned) handle->pid);
-      goto done;
-    }
-  if (reply != 0 || fd < 0)
-    {
-      if (fd >= 0)
-        close (fd);
-      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "the shared array is "
-                             "closed: its producer (process %u) freed it, "
-                             "or never made it", (unsigned) handle->pid);
-      goto done;
-    }
-  status = ops->import (device, fd, handle, &import->ptr, &import->ctx);
-
-done:
-  if (status != GM_OK)
-    {
-      if (import->conn >= 0)
-        close (import->conn);
-      free (import);
-      return status;
-    }
-  pthread_mutex_lock (&lock);
-  open_imports++;
-  pthread_mutex_unlock (&lock);
-  *out = import;
-  *base = (char *) import->ptr + handle->offset;
-  *device_out = device;
   return GM_OK;
 }
 
 void
-gm_ipc_close (gm_ipc_import *import)
+gm_ipc_close_local (gm_ipc_block *block)
 {
   pthread_mutex_lock (&lock);
-  open_imports--;
-  if (import->local != NULL)
-    {
-      import->local->leases--;
-      release_if_unused (import->local);
-    }
+  block->leases--;
+  release_if_unused (block);
   pthread_mutex_unlock (&lock);
-  if (import->local == NULL)
-    {
-      /* Unmapped before the lease ends: the producer may free as soon as
-         it sees the connection close.  */
-      import->ops->unmap (import->device, import->ctx, import->ptr,
-                          import->nbytes);
-      close (import->conn);
-    }
-  free (import);
+}
+
+void
+gm_ipc_count_import (int delta)
+{
+  pthread_mutex_lock (&lock);
+  open_imports = delta > 0 ? open_imports + 1 : open_imports - 1;
+  pthread_mutex_unlock (&lock);
 }
 
 void

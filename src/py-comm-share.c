@@ -145,7 +145,7 @@ commpy_send_shared (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     PyErr_Format (PyExc_TypeError, "gpumem.comm.send_shared: obj must be a "
                   "gpumem.DeviceArray or a gpumem.Event, not %.100s",
                   Py_TYPE (values[0])->tp_name);
-  handle = PyErr_Occurred () ? NULL : gmpy_ipc_share (values[0], true);
+  handle = PyErr_Occurred () ? NULL : gmpy_ipc_share (values[0], true, NULL, 0);
   if (handle == NULL)
     {
       send_refusal (dest, tag);
