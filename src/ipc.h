@@ -20,6 +20,7 @@
 #ifndef GM_IPC_H
 #define GM_IPC_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -237,6 +238,36 @@ gm_status gm_ipc_open_local (const gm_ipc_handle *handle, bool *own,
 void gm_ipc_close_local (gm_ipc_block *block);
 /* Counts one open import more (DELTA 1) or fewer (-1).  */
 void gm_ipc_count_import (int delta);
+/* Between the server thread (ipc-server.c) and its books
+   (ipc-shares.c), all under gm_ipc_lock but gm_ipc_random and
+   gm_ipc_current_ops.  */
+extern pthread_mutex_t gm_ipc_lock;
+/* Random 64 bits (getrandom).  */
+uint64_t gm_ipc_random (void);
+/* The current backend's sharing, with the fork handlers registered.  */
+const gm_ipc_ops *gm_ipc_current_ops (void);
+/* Starts this process's server, once.  */
+gm_status gm_ipc_server_start (void);
+/* Whether PID and NAME are this process's running server.  */
+bool gm_ipc_server_is (uint32_t pid, uint64_t name);
+/* The server's random name and user, for handles.  */
+void gm_ipc_server_identity (uint64_t *name, uint32_t *uid);
+/* The leases other processes hold on this process's blocks.  */
+size_t gm_ipc_server_leases (void);
+/* Whether any share admits user UID.  */
+bool gm_ipc_admitted (uint32_t uid);
+/* Begins a lease for the handle of SIZE bytes ENCODED that a process of
+   UID presents: its block, and in *FD the descriptor to send (the
+   block's own, gm_ipc_block_fd, or a read-only one the caller closes);
+   NULL and *REPLY (GM_IPC_REPLY_*) when it is refused.  */
+gm_ipc_block *gm_ipc_lease_begin (const uint8_t *encoded, size_t size,
+                                  uint32_t uid, int *fd, uint8_t *reply);
+int gm_ipc_block_fd (const gm_ipc_block *block);
+/* Ends a lease gm_ipc_lease_begin began.  */
+void gm_ipc_lease_end (gm_ipc_block *block);
+/* In a child made by fork: forgets the parent's blocks.  */
+void gm_ipc_forget_blocks (void);
+
 /* Reply codes of the server.  */
 enum
 {
