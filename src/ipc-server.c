@@ -40,8 +40,9 @@
 
 /* How long a new connection may take to present its handle.  */
 #define REQUEST_DEADLINE_MS 2000
-/* Connections of one user still presenting a handle: more are closed at
-   once, so that no user can fill the server.  */
+/* Connections of one user (another than the producer's own and root)
+   still presenting a handle: more are closed at once, so that no user
+   can fill the server.  */
 #define PENDING_PER_UID 16
 /* How long the server leaves new connections waiting when it has no
    descriptor left for them.  */
@@ -144,7 +145,9 @@ leases_of (uint32_t uid, bool pending)
 /* Answers connection C, whose request is complete: a handle the server
    made, from a user its share admits, gets the block's descriptor (a
    read-only one for a read-only view, where the backend has one), and C
-   becomes the lease, unless its user holds as many as one may.  false
+   becomes the lease, unless its user (another than the producer's own
+   and root, who are bound by the descriptor limit alone) holds as many
+   as one may.  false
    when C is to be closed.  Under the lock.  */
 static bool
 answer (connection *c)
@@ -154,7 +157,8 @@ answer (connection *c)
   uint8_t reply;
   int fd;
 
-  if (leases_of (c->uid, false) >= leases_per_uid)
+  if (c->uid != 0 && c->uid != server_uid
+      && leases_of (c->uid, false) >= leases_per_uid)
     {
       send_reply (c->fd, GM_IPC_REPLY_BUSY, -1);
       return false;
@@ -411,8 +415,8 @@ gm_ipc_server_start (void)
                            "cannot listen on a Unix socket: %s",
                            strerror (saved));
     }
-  /* One user holds at most half the descriptors this process may open
-     in leases, so that the others (and the process) keep some.  */
+  /* Another user holds at most half the descriptors this process may
+     open in leases (and at most 512), so that the process keeps some.  */
   leases_per_uid = 512;
   if (getrlimit (RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
       && files.rlim_cur / 2 < leases_per_uid)

@@ -360,6 +360,8 @@ gm_ipc_export (gm_ipc_block *block, gm_stream *stream, bool until_opened,
   if (nallow > GM_IPC_MAX_ALLOW)
     return gm_error_set (GM_ERR_VALUE, 0, NULL, "a share admits at most %d "
                          "other users, not %zu", GM_IPC_MAX_ALLOW, nallow);
+  /* A bad GPUMEM_SHARE_ALLOW is the sharer's error, here, rather than a
+     refusal its consumers would see.  */
   status = gm_ipc_trusted (0, &trusted);
   if (status != GM_OK)
     return status;
