@@ -490,8 +490,8 @@ def share_free_race(rounds):
 @case
 def share_and_free_race_in_two_threads():
     # In a child: on the code this fixes, the race crashed the process (a
-    # use after free).  A sanitized build runs it in its own process
-    # (below), where AddressSanitizer watches.
+    # use after free).  Every child here is the gpumem program, so
+    # check-sanitizers runs this file too, AddressSanitizer watching.
     before = stats()
     out = subprocess.run([gmtest.GPUMEM, __file__, "--race"],
                          capture_output=True, text=True, timeout=240)
@@ -605,7 +605,7 @@ def other_users_open_only_what_is_shared_with_them():
 
 
 def race_main():
-    """The race alone, in this process: the sanitized build's test."""
+    """The race alone, in this process (the child of the case above)."""
     before = stats()
     share_free_race(300)
     assert stats() == before, (stats(), before)
@@ -614,12 +614,6 @@ def race_main():
 
 if __name__ == "__main__":
     if "--race" in sys.argv[1:]:
-        race_main()
-        sys.exit(0)
-    if gmtest.sanitized():
-        # Its children would load the extension module into an
-        # uninstrumented python; the race needs none.
-        print("sanitized build: the share/free race only")
         race_main()
         sys.exit(0)
     gmtest.main()
