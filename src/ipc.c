@@ -12,7 +12,7 @@
    Anything from another process is input: the decoder trusts no field
    (tests/fuzz/fuzz-ipc-handle.c).  A handle that decodes is only well
    formed: what it opens is what the producer's server recorded for it
-   (ipc-server.c), and the server answers only the handle it made.  */
+   (ipc-shares.c), and the server answers only the handle it made.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
