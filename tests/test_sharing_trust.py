@@ -602,6 +602,29 @@ def other_users_open_only_what_is_shared_with_them():
                 idle.wait()
         finally:
             producer.communicate("\n", timeout=60)
+        # A has exited; B takes its address and waits for A's consumer.
+        h = bytes.fromhex(own)
+        squat = subprocess.Popen(
+            as_user(b_name) + [sys.executable, "-c",
+             "import socket, sys\n"
+             "s = socket.socket(socket.AF_UNIX)\n"
+             "s.bind('\\0' + sys.argv[1])\n"
+             "s.listen(4)\n"
+             "print('bound', flush=True)\n"
+             "s.settimeout(30)\n"
+             "c, _ = s.accept()\n"
+             "c.settimeout(30)\n"
+             "print('got', len(c.recv(4096)), flush=True)\n",
+             "gpumem-share-%d-%016x" % (pid, name)],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            assert readline(squat).strip() == "bound"
+            out = run_child(OPEN, own, user=a_name).stdout
+            assert out.startswith("error") and "exited" in out, out
+            assert readline(squat).strip() == "got 0"   # no secret
+        finally:
+            squat.kill()
+            squat.wait()
 
 
 def race_main():
