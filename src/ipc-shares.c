@@ -305,7 +305,8 @@ record_share (gm_ipc_block *block, bool until_opened, const uint32_t *allow,
   if (!until_opened)
     for (share = block->shares; share != NULL; share = share->next)
       if (!share->until_opened && share->nallow == nallow
-          && memcmp (share->allow, allow, nallow * sizeof *allow) == 0)
+          && (nallow == 0
+              || memcmp (share->allow, allow, nallow * sizeof *allow) == 0))
         {
           handle->block = share->id;
           handle->secret = share->secret;
@@ -332,7 +333,8 @@ record_share (gm_ipc_block *block, bool until_opened, const uint32_t *allow,
                            "%s", gm_ipc_decode (encoded, *size, &check));
     }
   share->until_opened = share->pending = until_opened;
-  memcpy (share->allow, allow, nallow * sizeof *allow);
+  if (nallow > 0)
+    memcpy (share->allow, allow, nallow * sizeof *allow);
   share->nallow = nallow;
   share->size = *size;
   memcpy (share->encoded, encoded, *size);
