@@ -408,7 +408,9 @@ def unshare_revokes_a_handle_and_frees_its_memory():
     for h in handles:
         gpumem.unshare(h)
     assert stats()["blocks"] == before
-    assert len(os.listdir("/proc/self/fd")) <= fds + 1
+    # The copies' descriptors are gone (the CUDA runtime may open a few
+    # of its own meanwhile).
+    assert len(os.listdir("/proc/self/fd")) <= fds + (1 if HOST else 8)
     gmtest.raises(gpumem.Error, gpumem.open_shared, handles[0],
                   match="closed")
     gmtest.raises(gpumem.Error, gpumem.unshare, handles[0],
