@@ -67,10 +67,33 @@ def views_keep_offset_strides_and_order():
         np.testing.assert_array_equal(b.copy_to_host(), expect)
 
 
+class ReadOnlyCai:
+    """A read-only __cuda_array_interface__ over ARRAY's memory."""
+
+    def __init__(self, array):
+        self.array = array
+        self.__cuda_array_interface__ = {
+            "shape": array.shape, "typestr": np.dtype(array.dtype).str,
+            "data": (array.ptr, True), "strides": None, "version": 3}
+
+
+def read_only(host):
+    """A read-only DeviceArray copy of the NumPy array HOST: a wrapped
+    view of read-only memory (DLPack on the host backend, the CUDA Array
+    Interface on the cuda backend)."""
+    if gpumem.backend == "host":
+        host = host.copy()
+        host.flags.writeable = False
+        return gpumem.from_dlpack(host)
+    return gpumem.asarray(ReadOnlyCai(gpumem.to_device(host)))
+
+
 @case
 def the_read_only_flag_travels():
     a, host = filled((8,))
-    ro = gpumem.open_shared(reforge(gpumem.share(a), 8, b"\x01"))
+    h = gpumem.share(read_only(host))
+    assert h[8] == 1
+    ro = gpumem.open_shared(h)
     gmtest.raises(ValueError, gpumem.copy, ro, np.zeros(8, np.float32))
     np.testing.assert_array_equal(ro.copy_to_host(), host)
     assert gpumem.open_shared(gpumem.share(a)).copy_to_host() is not None

@@ -121,22 +121,22 @@ make_window (int device, size_t bytes, uint8_t *out)
   uint8_t encoded[GM_IPC_MAX_BYTES];
   gm_ipc_handle handle;
   gm_status status;
+  size_t size;
   void *ptr;
 
   status = gm_ipc_alloc (device, bytes, NULL, &win.block, &ptr);
   if (status != GM_OK)
     return status;
   win.base[gm_comm_rank ()] = ptr;
-  status = gm_ipc_export (win.block, NULL, false, &handle);
-  if (status != GM_OK)
-    return status;
-  handle.offset = 0;
+  memset (&handle, 0, sizeof handle);
   handle.dtype = GM_UINT8;
-  handle.readonly = 0;
   handle.ndim = 1;
   handle.shape[0] = (int64_t) bytes;
   handle.strides[0] = 1;
-  gm_ipc_encode (&handle, encoded);
+  status = gm_ipc_export (win.block, NULL, false, NULL, 0, &handle, encoded,
+                          &size);
+  if (status != GM_OK)
+    return status;
   memcpy (out, encoded, GM_IPC_ENCODED_BYTES (1));
   return GM_OK;
 }
@@ -151,7 +151,8 @@ map_window (int r, const uint8_t *in)
   if (gm_ipc_decode (in, GM_IPC_ENCODED_BYTES (1), &handle) != NULL)
     return gm_error_set (GM_ERR_FAILED, 0, NULL, "rank %d made no window",
                          r);
-  return gm_ipc_open (&handle, &win.imports[r], &win.base[r], &device);
+  return gm_ipc_open (&handle, &win.imports[r], &win.base[r], &device, NULL,
+                      NULL);
 }
 
 /* Gives every rank a window of at least WANT bytes (and at most MOST,

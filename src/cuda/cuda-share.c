@@ -1,9 +1,9 @@
-/* cuda-ipc.c -- the CUDA backend's sharing: shareable blocks come from a
+/* cuda-share.c -- the CUDA backend's sharing: shareable blocks come from a
    second, exportable stream-ordered pool per device (cudaMemPoolCreate
    with POSIX file descriptor handles), not from the default pool that
    gpumem's other arrays use, since the default pool's handle type
    cannot be changed.  The pool's descriptor goes to consumers through
-   the share server (ipc-server.c); a block travels as
+   the share server (share-server.c); a block travels as
    cudaMemPoolExportPointer's data, with an interprocess event recorded
    at export that a consumer's default stream waits for when it opens.
 
@@ -369,6 +369,7 @@ const gm_ipc_ops gm_cuda_ipc_ops = {
   .alloc = cuda_ipc_alloc,
   .describe = cuda_ipc_describe,
   .release = cuda_ipc_release,
+  .readonly_fd = NULL,
   .import = cuda_ipc_import,
   .unmap = cuda_ipc_unmap,
   .device_uuid = cuda_ipc_device_uuid,

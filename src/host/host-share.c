@@ -1,19 +1,26 @@
-/* host-ipc.c -- the host backend's sharing: blocks in anonymous shared
+/* host-share.c -- the host backend's sharing: blocks in anonymous shared
    memory (memfd_create), whose descriptor the share server hands to
    consumers, who map it.  A mapping keeps its pages after every
    descriptor is closed, so a consumer's array stays whole when its
-   producer exits, however it exits.  */
+   producer exits, however it exits.  The file is sealed at its size
+   (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), so no holder of its
+   descriptor can make another's mapping fault, and a consumer maps only
+   a file so sealed, of exactly the block's size.  */
 
 #define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "share.h"
+
+#define HOST_IPC_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
 static gm_status
 host_ipc_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr,
@@ -23,7 +30,7 @@ host_ipc_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr,
   (void) device;
   (void) stream;
 
-  *fd = memfd_create ("gpumem-shared", MFD_CLOEXEC);
+  *fd = memfd_create ("gpumem-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (*fd < 0)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "cannot make shared "
                          "memory: memfd_create: %s", strerror (errno));
@@ -33,6 +40,13 @@ host_ipc_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr,
       close (*fd);
       return gm_error_set (GM_ERR_NOMEM, 0, NULL, "cannot make %zu bytes of "
                            "shared memory: %s", nbytes, strerror (saved));
+    }
+  if (fcntl (*fd, F_ADD_SEALS, HOST_IPC_SEALS) != 0)
+    {
+      int saved = errno;
+      close (*fd);
+      return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "cannot seal shared "
+                           "memory: %s", strerror (saved));
     }
   map = mmap (NULL, nbytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
   if (map == MAP_FAILED)
@@ -68,26 +82,44 @@ host_ipc_release (int device, void *ctx, void *ptr, size_t nbytes)
   munmap (ptr, nbytes);
 }
 
+/* A read-only descriptor of the file FD: opened again through /proc, as
+   a new open file that cannot be mapped for writing.  */
+static int
+host_ipc_readonly_fd (int fd)
+{
+  char path[64];
+
+  snprintf (path, sizeof path, "/proc/self/fd/%d", fd);
+  return open (path, O_RDONLY | O_CLOEXEC);
+}
+
 static gm_status
 host_ipc_import (int device, int fd, const gm_ipc_handle *handle, void **ptr,
                  void **ctx)
 {
   struct stat st;
+  int seals;
   void *map;
   (void) device;
 
-  /* The size comes from the handle, which the producer's descriptor
-     must back: mapping past a file's end would fault on first touch.  */
-  if (fstat (fd, &st) != 0 || st.st_size < 0
-      || (uint64_t) st.st_size < handle->nbytes)
+  /* The size comes from the handle, which the descriptor must back
+     exactly and for good: mapping past a file's end, or a file that
+     shrinks later, would fault on touch.  */
+  seals = fcntl (fd, F_GET_SEALS);
+  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode) || st.st_size < 0
+      || (uint64_t) st.st_size != handle->nbytes || seals < 0
+      || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK
+                                                     | F_SEAL_GROW))
     {
       close (fd);
-      return gm_error_set (GM_ERR_FAILED, 0, NULL, "the shared memory is "
-                           "smaller than its handle says (%llu bytes)",
+      return gm_error_set (GM_ERR_FAILED, 0, NULL, "the shared memory its "
+                           "producer sent is not a sealed block of the %llu "
+                           "bytes its handle says",
                            (unsigned long long) handle->nbytes);
     }
-  map = mmap (NULL, handle->nbytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-              0);
+  map = mmap (NULL, handle->nbytes,
+              handle->readonly ? PROT_READ : PROT_READ | PROT_WRITE,
+              MAP_SHARED, fd, 0);
   close (fd);
   if (map == MAP_FAILED)
     return gm_error_set (GM_ERR_NOMEM, 0, NULL, "cannot map %llu bytes of "
@@ -123,6 +155,7 @@ const gm_ipc_ops gm_host_ipc_ops = {
   .alloc = host_ipc_alloc,
   .describe = host_ipc_describe,
   .release = host_ipc_release,
+  .readonly_fd = host_ipc_readonly_fd,
   .import = host_ipc_import,
   .unmap = host_ipc_unmap,
   .device_uuid = host_ipc_device_uuid,

@@ -158,11 +158,20 @@ int gmpy_frameworks_init (PyObject *module);
    reducer that multiprocessing's pickler uses for DeviceArray
    (py-share.c).  0 or -1.  */
 int gmpy_ipc_init (PyObject *module);
-/* gpumem.share(OBJ, until_opened=UNTIL_OPENED) and gpumem.open_shared
-   (HANDLE), for the other modules that hand arrays between processes
-   (py-comm-share.c).  A new reference, or NULL with an exception.  */
-PyObject *gmpy_ipc_share (PyObject *obj, bool until_opened);
+/* gpumem.share(OBJ, until_opened=UNTIL_OPENED, allow=ALLOW: NALLOW
+   uids) and gpumem.open_shared (HANDLE), for the other modules that
+   hand arrays between processes (py-comm-share.c).  A new reference, or
+   NULL with an exception.  */
+PyObject *gmpy_ipc_share (PyObject *obj, bool until_opened,
+                          const uint32_t *allow, size_t nallow);
 PyObject *gmpy_ipc_open (PyObject *handle);
+/* gm_ipc_open of the decoded HANDLE without the GIL, Ctrl-C ending its
+   wait (KeyboardInterrupt): 0, or -1 with an exception.  */
+struct gm_ipc_handle;
+struct gm_ipc_import;
+int gmpy_ipc_open_import (const struct gm_ipc_handle *handle,
+                          struct gm_ipc_import **import, void **base,
+                          int *device);
 /* The capsules that own a shared object's memory (py-share-capsule.c): a
    new capsule that owns BLOCK (gm_ipc_drop when it goes) or IMPORT
    (gm_ipc_close), or NULL with an exception after dropping or closing
@@ -269,8 +278,8 @@ PyObject *gmpy_event_wrap (gm_event *event, int device, PyObject *shared);
 /* py-share-event.c: the handle of an interprocess EVENT (gpumem.Event) as
    bytes, new reference or NULL (gpumem.Error for an event not made with
    interprocess=True); and the Event that a decoded event HANDLE opens.  */
-struct gm_ipc_handle;
-PyObject *gmpy_event_share (PyObject *event, bool until_opened);
+PyObject *gmpy_event_share (PyObject *event, bool until_opened,
+                            const uint32_t *allow, size_t nallow);
 PyObject *gmpy_event_open (const struct gm_ipc_handle *handle);
 
 /* gpumem.DeviceArray.  */

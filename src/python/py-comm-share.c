@@ -1,6 +1,6 @@
 /* py-comm-share.c -- gpumem.comm.send_shared and recv_shared: one rank
    hands another rank on its node an array (or an interprocess Event)
-   without copying it.  The sender shares it (py-ipc.c) and sends the
+   without copying it.  The sender shares it (py-share.c) and sends the
    handle's bytes (comm.c); the receiver opens them onto the same memory.
 
    A message is one status byte and its body: MESSAGE_HANDLE and the
@@ -145,7 +145,7 @@ commpy_send_shared (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     PyErr_Format (PyExc_TypeError, "gpumem.comm.send_shared: obj must be a "
                   "gpumem.DeviceArray or a gpumem.Event, not %.100s",
                   Py_TYPE (values[0])->tp_name);
-  handle = PyErr_Occurred () ? NULL : gmpy_ipc_share (values[0], true);
+  handle = PyErr_Occurred () ? NULL : gmpy_ipc_share (values[0], true, NULL, 0);
   if (handle == NULL)
     {
       send_refusal (dest, tag);

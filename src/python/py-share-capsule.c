@@ -1,7 +1,7 @@
-/* py-ipc-capsule.c -- the capsules that own a shared object's memory:
+/* py-share-capsule.c -- the capsules that own a shared object's memory:
    the producer's block (gm_ipc_drop when the capsule goes) or the
-   consumer's import (gm_ipc_close), for shared arrays (py-ipc.c) and
-   shared events (py-ipc-event.c) alike.  */
+   consumer's import (gm_ipc_close), for shared arrays (py-share.c) and
+   shared events (py-share-event.c) alike.  */
 
 #include "gm-python.h"
 

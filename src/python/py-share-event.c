@@ -1,4 +1,4 @@
-/* py-ipc-event.c -- sharing a gpumem.Event with other processes on the
+/* py-share-event.c -- sharing a gpumem.Event with other processes on the
    node: the handle of an Event made with interprocess=True, and the
    Event a consumer opens from it (docs/sharing.md, "Events").
 
@@ -53,12 +53,14 @@ event_make_shareable (eventpy_object *event, uint8_t data[GM_IPC_EVENT_DATA])
 }
 
 PyObject *
-gmpy_event_share (PyObject *event_obj, bool until_opened)
+gmpy_event_share (PyObject *event_obj, bool until_opened,
+                  const uint32_t *allow, size_t nallow)
 {
   eventpy_object *event = (eventpy_object *) event_obj;
   uint8_t encoded[GM_IPC_MAX_BYTES], data[GM_IPC_EVENT_DATA];
   gm_ipc_handle handle;
   gm_ipc_block *block;
+  PyObject *shared;
   gm_status status;
   size_t size;
 
@@ -74,18 +76,19 @@ gmpy_event_share (PyObject *event_obj, bool until_opened)
   if (event_make_shareable (event, data) < 0)
     return NULL;
   block = gmpy_ipc_capsule_block (event->shared);
+  memset (&handle, 0, sizeof handle);
+  handle.object = GM_IPC_OBJECT_EVENT;
+  memcpy (handle.event, data, GM_IPC_EVENT_DATA);
+  /* The capsule, and so the block, stays while the export runs without
+     the GIL, whatever other threads do with the event.  */
+  shared = Py_NewRef (event->shared);
   Py_BEGIN_ALLOW_THREADS
-  status = gm_ipc_export (block, NULL, until_opened, &handle);
+  status = gm_ipc_export (block, NULL, until_opened, allow, nallow, &handle,
+                          encoded, &size);
   Py_END_ALLOW_THREADS
+  Py_DECREF (shared);
   if (status != GM_OK)
     return gmpy_raise (status);
-  handle.object = GM_IPC_OBJECT_EVENT;
-  handle.offset = 0;
-  handle.dtype = 0;
-  handle.readonly = 0;
-  handle.ndim = 0;
-  memcpy (handle.event, data, GM_IPC_EVENT_DATA);
-  size = gm_ipc_encode (&handle, encoded);
   return PyBytes_FromStringAndSize ((const char *) encoded,
                                     (Py_ssize_t) size);
 }
@@ -100,11 +103,8 @@ gmpy_event_open (const gm_ipc_handle *handle)
   void *word;
   int device;
 
-  Py_BEGIN_ALLOW_THREADS
-  status = gm_ipc_open (handle, &import, &word, &device);
-  Py_END_ALLOW_THREADS
-  if (status != GM_OK)
-    return gmpy_raise (status);
+  if (gmpy_ipc_open_import (handle, &import, &word, &device) < 0)
+    return NULL;
   /* The capsule before the event: the event goes before the import it
      uses, so a failure from here on closes only the capsule.  */
   capsule = gmpy_ipc_import_capsule (import);

@@ -1,17 +1,18 @@
-/* py-ipc.c -- sharing arrays with other processes on the node, in
+/* py-share.c -- sharing arrays with other processes on the node, in
    Python: gpumem.shared_empty, share, open_shared, sharing_stats, and
    the reducer that makes multiprocessing pass a DeviceArray (or a
-   shareable Event, py-ipc-event.c) as a handle instead of its bytes
+   shareable Event, py-share-event.c) as a handle instead of its bytes
    (docs/sharing.md).
 
    A shared array wraps its memory as foreign memory: its base is a
-   capsule (py-ipc-capsule.c) that owns the producer's block (gm_ipc_drop when it goes) or
+   capsule (py-share-capsule.c) that owns the producer's block (gm_ipc_drop when it goes) or
    the consumer's import (gm_ipc_close), so free () and garbage
    collection let go of them the way they let go of any foreign
    memory.  */
 
 #include "gm-python.h"
 
+#include <pwd.h>
 #include <string.h>
 
 #include "share.h"
@@ -123,48 +124,46 @@ shared_copy (arraypy_object *array)
 /* The handle of ARRAY as bytes; a copy in shareable memory is made when
    ARRAY lies elsewhere, and kept for its first consumer.  UNTIL_OPENED
    keeps the block for the first consumer even when the producer lets go
-   first.  New reference or NULL.  */
+   first; the NALLOW uids ALLOW may open it too.  ARRAY is held from the
+   first check on, so that free () in another thread leaves its memory
+   (and its block) until the handle is made.  New reference or NULL.  */
 static PyObject *
-share_array (arraypy_object *array, bool until_opened)
+share_array (arraypy_object *array, bool until_opened, const uint32_t *allow,
+             size_t nallow)
 {
   uint8_t encoded[GM_IPC_MAX_BYTES];
   gm_ipc_handle handle;
   gm_ipc_block *block;
   gm_stream *stream;
-  PyObject *copy = NULL, *result = NULL;
+  PyObject *copy = NULL, *result = NULL, *held, *held_copy = NULL;
   gm_status status;
   arraypy_object *bottom;
+  bool readonly = array->readonly;
   size_t size;
 
-  bool readonly = array->readonly;
-
+  held = gmpy_array_hold ((PyObject *) array);
   if (gmpy_array_usable (array) < 0)
-    return NULL;
+    goto done;
   block = block_of (array);
   if (block == NULL)
     {
       copy = shared_copy (array);
       if (copy == NULL)
-        return NULL;
+        goto done;
       array = (arraypy_object *) copy;
+      held_copy = gmpy_array_hold (copy);
       block = block_of (array);
       until_opened = true;
     }
   if (gmpy_array_pending_stream (array, &stream) < 0)
     goto done;
-  Py_BEGIN_ALLOW_THREADS
-  status = gm_ipc_export (block, stream, until_opened, &handle);
-  Py_END_ALLOW_THREADS
-  if (status != GM_OK)
-    {
-      gmpy_raise (status);
-      goto done;
-    }
-  /* Element 0's offset in the block: the wrapped array at the bottom of
-     the view chain starts at the block's start.  */
+  /* The view, element 0's offset counted from the start of the block
+     (where the wrapped array at the bottom of the view chain starts).  */
+  memset (&handle, 0, sizeof handle);
   bottom = array;
   while (bottom->base != NULL && gmpy_array_check (bottom->base))
     bottom = (arraypy_object *) bottom->base;
+  handle.object = GM_IPC_OBJECT_ARRAY;
   handle.offset = (uint64_t) (array->data - bottom->data);
   handle.dtype = (uint8_t) array->dtype;
   handle.readonly = readonly;
@@ -174,38 +173,165 @@ share_array (arraypy_object *array, bool until_opened)
       handle.shape[d] = array->shape[d];
       handle.strides[d] = array->strides[d];
     }
-  size = gm_ipc_encode (&handle, encoded);
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_ipc_export (block, stream, until_opened, allow, nallow,
+                          &handle, encoded, &size);
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
+    {
+      gmpy_raise (status);
+      goto done;
+    }
   result = PyBytes_FromStringAndSize ((const char *) encoded,
                                       (Py_ssize_t) size);
 done:
+  gmpy_array_unhold (held_copy);
   Py_XDECREF (copy);
+  gmpy_array_unhold (held);
   return result;
 }
 
-/* gpumem.share(array, *, until_opened=False).  */
+/* Reads share()'s ALLOW (None, or an iterable of uids and user names)
+   into ALLOW, *NALLOW of them.  0 or -1 (TypeError, ValueError).  */
+static int
+allow_arg (PyObject *obj, uint32_t allow[GM_IPC_MAX_ALLOW], size_t *nallow)
+{
+  PyObject *items, *item;
+  Py_ssize_t n;
+
+  *nallow = 0;
+  if (obj == NULL || obj == Py_None)
+    return 0;
+  if (PyUnicode_Check (obj) || PyLong_Check (obj))
+    {
+      PyErr_SetString (PyExc_TypeError, "share: allow must be a list of "
+                       "uids or user names, not one");
+      return -1;
+    }
+  items = PySequence_Fast (obj, "share: allow must be a list of uids or "
+                           "user names");
+  if (items == NULL)
+    return -1;
+  n = PySequence_Fast_GET_SIZE (items);
+  if (n > GM_IPC_MAX_ALLOW)
+    {
+      PyErr_Format (PyExc_ValueError, "share: allow names %zd users; at "
+                    "most %d", n, GM_IPC_MAX_ALLOW);
+      goto fail;
+    }
+  for (Py_ssize_t i = 0; i < n; i++)
+    {
+      item = PySequence_Fast_GET_ITEM (items, i);
+      if (PyLong_Check (item) && !PyBool_Check (item))
+        {
+          unsigned long long uid = PyLong_AsUnsignedLongLong (item);
+          if (uid == (unsigned long long) -1 && PyErr_Occurred ())
+            PyErr_Clear ();
+          if (uid >= UINT32_MAX)
+            {
+              PyErr_Format (PyExc_ValueError, "share: allow: %R is not a "
+                            "uid", item);
+              goto fail;
+            }
+          allow[(*nallow)++] = (uint32_t) uid;
+        }
+      else if (PyUnicode_Check (item))
+        {
+          const char *name = PyUnicode_AsUTF8 (item);
+          struct passwd entry, *found = NULL;
+          char buf[1024];
+          if (name == NULL)
+            goto fail;
+          if (getpwnam_r (name, &entry, buf, sizeof buf, &found) != 0
+              || found == NULL)
+            {
+              PyErr_Format (PyExc_ValueError, "share: allow: no user %R on "
+                            "this system", item);
+              goto fail;
+            }
+          allow[(*nallow)++] = (uint32_t) found->pw_uid;
+        }
+      else
+        {
+          PyErr_Format (PyExc_TypeError, "share: allow takes uids (int) and "
+                        "user names (str), not %.100s",
+                        Py_TYPE (item)->tp_name);
+          goto fail;
+        }
+    }
+  Py_DECREF (items);
+  return 0;
+fail:
+  Py_DECREF (items);
+  return -1;
+}
+
+/* gpumem.share(array, *, until_opened=False, allow=None).  */
 static PyObject *
 ipcpy_share (PyObject *module, PyObject *args, PyObject *kwargs)
 {
-  static char *keywords[] = {"array", "until_opened", NULL};
-  PyObject *array;
+  static char *keywords[] = {"array", "until_opened", "allow", NULL};
+  PyObject *array, *allow_obj = NULL;
+  uint32_t allow[GM_IPC_MAX_ALLOW];
+  size_t nallow;
   int until_opened = 0;
   (void) module;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|$p:share", keywords,
-                                    &array, &until_opened))
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|$pO:share", keywords,
+                                    &array, &until_opened, &allow_obj)
+      || allow_arg (allow_obj, allow, &nallow) < 0)
     return NULL;
-  return gmpy_ipc_share (array, until_opened != 0);
+  return gmpy_ipc_share (array, until_opened != 0, allow, nallow);
 }
 
 PyObject *
-gmpy_ipc_share (PyObject *obj, bool until_opened)
+gmpy_ipc_share (PyObject *obj, bool until_opened, const uint32_t *allow,
+                size_t nallow)
 {
   if (PyObject_TypeCheck (obj, gmpy_state_get ()->event_type))
-    return gmpy_event_share (obj, until_opened);
+    return gmpy_event_share (obj, until_opened, allow, nallow);
   if (!gmpy_array_check (obj))
     return PyErr_Format (PyExc_TypeError, "share() takes a DeviceArray or "
                          "an Event, not %.200s", Py_TYPE (obj)->tp_name);
-  return share_array ((arraypy_object *) obj, until_opened);
+  return share_array ((arraypy_object *) obj, until_opened, allow, nallow);
+}
+
+/* Decodes the bytes HANDLE_OBJ into *HANDLE.  0, or -1 with TypeError
+   (not bytes-like) or gpumem.Error naming FNAME and the rule broken
+   (never the handle's bytes).  */
+static int
+decode_arg (PyObject *handle_obj, const char *fname, gm_ipc_handle *handle)
+{
+  Py_buffer view;
+  const char *reason;
+
+  if (PyObject_GetBuffer (handle_obj, &view, PyBUF_SIMPLE) < 0)
+    return -1;
+  reason = gm_ipc_decode (view.buf, (size_t) view.len, handle);
+  PyBuffer_Release (&view);
+  if (reason != NULL)
+    {
+      PyErr_Format (gmpy_state_get ()->error, "%s: the handle is not "
+                    "valid: %s", fname, reason);
+      return -1;
+    }
+  return 0;
+}
+
+/* gpumem.unshare(handle).  */
+static PyObject *
+ipcpy_unshare (PyObject *module, PyObject *handle_obj)
+{
+  gm_ipc_handle handle;
+  gm_status status;
+  (void) module;
+
+  if (decode_arg (handle_obj, "unshare", &handle) < 0)
+    return NULL;
+  status = gm_ipc_unshare (&handle);
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  Py_RETURN_NONE;
 }
 
 /* gpumem.open_shared(handle).  */
@@ -216,6 +342,46 @@ ipcpy_open_shared (PyObject *module, PyObject *handle_obj)
   return gmpy_ipc_open (handle_obj);
 }
 
+/* What the interrupt hook of an open keeps: the exception Ctrl-C
+   raised, until the GIL's holder raises it again.  */
+typedef struct open_wait
+{
+  PyObject *type, *value, *traceback;
+} open_wait;
+
+/* gm_ipc_open's hook: runs the signal handlers (with the GIL, taken for
+   the moment) and keeps what they raised.  */
+static bool
+open_interrupted (void *arg)
+{
+  open_wait *wait = arg;
+  PyGILState_STATE gil = PyGILState_Ensure ();
+
+  if (wait->type == NULL && PyErr_CheckSignals () < 0)
+    PyErr_Fetch (&wait->type, &wait->value, &wait->traceback);
+  PyGILState_Release (gil);
+  return wait->type != NULL;
+}
+
+int
+gmpy_ipc_open_import (const gm_ipc_handle *handle, gm_ipc_import **import,
+                      void **base, int *device)
+{
+  open_wait wait = { NULL, NULL, NULL };
+  gm_status status;
+
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_ipc_open (handle, import, base, device, open_interrupted,
+                        &wait);
+  Py_END_ALLOW_THREADS
+  if (wait.type != NULL)
+    {
+      PyErr_Restore (wait.type, wait.value, wait.traceback);
+      return -1;
+    }
+  return status == GM_OK ? 0 : gmpy_raise_int (status);
+}
+
 PyObject *
 gmpy_ipc_open (PyObject *handle_obj)
 {
@@ -223,23 +389,12 @@ gmpy_ipc_open (PyObject *handle_obj)
   Py_ssize_t shape[GM_MAX_NDIM], strides[GM_MAX_NDIM];
   gm_ipc_handle handle;
   gm_ipc_import *import;
-  Py_buffer view;
-  const char *reason;
   PyObject *capsule, *array;
-  gm_status status;
   void *base;
   int device;
 
-  if (PyObject_GetBuffer (handle_obj, &view, PyBUF_SIMPLE) < 0)
+  if (decode_arg (handle_obj, "open_shared", &handle) < 0)
     return NULL;
-  reason = gm_ipc_decode (view.buf, (size_t) view.len, &handle);
-  PyBuffer_Release (&view);
-  if (reason != NULL)
-    {
-      PyErr_Format (state->error, "open_shared: the handle is not valid: "
-                    "%s", reason);
-      return NULL;
-    }
   if (handle.object == GM_IPC_OBJECT_EVENT)
     return gmpy_event_open (&handle);
   for (int d = 0; d < handle.ndim; d++)
@@ -250,12 +405,13 @@ gmpy_ipc_open (PyObject *handle_obj)
   if (gmpy_shape_fits (handle.ndim, shape, -1,
                        gm_dtypes[handle.dtype].itemsize, "a shared array")
       < 0)
+    {
+      PyErr_Clear ();
+      return PyErr_Format (state->error, "open_shared: the handle is not "
+                           "valid: its shape is too large for an array");
+    }
+  if (gmpy_ipc_open_import (&handle, &import, &base, &device) < 0)
     return NULL;
-  Py_BEGIN_ALLOW_THREADS
-  status = gm_ipc_open (&handle, &import, &base, &device);
-  Py_END_ALLOW_THREADS
-  if (status != GM_OK)
-    return gmpy_raise (status);
   capsule = gmpy_ipc_import_capsule (import);
   if (capsule == NULL)
     return NULL;
@@ -288,7 +444,7 @@ ipcpy_reduce_shared (PyObject *module, PyObject *array)
 {
   PyObject *handle, *open_fn, *result;
 
-  handle = gmpy_ipc_share (array, true);
+  handle = gmpy_ipc_share (array, true, NULL, 0);
   if (handle == NULL)
     return NULL;
   open_fn = PyObject_GetAttrString (module, "open_shared");
@@ -309,21 +465,34 @@ static PyMethodDef ipcpy_methods[] = {
    "this node can open (share, open_shared; docs/sharing.md)."},
   {"share", (PyCFunction) (void (*) (void)) ipcpy_share,
    METH_VARARGS | METH_KEYWORDS,
-   "share(obj, *, until_opened=False)\n--\n\n"
-   "A handle (bytes) that open_shared opens, in any process on this node,\n"
+   "share(obj, *, until_opened=False, allow=None)\n--\n\n"
+   "A handle (bytes) that open_shared opens, in a process on this node,\n"
    "onto OBJ: a DeviceArray's memory (its shape, dtype, strides, device\n"
    "and read-only flag), or an Event made with interprocess=True.\n"
+   "Only processes of this user, root, the users of GPUMEM_SHARE_ALLOW\n"
+   "and those ALLOW names (uids or user names) may open it, and only as\n"
+   "it was made: a handle with any byte changed is refused.\n"
    "An array not made by shared_empty (or a view of one) is first\n"
    "copied once into shareable memory, which is kept for the handle's\n"
    "first consumer.  until_opened=True keeps a shared_empty block for\n"
    "one more consumer (one for each such handle) even when this process\n"
-   "lets go of it first."},
+   "lets go of it first; unshare(handle) lets go of it sooner."},
+  {"unshare", ipcpy_unshare, METH_O,
+   "unshare(handle, /)\n--\n\n"
+   "Revoke a handle share() made in this process: it opens nowhere from\n"
+   "now on (arrays opened from it stay), and an until_opened share, or\n"
+   "the copy share() made of an array outside shareable memory, no\n"
+   "longer keeps its memory.  The same view shared twice the same way\n"
+   "gives one handle, revoked once.  gpumem.Error for a handle this\n"
+   "process did not make or revoked already."},
   {"open_shared", ipcpy_open_shared, METH_O,
    "open_shared(handle, /)\n--\n\n"
    "The DeviceArray a share() handle describes, on the same memory, or\n"
    "the Event, the same event.\n"
-   "gpumem.Error for a handle of another node or device, one closed or\n"
-   "forged, or whose producer has exited."},
+   "gpumem.Error for a handle of another node or device, one closed,\n"
+   "revoked, altered or forged, one whose producer has exited, does not\n"
+   "admit this user or does not answer within GPUMEM_SHARE_TIMEOUT\n"
+   "seconds; Ctrl-C ends the wait (KeyboardInterrupt)."},
   {"sharing_stats", ipcpy_sharing_stats, METH_NOARGS,
    "sharing_stats()\n--\n\n"
    "This process's shared blocks (made here, not yet released), the\n"

@@ -1,15 +1,18 @@
-/* ipc.c -- the share handle's bytes: encoding, strict decoding, node id.
+/* share-handle.c -- the share handle's bytes: encoding, strict decoding, node id.
 
    Layout (little-endian, offsets in bytes):
      0 "GMSH"   4 version u16   6 kind u8   7 dtype u8   8 readonly u8
      9 ndim u8  10 object u8    11 zero u8   12 pid u32  16 device u32
     20 node[40] (NUL-padded)    60 server u64   68 block u64
     76 secret u64   84 device uuid[16]   100 nbytes u64   108 offset u64
-   116 opaque[128]   244 an array's shape i64 x ndim, then strides
-   i64 x ndim, or an event's data[64]
+   116 opaque[128]   244 uid u32   248 zero u32
+   252 an array's shape i64 x ndim, then strides i64 x ndim, or an
+   event's data[64]
    then FNV-1a 64 of everything before it.
    Anything from another process is input: the decoder trusts no field
-   (tests/fuzz/fuzz-ipc-handle.c).  */
+   (tests/fuzz/fuzz-ipc-handle.c).  A handle that decodes is only well
+   formed: what it opens is what the producer's server recorded for it
+   (share-records.c), and the server answers only the handle it made.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -100,6 +103,7 @@ gm_ipc_encode (const gm_ipc_handle *handle, uint8_t *out)
   put_u64 (out + 100, handle->nbytes);
   put_u64 (out + 108, handle->offset);
   memcpy (out + 116, handle->opaque, GM_IPC_OPAQUE);
+  put_u32 (out + 244, handle->uid);
   if (handle->object == GM_IPC_OBJECT_EVENT)
     {
       memcpy (out + at, handle->event, GM_IPC_EVENT_DATA);
@@ -145,6 +149,23 @@ layout_fits (const gm_ipc_handle *handle, uint64_t itemsize)
   return low >= 0 && high <= (__int128) handle->nbytes;
 }
 
+/* Whether NODE is a node id as gm_ipc_node_id writes it: printable
+   ASCII without spaces, then NULs to the end.  */
+static bool
+node_valid (const char node[GM_IPC_NODE])
+{
+  size_t n = 0;
+
+  while (n < GM_IPC_NODE && node[n] > ' ' && node[n] < 0x7f)
+    n++;
+  if (n == 0 || n == GM_IPC_NODE)
+    return false;
+  for (; n < GM_IPC_NODE; n++)
+    if (node[n] != '\0')
+      return false;
+  return true;
+}
+
 const char *
 gm_ipc_decode (const uint8_t *data, size_t size, gm_ipc_handle *handle)
 {
@@ -180,7 +201,7 @@ gm_ipc_decode (const uint8_t *data, size_t size, gm_ipc_handle *handle)
   handle->pid = get_u32 (data + 12);
   handle->device = get_u32 (data + 16);
   memcpy (handle->node, data + 20, GM_IPC_NODE);
-  if (handle->node[GM_IPC_NODE - 1] != '\0' || handle->node[0] == '\0')
+  if (!node_valid (handle->node))
     return "its node id is not valid";
   handle->server = get_u64 (data + 60);
   handle->block = get_u64 (data + 68);
@@ -189,6 +210,9 @@ gm_ipc_decode (const uint8_t *data, size_t size, gm_ipc_handle *handle)
   handle->nbytes = get_u64 (data + 100);
   handle->offset = get_u64 (data + 108);
   memcpy (handle->opaque, data + 116, GM_IPC_OPAQUE);
+  handle->uid = get_u32 (data + 244);
+  if (get_u32 (data + 248) != 0)
+    return "its flags are not valid";
   if (handle->pid == 0 || handle->pid > INT32_MAX)
     return "its process id is not valid";
   if (handle->device > INT32_MAX || handle->nbytes == 0
@@ -246,6 +270,10 @@ read_node_id (void)
         memcpy (node + 5, "unknown", 8);
       node[GM_IPC_NODE - 1] = '\0';
     }
+  /* Only what the decoder accepts (node_valid).  */
+  for (size_t i = 0; i < GM_IPC_NODE && node[i] != '\0'; i++)
+    if (node[i] <= ' ' || node[i] >= 0x7f)
+      node[i] = '_';
 }
 
 void

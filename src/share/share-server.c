@@ -1,21 +1,28 @@
-/* ipc-server.c -- the share server: hands shareable blocks to other
+/* share-server.c -- the share server: hands shareable blocks to other
    processes and counts who still uses them.
 
    Each process that shares starts one thread listening on an abstract
-   Unix socket named after its pid and a random number.  A consumer
-   connects, sends the block's number and secret, and receives the
-   block's file descriptor (SCM_RIGHTS); it keeps the connection open as
-   its lease.  When the connection ends -- the consumer closed the array
-   or exited, however it exited -- the lease ends.  A block is released
-   once its producer has dropped it and no lease remains: CUDA asks that
-   every importer free an imported pool pointer before its exporter does
-   (cudaMemPoolImportPointer), and this order gives exactly that.
-   Plain C: the backend's gm_ipc_ops do the memory.  */
+   Unix socket named after its pid and a random number.  The server is
+   the authority on what was shared: each share of a block is a record
+   holding the handle's bytes as gm_ipc_export made them, its random
+   secret and the users it admits.  A consumer connects, the server
+   reads its user (SO_PEERCRED), the consumer presents the whole handle
+   (a 2-byte length, then the bytes) within REQUEST_DEADLINE_MS, and
+   only a handle equal to a record, from a user it admits, receives the
+   block's file descriptor (SCM_RIGHTS); the consumer keeps the
+   connection open as its lease.  When the connection ends -- the
+   consumer closed the array or exited, however it exited -- the lease
+   ends.  One poll serves every connection, each one still presenting
+   its handle has a deadline, one user has a bound on its connections,
+   and running out of descriptors refuses a connection rather than
+   spinning: no peer can stall another.  The records and the blocks are
+   share-records.c's.  */
 
 #define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,75 +30,64 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "share.h"
 
-struct gm_ipc_block
-{
-  gm_ipc_block *next;
-  uint64_t id, secret;
-  pid_t pid;                 /* the process that allocated it */
-  int device;
-  int fd;                    /* what a consumer receives */
-  void *ctx, *ptr;
-  size_t nbytes;
-  size_t leases;
-  bool producer_holds;
-  size_t pending_opens;      /* until_opened handles not opened yet */
-};
+/* How long a new connection may take to present its handle.  */
+#define REQUEST_DEADLINE_MS 2000
+/* Connections of one user (another than the producer's own and root)
+   still presenting a handle: more are closed at once, so that no user
+   can fill the server.  */
+#define PENDING_PER_UID 16
+/* How long the server leaves new connections waiting when it has no
+   descriptor left for them.  */
+#define NOFILE_PAUSE_MS 100
+/* The longest wait of the server's poll: how late a signal-free server
+   sees a deadline pass at worst.  */
+#define POLL_SLICE_MS 100
 
-struct gm_ipc_import
+/* A consumer's connection: presenting a handle until its deadline, then
+   the lease on BLOCK.  */
+typedef struct connection
 {
-  const gm_ipc_ops *ops;
-  int device;
-  int conn;                  /* the lease; -1 for a block of this process */
-  gm_ipc_block *local;       /* that block */
-  void *ctx, *ptr;
-  size_t nbytes;
-};
+  int fd;
+  uint32_t uid;
+  gm_ipc_block *block;       /* NULL until the handle was accepted */
+  long long deadline;        /* ms, CLOCK_MONOTONIC */
+  size_t got;
+  uint8_t request[2 + GM_IPC_MAX_BYTES];
+} connection;
 
-/* One lease: a consumer's connection and the block it holds.  */
-typedef struct lease
-{
-  int conn;
-  gm_ipc_block *block;
-} lease;
+pthread_mutex_t gm_ipc_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Held for every field below; the server thread takes it briefly.  */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* Under gm_ipc_lock; only the server thread adds or removes
+   connections.  */
 static bool started;
 static pid_t server_pid;
+static uint32_t server_uid;
 static uint64_t server_name;
 static int listen_fd = -1;
-static gm_ipc_block *blocks;
-static uint64_t next_block = 1;
-static lease *leases;
-static size_t nleases, leases_room;
-static size_t open_imports;
-static const gm_ipc_ops *server_ops;
+static int reserve_fd = -1;          /* given up to refuse when out of fds */
+static connection *conns;
+static size_t nconns, conns_room, nleases;
+static size_t leases_per_uid;        /* the bound on one user's leases */
 
-static void
-socket_address (struct sockaddr_un *addr, socklen_t *len, uint32_t pid,
-                uint64_t name)
+static long long
+now_ms (void)
 {
-  int n;
+  struct timespec now;
 
-  memset (addr, 0, sizeof *addr);
-  addr->sun_family = AF_UNIX;
-  /* The abstract namespace (a leading NUL): nothing on disk to clean up
-     after a process that dies.  */
-  n = snprintf (addr->sun_path + 1, sizeof addr->sun_path - 1,
-                "gpumem-share-%u-%016llx", (unsigned) pid,
-                (unsigned long long) name);
-  *len = (socklen_t) (offsetof (struct sockaddr_un, sun_path) + 1 + n);
+  clock_gettime (CLOCK_MONOTONIC, &now);
+  return (long long) now.tv_sec * 1000 + now.tv_nsec / 1000000;
 }
 
-static uint64_t
-random_u64 (void)
+uint64_t
+gm_ipc_random (void)
 {
   uint64_t value = 0;
 
@@ -105,49 +101,7 @@ random_u64 (void)
   return value;
 }
 
-/* Releases BLOCK when its producer and every lease have let go; under
-   the lock.  */
-static void
-release_if_unused (gm_ipc_block *block)
-{
-  gm_ipc_block **link;
-
-  if (block->producer_holds || block->pending_opens > 0 || block->leases > 0)
-    return;
-  for (link = &blocks; *link != NULL; link = &(*link)->next)
-    if (*link == block)
-      {
-        *link = block->next;
-        break;
-      }
-  server_ops->release (block->device, block->ctx, block->ptr, block->nbytes);
-  close (block->fd);
-  free (block);
-}
-
-/* The listed block that ID and SECRET name, or NULL; under the lock.  A
-   listed block is still held by its producer, a pending open or a
-   lease.  */
-static gm_ipc_block *
-find_block (uint64_t id, uint64_t secret)
-{
-  for (gm_ipc_block *block = blocks; block != NULL; block = block->next)
-    if (block->id == id && block->secret == secret)
-      return block;
-  return NULL;
-}
-
-/* Counts one open of BLOCK: a new lease, and one until_opened handle
-   fewer waiting; under the lock.  */
-static void
-count_open (gm_ipc_block *block)
-{
-  block->leases++;
-  if (block->pending_opens > 0)
-    block->pending_opens--;
-}
-
-/* Sends STATUS (0: here it is) and, with it, FD when FD >= 0.  */
+/* Sends STATUS (GM_IPC_REPLY_*) and, with it, FD when FD >= 0.  */
 static void
 send_reply (int conn, uint8_t status, int fd)
 {
@@ -173,136 +127,225 @@ send_reply (int conn, uint8_t status, int fd)
       cmsg->cmsg_len = CMSG_LEN (sizeof (int));
       memcpy (CMSG_DATA (cmsg), &fd, sizeof fd);
     }
-  (void) sendmsg (conn, &msg, MSG_NOSIGNAL);
+  (void) sendmsg (conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-/* Answers one new connection CONN: a block's number and secret in, the
-   block's descriptor out, and CONN kept as the lease.  */
-static void
-serve_request (int conn)
+/* Leases user UID holds; under the lock.  */
+static size_t
+leases_of (uint32_t uid, bool pending)
 {
-  uint8_t request[16];
-  struct timeval timeout = { 1, 0 };
-  uint64_t id, secret;
-  gm_ipc_block *block;
+  size_t n = 0;
 
-  /* A peer that sends nothing must not stall the server.  */
-  setsockopt (conn, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  if (recv (conn, request, sizeof request, MSG_WAITALL)
-      != (ssize_t) sizeof request)
+  for (size_t i = 0; i < nconns; i++)
+    if (conns[i].uid == uid && (conns[i].block == NULL) == pending)
+      n++;
+  return n;
+}
+
+/* Answers connection C, whose request is complete: a handle the server
+   made, from a user its share admits, gets the block's descriptor (a
+   read-only one for a read-only view, where the backend has one), and C
+   becomes the lease, unless its user (another than the producer's own
+   and root, who are bound by the descriptor limit alone) holds as many
+   as one may.  false
+   when C is to be closed.  Under the lock.  */
+static bool
+answer (connection *c)
+{
+  size_t size = (size_t) c->request[0] | ((size_t) c->request[1] << 8);
+  gm_ipc_block *block;
+  uint8_t reply;
+  int fd;
+
+  if (c->uid != 0 && c->uid != server_uid
+      && leases_of (c->uid, false) >= leases_per_uid)
     {
-      close (conn);
-      return;
+      send_reply (c->fd, GM_IPC_REPLY_BUSY, -1);
+      return false;
     }
-  memcpy (&id, request, 8);
-  memcpy (&secret, request + 8, 8);
-  pthread_mutex_lock (&lock);
-  block = find_block (id, secret);
+  block = gm_ipc_lease_begin (c->request + 2, size, c->uid, &fd, &reply);
   if (block == NULL)
     {
-      pthread_mutex_unlock (&lock);
-      send_reply (conn, 1, -1);
-      close (conn);
-      return;
+      send_reply (c->fd, reply, -1);
+      return false;
     }
-  if (nleases == leases_room)
+  c->block = block;
+  nleases++;
+  send_reply (c->fd, GM_IPC_REPLY_OK, fd);
+  if (fd != gm_ipc_block_fd (block))
+    close (fd);
+  return true;
+}
+
+/* Reads what connection C sent: false when it is to be closed (it sent
+   too much or ended), else true; answers it once complete.  Under the
+   lock.  */
+static bool
+read_request (connection *c)
+{
+  for (;;)
     {
-      size_t room = leases_room ? 2 * leases_room : 16;
-      lease *grown = realloc (leases, room * sizeof *grown);
+      size_t want = 2, size;
+      ssize_t got;
+
+      if (c->got >= 2)
+        {
+          size = (size_t) c->request[0] | ((size_t) c->request[1] << 8);
+          if (size < GM_IPC_FIXED_BYTES || size > GM_IPC_MAX_BYTES)
+            return false;
+          want = 2 + size;
+          if (c->got == want)
+            return answer (c);
+        }
+      got = recv (c->fd, c->request + c->got, want - c->got, MSG_DONTWAIT);
+      if (got == 0)
+        return false;
+      if (got < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      c->got += (size_t) got;
+    }
+}
+
+/* Closes connection I, ending its lease if it holds one; under the
+   lock.  */
+static void
+drop_connection (size_t i)
+{
+  gm_ipc_block *block = conns[i].block;
+
+  close (conns[i].fd);
+  conns[i] = conns[--nconns];
+  if (block != NULL)
+    {
+      nleases--;
+      gm_ipc_lease_end (block);
+    }
+}
+
+/* Takes one new connection from the listening socket; under the lock.
+   Returns the time until which new connections wait (out of
+   descriptors), or 0.  */
+static long long
+accept_one (void)
+{
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  int fd = accept4 (listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+  if (fd < 0)
+    {
+      if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS
+          && errno != ENOMEM)
+        return 0;
+      /* The connection stays queued and the socket readable: refuse it
+         with the descriptor kept for this, and wait a moment before the
+         next rather than spin.  */
+      if (reserve_fd >= 0)
+        {
+          close (reserve_fd);
+          fd = accept4 (listen_fd, NULL, NULL, SOCK_CLOEXEC);
+          if (fd >= 0)
+            close (fd);
+          reserve_fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+        }
+      return now_ms () + NOFILE_PAUSE_MS;
+    }
+  if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0
+      || !gm_ipc_admitted ((uint32_t) cred.uid)
+      || (cred.uid != 0 && (uint32_t) cred.uid != server_uid
+          && leases_of ((uint32_t) cred.uid, true) >= PENDING_PER_UID))
+    {
+      close (fd);
+      return 0;
+    }
+  if (nconns == conns_room)
+    {
+      size_t room = conns_room ? 2 * conns_room : 16;
+      connection *grown = realloc (conns, room * sizeof *grown);
       if (grown == NULL)
         {
-          pthread_mutex_unlock (&lock);
-          send_reply (conn, 2, -1);
-          close (conn);
-          return;
+          close (fd);
+          return 0;
         }
-      leases = grown;
-      leases_room = room;
+      conns = grown;
+      conns_room = room;
     }
-  leases[nleases].conn = conn;
-  leases[nleases].block = block;
-  nleases++;
-  count_open (block);
-  send_reply (conn, 0, block->fd);
-  pthread_mutex_unlock (&lock);
+  memset (&conns[nconns], 0, offsetof (connection, request));
+  conns[nconns].fd = fd;
+  conns[nconns].uid = (uint32_t) cred.uid;
+  conns[nconns].deadline = now_ms () + REQUEST_DEADLINE_MS;
+  nconns++;
+  return 0;
 }
 
-/* Ends lease I (its connection closed); under the lock.  */
-static void
-end_lease (size_t i)
-{
-  gm_ipc_block *block = leases[i].block;
-
-  close (leases[i].conn);
-  leases[i] = leases[--nleases];
-  block->leases--;
-  release_if_unused (block);
-}
-
+/* The server: one poll over the listening socket, the connections still
+   presenting a handle (each with a deadline) and the leases (whose end
+   is their connection's end).  Only this thread adds or removes
+   connections.  */
 static void *
 server_main (void *unused)
 {
   struct pollfd *fds = NULL;
   size_t room = 0;
+  long long paused_until = 0;
   (void) unused;
 
   for (;;)
     {
+      long long now = now_ms ();
+      int timeout = POLL_SLICE_MS;
       size_t n;
-      int ready;
 
-      pthread_mutex_lock (&lock);
-      n = nleases + 1;
-      if (n > room)
+      pthread_mutex_lock (&gm_ipc_lock);
+      if (nconns + 1 > room)
         {
-          struct pollfd *grown = realloc (fds, n * sizeof *grown);
-          if (grown != NULL)
+          struct pollfd *grown = realloc (fds, (nconns + 1) * sizeof *grown);
+          if (grown == NULL)
             {
-              fds = grown;
-              room = n;
+              pthread_mutex_unlock (&gm_ipc_lock);
+              usleep (POLL_SLICE_MS * 1000);
+              continue;
             }
+          fds = grown;
+          room = nconns + 1;
         }
-      if (n > room)
-        n = room;
-      for (size_t i = 1; i < n; i++)
-        {
-          fds[i].fd = leases[i - 1].conn;
-          fds[i].events = POLLIN;
-        }
-      pthread_mutex_unlock (&lock);
-      if (n == 0)
-        {
-          usleep (100000);
-          continue;
-        }
+      n = nconns + 1;
       fds[0].fd = listen_fd;
-      fds[0].events = POLLIN;
-      /* New leases are made only here, so a set built before the wait is
-         complete; the timeout bounds how late a lease whose slot moved
-         is seen to end.  */
-      ready = poll (fds, n, 100);
-      if (ready <= 0)
-        continue;
-      pthread_mutex_lock (&lock);
-      for (size_t i = n - 1; i >= 1; i--)
-        if (fds[i].revents != 0)
-          for (size_t j = 0; j < nleases; j++)
-            if (leases[j].conn == fds[i].fd)
-              {
-                char byte;
-                /* A lease carries no data: readable means closed.  */
-                if (recv (fds[i].fd, &byte, 1, MSG_DONTWAIT) <= 0
-                    || (fds[i].revents & (POLLHUP | POLLERR)) != 0)
-                  end_lease (j);
-                break;
-              }
-      pthread_mutex_unlock (&lock);
-      if (fds[0].revents & POLLIN)
+      fds[0].events = now >= paused_until ? POLLIN : 0;
+      if (now < paused_until && paused_until - now < timeout)
+        timeout = (int) (paused_until - now);
+      for (size_t i = 0; i < nconns; i++)
         {
-          int conn = accept4 (listen_fd, NULL, NULL, SOCK_CLOEXEC);
-          if (conn >= 0)
-            serve_request (conn);
+          fds[i + 1].fd = conns[i].fd;
+          fds[i + 1].events = POLLIN;
+          if (conns[i].block == NULL && conns[i].deadline - now < timeout)
+            timeout = conns[i].deadline > now
+                      ? (int) (conns[i].deadline - now) : 0;
         }
+      pthread_mutex_unlock (&gm_ipc_lock);
+      if (poll (fds, n, timeout) < 0 && errno != EINTR)
+        usleep (POLL_SLICE_MS * 1000);
+      pthread_mutex_lock (&gm_ipc_lock);
+      now = now_ms ();
+      /* From the last down: dropping I moves the last connection, seen
+         already, into I; connections accepted below are not in FDS.  */
+      for (size_t i = n - 1; i >= 1; i--)
+        {
+          connection *c = &conns[i - 1];
+          if (c->block != NULL)
+            {
+              /* A lease carries no data: readable means it ended (or
+                 its peer broke the protocol, which ends it too).  */
+              if (fds[i].revents != 0)
+                drop_connection (i - 1);
+            }
+          else if ((fds[i].revents != 0 && !read_request (c))
+                   || (c->block == NULL && now >= c->deadline))
+            drop_connection (i - 1);
+        }
+      if (fds[0].revents & POLLIN)
+        paused_until = accept_one ();
+      pthread_mutex_unlock (&gm_ipc_lock);
     }
   return NULL;
 }
@@ -314,36 +357,40 @@ server_main (void *unused)
 static void
 atfork_prepare (void)
 {
-  pthread_mutex_lock (&lock);
+  pthread_mutex_lock (&gm_ipc_lock);
 }
 
 static void
 atfork_parent (void)
 {
-  pthread_mutex_unlock (&lock);
+  pthread_mutex_unlock (&gm_ipc_lock);
 }
 
 static void
 atfork_child (void)
 {
-  pthread_mutex_init (&lock, NULL);
+  pthread_mutex_init (&gm_ipc_lock, NULL);
   if (listen_fd >= 0)
     close (listen_fd);
   listen_fd = -1;
-  for (size_t i = 0; i < nleases; i++)
-    close (leases[i].conn);
+  if (reserve_fd >= 0)
+    close (reserve_fd);
+  reserve_fd = -1;
+  for (size_t i = 0; i < nconns; i++)
+    close (conns[i].fd);
+  nconns = 0;
   nleases = 0;
   /* The parent's blocks stay the parent's: gm_ipc_drop sees their pid.  */
-  blocks = NULL;
+  gm_ipc_forget_blocks ();
   started = false;
 }
 
-/* Starts this process's server; under the lock.  */
-static gm_status
-server_start (void)
+gm_status
+gm_ipc_server_start (void)
 {
   struct sockaddr_un addr;
-  socklen_t len;
+  unsigned len;
+  struct rlimit files;
   pthread_t thread;
   pthread_attr_t attr;
   sigset_t all, old;
@@ -351,14 +398,16 @@ server_start (void)
 
   if (started)
     return GM_OK;
-  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0)
     return gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot share memory: "
                          "socket: %s", strerror (errno));
   server_pid = getpid ();
-  server_name = random_u64 ();
-  socket_address (&addr, &len, (uint32_t) server_pid, server_name);
-  if (bind (fd, (struct sockaddr *) &addr, len) != 0 || listen (fd, 64) != 0)
+  server_uid = (uint32_t) geteuid ();
+  server_name = gm_ipc_random ();
+  gm_ipc_socket_address (&addr, &len, (uint32_t) server_pid, server_name);
+  if (bind (fd, (struct sockaddr *) &addr, (socklen_t) len) != 0
+      || listen (fd, 64) != 0)
     {
       int saved = errno;
       close (fd);
@@ -366,6 +415,14 @@ server_start (void)
                            "cannot listen on a Unix socket: %s",
                            strerror (saved));
     }
+  /* Another user holds at most half the descriptors this process may
+     open in leases (and at most 512), so that the process keeps some.  */
+  leases_per_uid = 512;
+  if (getrlimit (RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+      && files.rlim_cur / 2 < leases_per_uid)
+    leases_per_uid = files.rlim_cur / 2 > 8 ? files.rlim_cur / 2 : 8;
+  if (reserve_fd < 0)
+    reserve_fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
   listen_fd = fd;
   /* The thread takes no signal: they stay with the program's threads.  */
   sigfillset (&all);
@@ -395,323 +452,29 @@ register_atfork (void)
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-/* The backend's sharing, with the fork handlers registered once.  */
-static const gm_ipc_ops *
-current_ops (void)
+const gm_ipc_ops *
+gm_ipc_current_ops (void)
 {
   pthread_once (&atfork_once, register_atfork);
   return gm_backend_current != NULL ? gm_backend_current->ipc : NULL;
 }
 
-gm_status
-gm_ipc_alloc (int device, size_t nbytes, gm_stream *stream,
-              gm_ipc_block **out, void **ptr)
+
+bool
+gm_ipc_server_is (uint32_t pid, uint64_t name)
 {
-  const gm_ipc_ops *ops = current_ops ();
-  gm_ipc_block *block;
-  gm_status status;
-
-  if (ops == NULL)
-    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "the %s backend "
-                         "cannot share memory between processes",
-                         gm_backend_current ? gm_backend_current->name
-                                            : "(none)");
-  if (nbytes == 0)
-    nbytes = 1;
-  block = calloc (1, sizeof *block);
-  if (block == NULL)
-    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
-                         "no memory for a shared block's record");
-  pthread_mutex_lock (&lock);
-  server_ops = ops;
-  status = server_start ();
-  pthread_mutex_unlock (&lock);
-  if (status == GM_OK)
-    status = ops->alloc (device, nbytes, stream, &block->ptr, &block->fd,
-                         &block->ctx);
-  if (status != GM_OK)
-    {
-      free (block);
-      return status;
-    }
-  block->device = device;
-  block->nbytes = nbytes;
-  block->pid = getpid ();
-  block->secret = random_u64 ();
-  block->producer_holds = true;
-  pthread_mutex_lock (&lock);
-  block->id = next_block++;
-  block->next = blocks;
-  blocks = block;
-  pthread_mutex_unlock (&lock);
-  *out = block;
-  *ptr = block->ptr;
-  return GM_OK;
-}
-
-gm_status
-gm_ipc_export (gm_ipc_block *block, gm_stream *stream, bool until_opened,
-               gm_ipc_handle *handle)
-{
-  const gm_ipc_ops *ops = current_ops ();
-  gm_status status;
-
-  if (block->pid != getpid ())
-    return gm_error_set (GM_ERR_FAILED, 0, NULL, "this shared array was "
-                         "allocated by process %d, whose child this is: "
-                         "share it from there, or copy it",
-                         (int) block->pid);
-  memset (handle, 0, sizeof *handle);
-  handle->kind = ops->kind;
-  gm_ipc_node_id (handle->node);
-  status = ops->device_uuid (block->device, handle->device_uuid);
-  if (status == GM_OK)
-    status = ops->describe (block->device, block->ctx, block->ptr, stream,
-                            handle->opaque);
-  if (status != GM_OK)
-    return status;
-  handle->pid = (uint32_t) block->pid;
-  handle->device = (uint32_t) block->device;
-  handle->nbytes = block->nbytes;
-  pthread_mutex_lock (&lock);
-  handle->server = server_name;
-  handle->block = block->id;
-  handle->secret = block->secret;
-  if (until_opened)
-    block->pending_opens++;
-  pthread_mutex_unlock (&lock);
-  return GM_OK;
+  return started && pid == (uint32_t) server_pid && name == server_name;
 }
 
 void
-gm_ipc_drop (gm_ipc_block *block)
+gm_ipc_server_identity (uint64_t *name, uint32_t *uid)
 {
-  const gm_ipc_ops *ops = current_ops ();
-
-  if (block->pid != getpid ())
-    {
-      /* A copy inherited through fork: the parent owns the block; only
-         this process's mapping, descriptor and copy of the record go
-         (the child lists none of the parent's blocks).  */
-      if (ops != NULL && ops->kind == GM_IPC_KIND_HOST)
-        ops->unmap (block->device, NULL, block->ptr, block->nbytes);
-      close (block->fd);
-      free (block);
-      return;
-    }
-  pthread_mutex_lock (&lock);
-  block->producer_holds = false;
-  release_if_unused (block);
-  pthread_mutex_unlock (&lock);
+  *name = server_name;
+  *uid = server_uid;
 }
 
-/* The device of this process that UUID names, or -1.  */
-static int
-device_of_uuid (const gm_ipc_ops *ops, const uint8_t uuid[16])
+size_t
+gm_ipc_server_leases (void)
 {
-  int count = gm_backend_current->device_count ();
-
-  for (int d = 0; d < count; d++)
-    {
-      uint8_t own[16];
-      if (ops->device_uuid (d, own) == GM_OK && memcmp (own, uuid, 16) == 0)
-        return d;
-    }
-  return -1;
-}
-
-/* Receives the one-byte reply on CONN into *STATUS and the descriptor
-   that comes with it into *FD (-1: none).  false when the peer sent
-   nothing.  */
-static bool
-receive_reply (int conn, uint8_t *status, int *fd)
-{
-  struct msghdr msg = { 0 };
-  struct iovec iov = { status, 1 };
-  union
-  {
-    char buf[CMSG_SPACE (sizeof (int))];
-    struct cmsghdr align;
-  } control;
-  struct cmsghdr *cmsg;
-
-  *fd = -1;
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.buf;
-  msg.msg_controllen = sizeof control.buf;
-  if (recvmsg (conn, &msg, MSG_CMSG_CLOEXEC) != 1)
-    return false;
-  for (cmsg = CMSG_FIRSTHDR (&msg); cmsg != NULL;
-       cmsg = CMSG_NXTHDR (&msg, cmsg))
-    if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS
-        && cmsg->cmsg_len == CMSG_LEN (sizeof (int)))
-      memcpy (fd, CMSG_DATA (cmsg), sizeof *fd);
-  return true;
-}
-
-/* Opens HANDLE's block in the process that made it: a lease without a
-   connection.  */
-static gm_status
-open_local (const gm_ipc_handle *handle, gm_ipc_import *import)
-{
-  gm_ipc_block *block;
-
-  pthread_mutex_lock (&lock);
-  block = find_block (handle->block, handle->secret);
-  if (block == NULL)
-    {
-      pthread_mutex_unlock (&lock);
-      return gm_error_set (GM_ERR_FAILED, 0, NULL, "the shared array is "
-                           "closed: its producer (this process) freed it");
-    }
-  count_open (block);
-  import->local = block;
-  import->ptr = block->ptr;
-  pthread_mutex_unlock (&lock);
-  return GM_OK;
-}
-
-gm_status
-gm_ipc_open (const gm_ipc_handle *handle, gm_ipc_import **out, void **base,
-             int *device_out)
-{
-  const gm_ipc_ops *ops = current_ops ();
-  char node[GM_IPC_NODE];
-  struct sockaddr_un addr;
-  socklen_t len;
-  uint8_t request[16], reply;
-  gm_ipc_import *import;
-  gm_status status = GM_OK;
-  int device, fd = -1;
-
-  if (ops == NULL)
-    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "the %s backend "
-                         "cannot open shared memory",
-                         gm_backend_current ? gm_backend_current->name
-                                            : "(none)");
-  if (handle->kind != ops->kind)
-    return gm_error_set (GM_ERR_FAILED, 0, NULL, "the handle is for %s "
-                         "memory, and this process runs the %s backend",
-                         handle->kind == GM_IPC_KIND_CUDA ? "CUDA" : "host",
-                         gm_backend_current->name);
-  gm_ipc_node_id (node);
-  if (memcmp (node, handle->node, GM_IPC_NODE) != 0)
-    return gm_error_set (GM_ERR_FAILED, 0, NULL, "the handle comes from "
-                         "another node (%.39s; this is %.39s): shared "
-                         "memory opens only on the node that made it",
-                         handle->node, node);
-  device = device_of_uuid (ops, handle->device_uuid);
-  if (device < 0)
-    return gm_error_set (GM_ERR_FAILED, 0, NULL, "the handle names a "
-                         "device (index %u in process %u) that this "
-                         "process cannot see", (unsigned) handle->device,
-                         (unsigned) handle->pid);
-  import = calloc (1, sizeof *import);
-  if (import == NULL)
-    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
-                         "no memory for an import's record");
-  import->ops = ops;
-  import->device = device;
-  import->conn = -1;
-  import->nbytes = handle->nbytes;
-  pthread_mutex_lock (&lock);
-  bool own = started && handle->pid == (uint32_t) getpid ()
-             && handle->server == server_name;
-  pthread_mutex_unlock (&lock);
-  if (own)
-    {
-      status = open_local (handle, import);
-      goto done;
-    }
-  import->conn = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (import->conn < 0)
-    {
-      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot open shared "
-                             "memory: socket: %s", strerror (errno));
-      goto done;
-    }
-  socket_address (&addr, &len, handle->pid, handle->server);
-  if (connect (import->conn, (struct sockaddr *) &addr, len) != 0)
-    {
-      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "the shared array's "
-                             "producer (process %u) no longer serves it "
-                             "(%s): it has exited, or the handle is not "
-                             "one it made", (unsigned) handle->pid,
-                             strerror (errno));
-      goto done;
-    }
-  memcpy (request, &handle->block, 8);
-  memcpy (request + 8, &handle->secret, 8);
-  if (send (import->conn, request, sizeof request, MSG_NOSIGNAL)
-      != (ssize_t) sizeof request
-      || !receive_reply (import->conn, &reply, &fd))
-    {
-      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "the shared array's "
-                             "producer (process %u) did not answer",
-                             (unsigned) handle->pid);
-      goto done;
-    }
-  if (reply != 0 || fd < 0)
-    {
-      if (fd >= 0)
-        close (fd);
-      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "the shared array is "
-                             "closed: its producer (process %u) freed it, "
-                             "or never made it", (unsigned) handle->pid);
-      goto done;
-    }
-  status = ops->import (device, fd, handle, &import->ptr, &import->ctx);
-
-done:
-  if (status != GM_OK)
-    {
-      if (import->conn >= 0)
-        close (import->conn);
-      free (import);
-      return status;
-    }
-  pthread_mutex_lock (&lock);
-  open_imports++;
-  pthread_mutex_unlock (&lock);
-  *out = import;
-  *base = (char *) import->ptr + handle->offset;
-  *device_out = device;
-  return GM_OK;
-}
-
-void
-gm_ipc_close (gm_ipc_import *import)
-{
-  pthread_mutex_lock (&lock);
-  open_imports--;
-  if (import->local != NULL)
-    {
-      import->local->leases--;
-      release_if_unused (import->local);
-    }
-  pthread_mutex_unlock (&lock);
-  if (import->local == NULL)
-    {
-      /* Unmapped before the lease ends: the producer may free as soon as
-         it sees the connection close.  */
-      import->ops->unmap (import->device, import->ctx, import->ptr,
-                          import->nbytes);
-      close (import->conn);
-    }
-  free (import);
-}
-
-void
-gm_ipc_counts (size_t *nblocks, size_t *nleases_out, size_t *imports)
-{
-  size_t n = 0;
-
-  pthread_mutex_lock (&lock);
-  for (gm_ipc_block *block = blocks; block != NULL; block = block->next)
-    n++;
-  *nblocks = n;
-  *nleases_out = nleases;
-  *imports = open_imports;
-  pthread_mutex_unlock (&lock);
+  return nleases;
 }

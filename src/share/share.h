@@ -1,20 +1,26 @@
-/* ipc.h -- sharing device memory between processes on one node.
+/* share.h -- sharing device memory between processes on one node.
 
-   A producer allocates a shareable block (gm_ipc_alloc), describes it in
-   a handle (gm_ipc_export), and any process on the same node opens that
-   handle (gm_ipc_open) onto the same memory.  The handle's bytes are
-   plain data (ipc.c encodes and checks them); the file descriptor that
-   gives access to the memory travels from the producer's share server
-   (ipc-server.c) to the consumer over a Unix socket, and that connection
-   stays open as the consumer's lease: the producer releases a block only
-   when it has let go of it and every lease has ended (a consumer that
-   exits ends its lease with it).  docs/sharing.md has the whole story.
+   A producer allocates a shareable block (gm_ipc_alloc), shares a view
+   of it (gm_ipc_export: the share server records the view and hands out
+   a handle naming that record), and a process on the same node that
+   the share admits opens the handle (gm_ipc_open) onto the same memory.
+   The handle's bytes are plain data (share-handle.c encodes and checks them); an
+   open presents them to the producer's share server (share-server.c),
+   which answers only a handle equal, byte for byte, to one it recorded,
+   so that rewriting a field cannot widen, shift or unlock a view.  The
+   file descriptor that gives access to the memory travels from the
+   server to the consumer over a Unix socket whose peers check each
+   other (SO_PEERCRED), and that connection stays open as the consumer's
+   lease: the producer releases a block only when it has let go of it
+   and every lease has ended (a consumer that exits ends its lease with
+   it).  docs/sharing.md has the whole story.
 
    Plain C: no Python, no CUDA headers.  */
 
 #ifndef GM_IPC_H
 #define GM_IPC_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,14 +28,14 @@
 #include "gm.h"
 
 /* The handle format's version; a decoder refuses any other.  */
-#define GM_IPC_VERSION 1
+#define GM_IPC_VERSION 2
 /* Bytes of the backend's own description of a block (a CUDA pool
    pointer's export data and the IPC event handle, 64 bytes each).  */
 #define GM_IPC_OPAQUE 128
 /* Bytes of the node id: the kernel's boot id, as text.  */
 #define GM_IPC_NODE 40
 /* The encoded handle's length for NDIM dimensions.  */
-#define GM_IPC_FIXED_BYTES 252
+#define GM_IPC_FIXED_BYTES 260
 #define GM_IPC_ENCODED_BYTES(ndim) (GM_IPC_FIXED_BYTES + 16 * (size_t) (ndim))
 /* Bytes of the backend's description of a shared event (CUDA's
    interprocess event handle), and an event handle's length: the fixed
@@ -66,8 +72,9 @@ typedef struct gm_ipc_handle
   uint8_t object;                /* GM_IPC_OBJECT_* */
   char node[GM_IPC_NODE];        /* the producer's boot id, NUL-padded */
   uint32_t pid;                  /* the producer's process */
+  uint32_t uid;                  /* and its effective user */
   uint64_t server;               /* its share server's random name */
-  uint64_t block;                /* the block's number in that server */
+  uint64_t block;                /* the share's record in that server */
   uint64_t secret;               /* random: only the handle's holder opens */
   uint32_t device;               /* the producer's device index */
   uint8_t device_uuid[16];
@@ -120,10 +127,15 @@ typedef struct gm_ipc_ops
                          uint8_t opaque[GM_IPC_OPAQUE]);
   /* Frees the block, once no process uses it.  Never fails.  */
   void (*release) (int device, void *ctx, void *ptr, size_t nbytes);
+  /* A new descriptor of the block FD names that gives read access
+     only, or -1 with errno; NULL where a descriptor cannot say so (the
+     read-only flag then binds through gpumem's checks only).  */
+  int (*readonly_fd) (int fd);
   /* Maps the block HANDLE describes, whose descriptor FD came from its
-     producer (import takes FD and closes it in every case), on DEVICE:
-     *PTR is the block's start, *CTX what unmap needs.  GM_ERR_FAILED
-     when FD does not give NBYTES.  */
+     producer (import takes FD and closes it in every case), on DEVICE,
+     read-only when HANDLE is: *PTR is the block's start, *CTX what
+     unmap needs.  GM_ERR_FAILED when FD does not give exactly NBYTES
+     that cannot change size.  */
   gm_status (*import) (int device, int fd, const gm_ipc_handle *handle,
                        void **ptr, void **ctx);
   /* Unmaps what import mapped.  Never fails.  */
@@ -132,13 +144,13 @@ typedef struct gm_ipc_ops
   gm_status (*device_uuid) (int device, uint8_t uuid[16]);
 } gm_ipc_ops;
 
-/* The backends' sharing (host-ipc.c, cuda-ipc.c).  */
+/* The backends' sharing (host-share.c, cuda-share.c).  */
 extern const gm_ipc_ops gm_host_ipc_ops;
 #ifdef GM_HAVE_CUDA
 extern const gm_ipc_ops gm_cuda_ipc_ops;
 #endif
 
-/* The share server's side (ipc-server.c).  */
+/* The share server's side (share-server.c).  */
 typedef struct gm_ipc_block gm_ipc_block;
 typedef struct gm_ipc_import gm_ipc_import;
 
@@ -148,30 +160,123 @@ typedef struct gm_ipc_import gm_ipc_import;
    GM_ERR_UNAVAILABLE where the backend cannot share, GM_ERR_NOMEM.  */
 gm_status gm_ipc_alloc (int device, size_t nbytes, gm_stream *stream,
                         gm_ipc_block **block, void **ptr);
-/* Fills the fields of *HANDLE that locate BLOCK (kind, node, pid,
-   server, block, secret, device, uuid, nbytes, opaque), after the work
-   queued on STREAM; the caller fills the array's layout.  With
-   UNTIL_OPENED the server keeps the block until one more consumer opens
-   it (each such export counts one), even when the producer drops it
-   first.  */
+/* The most users a share may admit besides the producer's own and root
+   (gm_ipc_export's ALLOW, GPUMEM_SHARE_ALLOW).  */
+#define GM_IPC_MAX_ALLOW 16
+
+/* Shares BLOCK's view that the caller put in *HANDLE (object, offset,
+   dtype, readonly, ndim, shape, strides, an event's data): fills the
+   fields that locate it (kind, node, pid, uid, server, block, secret,
+   device, uuid, nbytes, opaque) after the work queued on STREAM,
+   records the whole handle in the share server, and encodes it into
+   ENCODED (room for GM_IPC_MAX_BYTES), *SIZE bytes.  Only a handle
+   equal to that record opens it, only in a process of the producer's
+   user, root, a user of GPUMEM_SHARE_ALLOW, or one of the NALLOW uids
+   ALLOW.  With UNTIL_OPENED the server keeps the block until this
+   share is opened once (each such export counts one), even when the
+   producer drops it first.  GM_ERR_VALUE for a view outside the block
+   or a bad GPUMEM_SHARE_ALLOW; GM_ERR_FAILED in a child of the process
+   that allocated BLOCK.  The caller keeps BLOCK (does not drop it)
+   until this returns; exports and drops of other blocks may run in
+   other threads.  */
 gm_status gm_ipc_export (gm_ipc_block *block, gm_stream *stream,
-                         bool until_opened, gm_ipc_handle *handle);
+                         bool until_opened, const uint32_t *allow,
+                         size_t nallow, gm_ipc_handle *handle,
+                         uint8_t *encoded, size_t *size);
+/* Revokes the share HANDLE names, made by this process: it opens
+   nowhere from now on, and an until_opened share no longer keeps its
+   block (leases already made stay).  GM_ERR_FAILED when this process
+   made no such share or revoked it already.  */
+gm_status gm_ipc_unshare (const gm_ipc_handle *handle);
 /* The producer lets go of BLOCK: the memory is freed now when no lease
-   holds it, else when the last lease ends.  Never fails.  */
+   or unopened until_opened share holds it, else when the last of them
+   ends.  Never fails.  */
 void gm_ipc_drop (gm_ipc_block *block);
 
-/* Opens HANDLE: asks its producer for the memory (a lease that lasts
-   until gm_ipc_close) and maps it; *BASE is element 0's address and
-   *DEVICE the device of this process that the handle names.
-   GM_ERR_FAILED for a handle of another node, backend kind or device,
-   one its producer has closed or never made, or whose producer has
-   exited.  Nothing stays mapped on failure.  */
+/* Called by gm_ipc_open while it waits for a producer, every few tens
+   of milliseconds: true ends the wait (gm_ipc_open then fails with
+   GM_ERR_NOT_READY).  */
+typedef bool (*gm_ipc_interrupted) (void *arg);
+
+/* Opens HANDLE: checks that the process answering at its producer's
+   address is that producer (its pid and uid, by SO_PEERCRED) and a user
+   this process trusts (its own, root, GPUMEM_SHARE_ALLOW), presents the
+   handle, receives the memory (a lease that lasts until gm_ipc_close)
+   and maps it; *BASE is element 0's address and *DEVICE the device of
+   this process that the handle names.  Every wait ends within
+   GPUMEM_SHARE_TIMEOUT seconds, or when INTERRUPTED (may be NULL) says
+   so (GM_ERR_NOT_READY).  GM_ERR_FAILED for a handle of another node,
+   backend kind or device, one its producer did not make as it is, has
+   closed or revoked, one whose producer has exited, does not admit this
+   user, or does not answer in time.  Nothing stays mapped on failure.  */
 gm_status gm_ipc_open (const gm_ipc_handle *handle, gm_ipc_import **import,
-                       void **base, int *device);
+                       void **base, int *device,
+                       gm_ipc_interrupted interrupted, void *arg);
 /* Unmaps IMPORT and ends its lease.  Never fails.  */
 void gm_ipc_close (gm_ipc_import *import);
 
 /* Blocks and leases this process's server holds (for tests and stats).  */
 void gm_ipc_counts (size_t *blocks, size_t *leases, size_t *imports);
+
+/* Between the server (share-server.c) and the consumer (share-client.c).  */
+
+/* The abstract socket address of the server PID, NAME.  */
+void gm_ipc_socket_address (void *addr, unsigned *len, uint32_t pid,
+                            uint64_t name);
+/* Whether UID may share with this process, either way: its own, root,
+   or a user of GPUMEM_SHARE_ALLOW.  GM_ERR_VALUE for a bad setting.  */
+gm_status gm_ipc_trusted (uint32_t uid, bool *trusted);
+/* GPUMEM_SHARE_TIMEOUT, the longest wait for a peer, in milliseconds
+   (read once).  GM_ERR_VALUE for a bad setting.  */
+gm_status gm_ipc_timeout_ms (int *ms);
+/* When HANDLE names a share of this process's server: opens it without
+   a connection (*OWN true, *BLOCK and *PTR the block and its memory),
+   or fails as the server would answer.  *OWN false otherwise.  */
+gm_status gm_ipc_open_local (const gm_ipc_handle *handle, bool *own,
+                             gm_ipc_block **block, void **ptr);
+/* Ends a lease gm_ipc_open_local made on BLOCK.  */
+void gm_ipc_close_local (gm_ipc_block *block);
+/* Counts one open import more (DELTA 1) or fewer (-1).  */
+void gm_ipc_count_import (int delta);
+/* Between the server thread (share-server.c) and its books
+   (share-records.c), all under gm_ipc_lock but gm_ipc_random and
+   gm_ipc_current_ops.  */
+extern pthread_mutex_t gm_ipc_lock;
+/* Random 64 bits (getrandom).  */
+uint64_t gm_ipc_random (void);
+/* The current backend's sharing, with the fork handlers registered.  */
+const gm_ipc_ops *gm_ipc_current_ops (void);
+/* Starts this process's server, once.  */
+gm_status gm_ipc_server_start (void);
+/* Whether PID and NAME are this process's running server.  */
+bool gm_ipc_server_is (uint32_t pid, uint64_t name);
+/* The server's random name and user, for handles.  */
+void gm_ipc_server_identity (uint64_t *name, uint32_t *uid);
+/* The leases other processes hold on this process's blocks.  */
+size_t gm_ipc_server_leases (void);
+/* Whether any share admits user UID.  */
+bool gm_ipc_admitted (uint32_t uid);
+/* Begins a lease for the handle of SIZE bytes ENCODED that a process of
+   UID presents: its block, and in *FD the descriptor to send (the
+   block's own, gm_ipc_block_fd, or a read-only one the caller closes);
+   NULL and *REPLY (GM_IPC_REPLY_*) when it is refused.  */
+gm_ipc_block *gm_ipc_lease_begin (const uint8_t *encoded, size_t size,
+                                  uint32_t uid, int *fd, uint8_t *reply);
+int gm_ipc_block_fd (const gm_ipc_block *block);
+/* Ends a lease gm_ipc_lease_begin began.  */
+void gm_ipc_lease_end (gm_ipc_block *block);
+/* In a child made by fork: forgets the parent's blocks.  */
+void gm_ipc_forget_blocks (void);
+
+/* Reply codes of the server.  */
+enum
+{
+  GM_IPC_REPLY_OK = 0,
+  GM_IPC_REPLY_CLOSED = 1,
+  GM_IPC_REPLY_NOMEM = 2,
+  GM_IPC_REPLY_REFUSED = 3,
+  GM_IPC_REPLY_BUSY = 4,
+  GM_IPC_REPLY_ALTERED = 5
+};
 
 #endif /* GM_IPC_H */
