@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "gm.h"
+#include "gm-interp.h"
 
 /* Seconds a forked case may take before it counts as hung.  */
 #define CASE_TIMEOUT 60

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "gm.h"
+#include "gm-interp.h"
 
 /* What gm_cli_parse found.  */
 typedef enum gm_cli_status

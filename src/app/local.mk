@@ -5,6 +5,7 @@
 ## core would not be searched again.
 bin_PROGRAMS = src/gpumem
 GM_APP_CPPFLAGS = $(GM_CORE_CPPFLAGS) -I$(top_srcdir)/src/app \
+	-I$(top_srcdir)/src/python \
 	-I$(top_srcdir)/src/comm -I$(top_srcdir)/src/plugin \
 	-I$(top_srcdir)/kernels
 GM_APP_SOURCES = src/app/main.c src/app/cli.c src/app/cli.h \

@@ -17,6 +17,7 @@
 extern char **environ;
 
 #include "gm.h"
+#include "gm-interp.h"
 #include "child-env.h"
 #include "cli.h"
 #include "comm.h"

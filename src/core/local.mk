@@ -1,11 +1,15 @@
 ## src/core: the plain-C interface every layer shares (status, dtypes,
-## the backend table, kernel descriptions and their length expressions, memory books, history, graph dependencies, the
-## NVTX switch, the pool hooks).  No Python, no CUDA, no MPI headers:
+## the backend table, kernel descriptions and their length expressions,
+## memory books, history, graph dependencies, the NVTX switch, the pool
+## hooks), one header a concern, gm.h including them all.  No Python, no CUDA, no MPI headers:
 ## its flags name none of theirs.
 noinst_LTLIBRARIES += src/core/libgm-core.la
 src_core_libgm_core_la_SOURCES = \
-	src/core/gm.h src/core/gm-launch.h src/core/dlpack-abi.h \
-	src/core/error.c src/core/backend.c src/core/kernel.c src/core/dtype.c src/core/env.c \
+	src/core/gm.h src/core/gm-status.h src/core/gm-env.h src/core/gm-dtype.h \
+	src/core/gm-kernel.h src/core/gm-backend.h src/core/gm-memory.h \
+	src/core/gm-launch.h src/core/dlpack-abi.h \
+	src/core/error.c src/core/backend.c src/core/kernel.c src/core/dtype.c \
+	src/core/env.c \
 	src/core/memory.c src/core/mem-history.c src/core/mem-history.h \
 	src/core/mem-report.c src/core/strided.c src/core/reduce.c \
 	src/core/graph-deps.c src/core/graph-deps.h \

@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "gm.h"
+#include "gm-interp.h"
 #include "graph-deps.h"
 
 /* The module's state.  The program embeds one interpreter, which imports

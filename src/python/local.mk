@@ -4,7 +4,8 @@
 ## Python's headers.
 noinst_LTLIBRARIES += src/python/libgm-python.la
 src_python_libgm_python_la_SOURCES = \
-	src/python/gm-python.h src/python/interp.c src/python/module.c \
+	src/python/gm-python.h src/python/gm-interp.h src/python/interp.c \
+	src/python/module.c \
 	src/python/embed.c include/gpumem/embed.h \
 	src/python/py-standalone.c src/python/py-device.c \
 	src/python/py-array.c src/python/py-array-core.c \

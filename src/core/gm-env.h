@@ -1,0 +1,37 @@
+/* gm-env.h -- settings read from the environment (env.c): one parser for
+   each kind of value.  */
+
+#ifndef GM_ENV_H
+#define GM_ENV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "gm-status.h"
+
+/* Reads the environment variable NAME as a boolean setting into *VALUE
+   (env.c, the one parser of every such setting): 1, yes, true or on
+   (in any case) are true, 0, no, false or off false; unset or empty
+   gives FALLBACK.  Any other value: GM_ERR_VALUE naming the variable,
+   its value and the spellings accepted (*VALUE is FALLBACK then).  */
+gm_status gm_env_bool (const char *name, bool fallback, bool *value);
+
+/* Reads the environment variable NAME as a size setting into *VALUE
+   (env.c, the one parser of every such setting): a whole number of
+   decimal digits, alone (bytes, or a count) or followed by one suffix
+   K, M or G, or KiB, MiB or GiB (times 1024, 1024^2, 1024^3), in any
+   case: "65536", "64K", "64KiB", "16m".  Nothing else: no sign, space,
+   point, hex, or kB/MB (ambiguous between 1000 and 1024).  Unset or
+   empty gives FALLBACK.  A value outside MIN..MAX, or any other
+   spelling: GM_ERR_VALUE naming the variable, its value, the spellings
+   accepted and the range (*VALUE is FALLBACK then).  */
+gm_status gm_env_size (const char *name, size_t fallback, size_t min,
+                       size_t max, size_t *value);
+/* Reads NAME, a switch or a count: a true spelling of gm_env_bool gives
+   ON_VALUE, a false one or none 0, a size as gm_env_size reads it (MIN
+   to MAX) itself.  GM_ERR_VALUE, naming the variable, for anything
+   else.  */
+gm_status gm_env_switch_size (const char *name, size_t on_value, size_t min,
+                              size_t max, size_t *value);
+
+#endif /* GM_ENV_H */
