@@ -117,11 +117,13 @@ static PyMethodDef gmpy_methods[] = {
    METH_VARARGS | METH_KEYWORDS,
    "alloc_gpu_memory(size, dtype='float32', device=None)\n--\n\n"
    "A new one-dimensional DeviceArray of SIZE elements (the stitching workload's API)."},
-  {"asarray", gmpy_asarray, METH_O,
-   "asarray(obj)\n--\n\n"
-   "OBJ as a DeviceArray without a copy: a DeviceArray itself, any\n"
-   "object with __cuda_array_interface__, or a DLPack producer of CUDA\n"
-   "memory (kept alive by the result)."},
+  {"asarray", (PyCFunction) (void (*) (void)) gmpy_asarray_py,
+   METH_VARARGS | METH_KEYWORDS,
+   "asarray(obj, readonly=False)\n--\n\n"
+   "OBJ as a DeviceArray without a copy: a DeviceArray itself, an object\n"
+   "whose type publishes DLPack's C exchange API, a DLPack producer of\n"
+   "CUDA memory, or any object with __cuda_array_interface__ (kept alive\n"
+   "by the result).  readonly=True gives a read-only view of it."},
   {"from_dlpack", gmpy_from_dlpack, METH_O,
    "from_dlpack(obj)\n--\n\n"
    "A DeviceArray over the memory of DLPack producer OBJ (an object with\n"
@@ -329,6 +331,7 @@ static void
 gmpy_free (void *module)
 {
   gmpy_clear ((PyObject *) module);
+  gmpy_exchange_clear ();
   if (gmpy_state_get () == PyModule_GetState ((PyObject *) module))
     gmpy_state_set (NULL);
 }
