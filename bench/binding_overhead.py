@@ -61,7 +61,7 @@ def main():
     parser.add_argument("--calls", type=int, default=100000)
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
-    arrays = [gpumem.zeros(1024, "float32") for _ in range(3)]
+    arrays = tuple(gpumem.zeros(1024, "float32") for _ in range(3))
     print(f"backend {gpumem.backend}; median ns per call over "
           f"{args.repeats} x {args.calls} calls")
     for name in build():
