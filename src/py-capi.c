@@ -185,9 +185,12 @@ capi_load_buffer (PyObject *obj, gm_buffer *buf, void **launch)
   *launch = NULL;
   if (describe (obj, buf) < 0)
     return -1;
+  /* No block open in any thread, the common case: the default stream,
+     without a call.  */
   if (buf->stream != NULL)
     *launch = buf->stream;
   else if (buf->device_type != GM_DL_CPU
+           && (gmpy_concurrent_active () || gmpy_stream_context_open ())
            && gmpy_exchange_stream (buf->device, launch) < 0)
     {
       Py_CLEAR (buf->owner);

@@ -117,6 +117,11 @@ launch_of (array<const float, gpumem::any_ndim, strided> a,
 }
 
 #ifdef GM_BIND_CUDA
+#include <cuda_runtime.h>
+#include <type_traits>
+static_assert (std::is_same<gpumem::stream_t, cudaStream_t>::value,
+               "gpumem::stream_t is cudaStream_t");
+
 int gm_bind_tail (const float *x, std::int64_t offset, float *out,
                   std::int64_t n, void *stream);
 int gm_bind_sync (void *stream);
