@@ -322,7 +322,7 @@ if test "$backend" != host; then
         echo "Commit $(bench_commit "$top"), $(date -u '+%F %T UTC')."
         echo
         echo '```'
-        GPUMEM="$gpumem" timeout "$limit" "$gpumem" -q "$here/binding_overhead.py" 2>&1 | tail -n 4
+        GPUMEM="$gpumem" timeout "$limit" "$gpumem" -q "$here/binding_overhead.py" 2>&1 | tail -n 8
         echo '```'
         echo
         GPUMEM="$gpumem" timeout "$limit" "$gpumem" -q "$here/frameworks_alloc.py" 2>&1 | tail -n 6
