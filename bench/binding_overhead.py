@@ -1,7 +1,11 @@
 """Per-call cost of gpumem arrays through the C++ binding casters:
 three arrays (gmbind_*.three_arrays) against three ints
 (gmbind_*.three_ints), for pybind11 and nanobind; the target is at most
-1.3x.  Builds tests/bindings with CMake into a temporary folder.
+1.3x.  On the cuda backend with PyTorch, also three PyTorch tensors
+through the casters (target 2x where torch.Tensor publishes DLPack's C
+exchange API), and gpumem.asarray(tensor) against
+torch.from_dlpack(device_array), per call.  Builds tests/bindings with
+CMake into a temporary folder.
 
     gpumem bench/binding_overhead.py [--calls N] [--repeats R]
 """
@@ -61,9 +65,23 @@ def main():
     parser.add_argument("--calls", type=int, default=100000)
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
-    arrays = [gpumem.zeros(1024, "float32") for _ in range(3)]
+    arrays = tuple(gpumem.zeros(1024, "float32") for _ in range(3))
+    torch = None
+    if gpumem.backend == "cuda":
+        try:
+            import torch
+            if not torch.cuda.is_available():
+                torch = None
+        except ImportError:
+            pass
     print(f"backend {gpumem.backend}; median ns per call over "
           f"{args.repeats} x {args.calls} calls")
+    if torch is not None:
+        print(f"PyTorch {torch.__version__}: torch.Tensor "
+              + ("publishes" if hasattr(torch.Tensor,
+                                       "__dlpack_c_exchange_api__")
+                 else "does not publish")
+              + " __dlpack_c_exchange_api__")
     for name in build():
         module = __import__(f"gmbind_{name}")
         ints = per_call_ns(module.three_ints, (1, 2, 3), args.calls,
@@ -72,6 +90,23 @@ def main():
                            args.repeats)
         print(f"{name:9s} 3 ints {ints:8.1f} ns   3 arrays {arrs:8.1f} ns   "
               f"ratio {arrs / ints:5.2f}x (target <= 1.30x)")
+        if torch is not None:
+            tensors = tuple(torch.zeros(1024, device="cuda")
+                            for _ in range(3))
+            tens = per_call_ns(module.three_arrays, tensors, args.calls,
+                               args.repeats)
+            print(f"{name:9s} 3 ints {ints:8.1f} ns   3 tensors "
+                  f"{tens:7.1f} ns   ratio {tens / ints:5.2f}x (target <= "
+                  f"2x with the exchange API)")
+    if torch is not None:
+        tensor = torch.zeros(1024, device="cuda")
+        ours = per_call_ns(gpumem.asarray, (tensor,), args.calls // 10,
+                           args.repeats)
+        theirs = per_call_ns(torch.from_dlpack, (arrays[0],),
+                             args.calls // 10, args.repeats)
+        print(f"gpumem.asarray(tensor) {ours:8.1f} ns   "
+              f"torch.from_dlpack(DeviceArray) {theirs:8.1f} ns   "
+              f"ratio {ours / theirs:5.2f}x (target <= 1x)")
 
 
 if __name__ == "__main__":

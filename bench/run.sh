@@ -430,7 +430,7 @@ case " $sections " in
     export GPUMEM_TORCH_SHIM
     {
       echo '```'
-      sharing_step casters 4 binding_overhead.py
+      sharing_step casters 8 binding_overhead.py
       echo '```'
       echo
       sharing_step allocators 6 frameworks_alloc.py

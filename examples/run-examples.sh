@@ -8,8 +8,8 @@
 # gpumem/pybind11.h and gpumem/nanobind.h, built with CMake; the CUDA
 # path where CMake finds a CUDA compiler).
 #
-# PREFIX may be a staged tree (make install DESTDIR=D: give D/usr/local):
-# gpumem.pc is read with its prefix moved there.  Backend: GPUMEM_BACKEND
+# PREFIX may be a staged or moved tree (make install DESTDIR=D: give
+# D/usr/local): gpumem.pc finds its prefix from where it lies.  Backend: GPUMEM_BACKEND
 # (default host).  Prints "PASS NAME", "FAIL NAME" or "SKIP NAME: why"
 # for each; exits 1 if any failed, else 0.
 set -u
@@ -35,11 +35,9 @@ if test ! -x "$prefix/bin/gpumem" || test -z "$pc"; then
   echo "run-examples.sh: no bin/gpumem or gpumem.pc under $prefix" >&2
   exit 1
 fi
-# gpumem.pc names the prefix it was configured for: move it here.
-mkdir "$work/pkgconfig"
-sed "s|^prefix=.*|prefix=$prefix|" "$pc" > "$work/pkgconfig/gpumem.pc"
+# gpumem.pc finds its prefix from its own place: read where it lies.
 export PATH="$prefix/bin:$PATH"
-export PKG_CONFIG_PATH="$work/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 run () {   # run NAME COMMAND...: in $work/NAME, logged
@@ -49,7 +47,7 @@ run () {   # run NAME COMMAND...: in $work/NAME, logged
     return 0
   fi
   echo "FAIL $name: $*"
-  sed 's/^/    /' "$work/$name.log"
+  while IFS= read -r line; do printf '    %s\n' "$line"; done < "$work/$name.log"
   failed=1
   return 1
 }

@@ -92,9 +92,15 @@ check_pkg_config () {
     *) fail "pkg-config --libs lacks -lgpumem" ;;
   esac
   [ "$(gm_pkg_config --modversion)" != "" ] || fail "no --modversion"
+  # Read as it lies, without moving its prefix: gpumem.pc finds the
+  # tree from its own place (staged, or installed with another prefix).
   scripts=$(PKG_CONFIG_PATH=$lib/pkgconfig pkg-config --variable=scriptsdir gpumem)
-  [ "$scripts" = "$pkgdatadir/scripts" ] \
-    || fail "scriptsdir is '$scripts', not $pkgdatadir/scripts"
+  [ "$(cd "$scripts" && pwd -P)" = "$(cd "$data/scripts" && pwd -P)" ] \
+    || fail "scriptsdir is '$scripts', not $data/scripts"
+  cflags=$(PKG_CONFIG_PATH=$lib/pkgconfig pkg-config --cflags-only-I gpumem)
+  cflags=${cflags%% }
+  [ "$(cd "${cflags#-I}" && pwd -P)" = "$(cd "$include" && pwd -P)" ] \
+    || fail "pkg-config --cflags names '$cflags', not -I$include"
 }
 
 # Every installed header compiles alone, in C (and in C++ where there is
@@ -197,7 +203,7 @@ check_link () {
 
 # A plain python imports the installed extension module (PYTHONPATH at
 # the folder configure's summary names), and its get_include() names
-# the installed headers' folder.
+# the installed headers' folder, where it lies.
 check_import () {
   step "python3 -c 'import gpumem' (PYTHONPATH=$pyexec)"
   PYTHONPATH=$pyexec "$python" -c '
@@ -212,7 +218,9 @@ y = gpumem.zeros(4)
 gpumem.kernels.saxpy(4, 2.0, x, y)
 assert y.copy_to_host().tolist() == [0.0, 2.0, 4.0, 6.0]
 include = gpumem.get_include()
-assert include == sys.argv[2], (include, sys.argv[2])
+# Where the headers are, also when the tree was staged or installed
+# with another prefix than configure was given.
+assert include == os.path.realpath(sys.argv[3]), (include, sys.argv[3])
 assert os.path.isfile(sys.argv[3] + "/gpumem/extension.h"), sys.argv[3]
 print("   imported", gpumem.__file__, "headers", include)' \
     "$pyexec" "$includedir" "$include" \
@@ -224,6 +232,10 @@ print("   imported", gpumem.__file__, "headers", include)' \
 check_program () {
   step "$bindir/gpumem -V"
   "$bin/gpumem" -V || fail "gpumem -V"
+  step "the installed program's gpumem.get_include() is where the headers are"
+  got=$("$bin/gpumem" -q -c 'import gpumem; print(gpumem.get_include())')
+  [ "$got" = "$(cd "$include" && pwd -P)" ] \
+    || fail "gpumem.get_include() is '$got', not $include"
   step "gpumem $pkgdatadir/scripts/stitching.py"
   "$bin/gpumem" -q "$data/scripts/stitching.py" > stitching.out \
     || fail "the installed stitching.py failed"

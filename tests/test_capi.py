@@ -1,8 +1,17 @@
 """gpumem._C_API, the extension authors' capsule (py-capi.c,
 include/gpumem/extension.h), called through ctypes with the header's
-struct layouts, as a C extension calls it."""
+struct layouts, as a C extension calls it; and DLPack's C exchange API
+(py-dlpack-exchange.c) both ways, through gmexchange
+(tests/bindings/exchange.c), a C consumer built here at test time, with
+gpumem's arrays and, where installed, PyTorch's tensors."""
 
 import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
 
 import numpy as np
 
@@ -36,6 +45,13 @@ NEW_ARRAY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int,
                              ctypes.c_int, ctypes.POINTER(Buffer))
 CURRENT_STREAM = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int,
                                   ctypes.POINTER(ctypes.c_void_p))
+LOAD_BUFFER = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
+                               ctypes.POINTER(Buffer),
+                               ctypes.POINTER(ctypes.c_void_p))
+STREAM_WAIT = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                               ctypes.c_void_p)
+LAUNCH_DONE = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                               ctypes.POINTER(ctypes.py_object), ctypes.c_int)
 
 
 class Table(ctypes.Structure):
@@ -43,7 +59,9 @@ class Table(ctypes.Structure):
     _fields_ = [("abi", ctypes.c_uint32), ("size", ctypes.c_uint32),
                 ("version", ctypes.c_char_p), ("get_buffer", GET_BUFFER),
                 ("new_array", NEW_ARRAY),
-                ("current_stream", CURRENT_STREAM)]
+                ("current_stream", CURRENT_STREAM),
+                ("load_buffer", LOAD_BUFFER), ("stream_wait", STREAM_WAIT),
+                ("launch_done", LAUNCH_DONE)]
 
 
 get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -303,6 +321,234 @@ def current_stream():
     with gpumem.concurrent():
         assert TABLE.current_stream(0, ctypes.byref(stream)) == 0
         assert stream.value is not None
+
+
+@case
+def load_buffer():
+    """load_buffer describes as get_buffer does, and names the stream to
+    launch on; a freed array and a non-array raise as get_buffer's."""
+    a = gpumem.zeros((4, 6), "float32")[:, ::2]
+    buf, launch = Buffer(), ctypes.c_void_p(5)
+    assert TABLE.load_buffer(a, ctypes.byref(buf), ctypes.byref(launch)) == 0
+    assert ctypes.cast(buf.owner, ctypes.py_object).value is a
+    decref(buf.owner)
+    assert buf.ptr == a.ptr and buf.ndim == 2
+    assert tuple(buf.shape[:2]) == (4, 3) and tuple(buf.strides[:2]) == (24, 8)
+    assert buf.dtype == b"float32" and buf.typestr == b"<f4"
+    assert launch.value is None            # no block open: default stream
+    raises(TypeError, TABLE.load_buffer, 42, ctypes.byref(buf),
+           ctypes.byref(launch), match="expected device memory")
+    freed = gpumem.zeros(3)
+    freed.free()
+    raises(ValueError, TABLE.load_buffer, freed, ctypes.byref(buf),
+           ctypes.byref(launch), match="freed")
+    if CUDA:
+        s = gpumem.Stream()
+        with s:
+            assert TABLE.load_buffer(gpumem.zeros(2), ctypes.byref(buf),
+                                     ctypes.byref(launch)) == 0
+            decref(buf.owner)
+            assert launch.value == s.handle
+
+
+@case
+def launch_helpers():
+    """stream_wait and launch_done: no-ops where nothing is pending (the
+    host backend's memory); launch_done without a block waits."""
+    assert TABLE.stream_wait(-1, None, None) == 0
+    a = gpumem.zeros(8)
+    written = (ctypes.py_object * 1)(a)
+    assert TABLE.launch_done(-1, None, written, 1) == 0
+    if CUDA:
+        raises(ValueError, TABLE.stream_wait, gpumem.device_count(), None,
+               ctypes.c_void_p(0x10))
+        s1, s2 = gpumem.Stream(), gpumem.Stream()
+        assert TABLE.stream_wait(0, s1.handle, s2.handle) == 0
+        with s1:
+            assert TABLE.launch_done(0, s1.handle, written, 1) == 0
+
+
+def build_exchange():
+    """Builds gmexchange (tests/bindings/exchange.c) into a temporary
+    folder on sys.path; the module, or None with the reason."""
+    compiler = sysconfig.get_config_var("CC") or "cc"
+    compiler = compiler.split()[0]
+    if shutil.which(compiler) is None:
+        return None, f"no C compiler ({compiler})"
+    if gmtest.sanitized():
+        return None, "a sanitized build (the module is not)"
+    work = tempfile.mkdtemp(prefix="gpumem-exchange.")
+    target = os.path.join(work, "gmexchange"
+                          + sysconfig.get_config_var("EXT_SUFFIX"))
+    source = os.path.join(gmtest.SRCDIR, "tests", "bindings", "exchange.c")
+    done = subprocess.run([compiler, "-O2", "-Wall", "-Werror", "-shared",
+                           "-fPIC", "-I" + sysconfig.get_paths()["include"],
+                           source, "-o", target],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise AssertionError("building gmexchange failed:\n" + done.stderr)
+    sys.path.insert(0, work)
+    import gmexchange
+    return gmexchange, None
+
+
+EXCHANGE, EXCHANGE_MISSING = build_exchange()
+
+
+def exchange():
+    if EXCHANGE is None:
+        gmtest.skip(EXCHANGE_MISSING)
+    return EXCHANGE
+
+
+@case
+def exchange_api_published():
+    """DeviceArray's type publishes DLPack 1.3's table, as the standard
+    lays it out (the consumer checks the offsets when built)."""
+    ex = exchange()
+    capsule = gpumem.DeviceArray.__dlpack_c_exchange_api__
+    assert type(capsule).__name__ == "PyCapsule"
+    assert "dlpack_exchange_api" in repr(capsule)
+    assert ex.info(gpumem.DeviceArray) == (1, 3, True, True)
+
+
+@case
+def exchange_borrowed_tensor():
+    """dltensor_from_py_object_no_sync lends the array's own layout:
+    element-0 address, shape, strides in elements, reversed views."""
+    ex = exchange()
+    host = np.arange(48, dtype=np.float32).reshape(6, 8)
+    a = gpumem.to_device(host)
+    dl_type = a.__dlpack_device__()
+    for key in [(), (slice(None), slice(1, None, 2)),
+                (slice(None, None, -1), slice(None, None, -3)), (2,)]:
+        view = a[key]
+        data, device, ndim, dtype, shape, strides, offset = ex.borrowed(view)
+        assert data == view.ptr and offset == 0
+        assert device == tuple(dl_type)
+        assert ndim == view.ndim and shape == view.shape
+        assert strides == tuple(s // 4 for s in view.strides), strides
+        assert dtype == (2, 32, 1)
+        if not CUDA:
+            assert ex.sum_host(view) == float(host[key].sum())
+    freed = gpumem.zeros(2)
+    freed.free()
+    raises(ValueError, ex.borrowed, freed, match="freed")
+
+
+@case
+def exchange_export_and_import():
+    """managed_tensor_from_py_object_no_sync exports with the read-only
+    flag; managed_tensor_to_py_object_no_sync imports (gpumem to gpumem
+    here: the memory is the same, the array is kept alive by the
+    export)."""
+    ex = exchange()
+    host = np.arange(12, dtype=np.float32).reshape(3, 4)
+    a = gpumem.to_device(host)
+    version, readonly, tensor = ex.exported(a)
+    assert version[0] == 1 and readonly is False
+    assert tensor[0] == a.ptr and tensor[4] == (3, 4)
+    ro = gpumem.asarray(a, readonly=True)
+    assert ex.exported(ro)[1] is True
+    back = ex.convert(a[::-1], gpumem.DeviceArray)
+    assert isinstance(back, gpumem.DeviceArray) and back is not a
+    assert back.ptr == a[::-1].ptr and back.strides == (-16, 4)
+    np.testing.assert_array_equal(back.copy_to_host(), host[::-1])
+    assert ex.convert(ro, gpumem.DeviceArray).readonly
+    del a
+    np.testing.assert_array_equal(back.copy_to_host(), host[::-1])
+
+
+@case
+def exchange_allocator_and_stream():
+    """managed_tensor_allocator makes a new array (SetError for what it
+    cannot make); current_work_stream answers with gpumem's rule."""
+    ex = exchange()
+    device_type = gpumem.zeros(1).__dlpack_device__()[0]
+    made = ex.allocate(gpumem.DeviceArray, (2, 5), 2, 64, device_type, 0)
+    assert isinstance(made, gpumem.DeviceArray)
+    assert made.shape == (2, 5) and made.dtype == np.float64
+    raises(RuntimeError, ex.allocate, gpumem.DeviceArray, (2,), 2, 24,
+           device_type, 0, match="ValueError")
+    raises(RuntimeError, ex.allocate, gpumem.DeviceArray, (2,), 2, 32,
+           device_type + 5, 0, match="device type")
+    assert ex.current_stream(gpumem.DeviceArray, device_type, 0) == 0
+    if CUDA:
+        s = gpumem.Stream()
+        with s:
+            assert ex.current_stream(gpumem.DeviceArray, 2, 0) == s.handle
+
+
+@case
+def exchange_dispatch_comes_first():
+    """A type's exchange API is used before its __dlpack__: a type that
+    publishes gpumem's table without being a DeviceArray is refused by
+    that table, and __dlpack__ is never called."""
+    class Borrower:
+        __dlpack_c_exchange_api__ = \
+            gpumem.DeviceArray.__dlpack_c_exchange_api__
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("__dlpack__ was called")
+
+        def __dlpack_device__(self):
+            return gpumem.zeros(1).__dlpack_device__()
+    raises(TypeError, gpumem.from_dlpack, Borrower(),
+           match="needs a gpumem.DeviceArray, not Borrower")
+    buf = Buffer()
+    raises(TypeError, TABLE.get_buffer, Borrower(), ctypes.byref(buf),
+           match="exchange API")
+
+
+def torch_with_exchange():
+    """PyTorch on the GPU whose Tensor type publishes the exchange API,
+    else skips the case with the reason."""
+    if not CUDA:
+        gmtest.skip("PyTorch's exchange with CUDA memory: cuda backend only")
+    try:
+        import torch
+    except ImportError:
+        gmtest.skip("PyTorch is not installed")
+    if not torch.cuda.is_available():
+        gmtest.skip("torch.cuda is not available")
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        gmtest.skip(f"PyTorch {torch.__version__}'s Tensor does not publish "
+                    "__dlpack_c_exchange_api__")
+    return torch
+
+
+@case
+def exchange_with_torch():
+    """Both directions with PyTorch's table: torch to gpumem (asarray,
+    from_dlpack, the C API and gmexchange's convert) and gpumem to torch
+    (torch's importer through gmexchange, torch.from_dlpack)."""
+    ex = exchange()
+    torch = torch_with_exchange()
+    major, minor, _, _ = ex.info(torch.Tensor)
+    assert major == 1
+    t = torch.arange(24, dtype=torch.float32, device="cuda").reshape(4, 6)
+    view = t[:, 1::2]
+    for take in (gpumem.asarray, gpumem.from_dlpack,
+                 lambda x: ex.convert(x, gpumem.DeviceArray)):
+        a = take(view)
+        assert isinstance(a, gpumem.DeviceArray)
+        assert a.ptr == view.data_ptr() and a.shape == (4, 3)
+        assert a.strides == (24, 8)
+        np.testing.assert_array_equal(a.copy_to_host(), view.cpu().numpy())
+    buf, owner = describe(view)
+    assert owner is view and buf.ptr == view.data_ptr()
+    assert tuple(buf.strides[:2]) == (24, 8)
+    assert buf.stream == (torch.cuda.current_stream().cuda_stream or None)
+    d = gpumem.to_device(np.arange(10, dtype=np.float32))[::2]
+    for give in (lambda x: ex.convert(x, torch.Tensor), torch.from_dlpack):
+        tt = give(d)
+        assert isinstance(tt, torch.Tensor) and tt.data_ptr() == d.ptr
+        assert tt.stride() == (2,)
+        assert tt.cpu().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0]
+    # torch's current stream is the one its table names.
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        assert ex.current_stream(torch.Tensor, 2, 0) == s.cuda_stream
 
 
 gmtest.main()

@@ -7,8 +7,10 @@ gpumem::array<float, 1> algo (gpumem::array<const float, 1> images, gpumem::arra
 {
   if (n > images.size () || update.size () < 4 || partial.size () < 4)
     throw nanobind::value_error ("algo: needs number_of_images <= len(images) and 4 updates");
-  algo_run (images.on_host (), partial.stream (), images.data (), images.stride (0),
+  auto stream = gpumem::launch_stream (images, update, partial);
+  algo_run (images.on_host (), stream, images.data (), images.stride (0),
             update.data (), update.stride (0), partial.data (), partial.stride (0), n);
+  gpumem::launch_done (stream, partial);
   return partial;
 }
 

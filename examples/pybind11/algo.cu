@@ -47,8 +47,6 @@ algo_cuda (const float *images, std::int64_t images_stride,
                                      update_stride, partial, partial_stride,
                                      n);
   cudaError_t status = cudaGetLastError ();
-  if (status == cudaSuccess && s == nullptr)
-    status = cudaStreamSynchronize (s);
   if (status != cudaSuccess)
     throw std::runtime_error (std::string ("algo: ")
                               + cudaGetErrorString (status));

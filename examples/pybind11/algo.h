@@ -2,8 +2,9 @@
    ../nanobind call it: PARTIAL_UPDATE[k] = mean (IMAGES[0:N]) +
    UPDATE[k] for k < 4, the mean summed in double (0 with no images),
    each output rounded once to float, as gpumem's own algo kernel
-   computes it.  Every pointer walks its own stride (in elements), so
-   strided views need no copy.  */
+   computes it.  Every pointer walks its own stride (in elements); the
+   bindings take C-contiguous arrays (gpumem::array's default layout),
+   whose strides are 1.  */
 #pragma once
 #include <cstdint>
 #include <stdexcept>
@@ -26,9 +27,9 @@ algo_host (const float *images, std::int64_t images_stride,
 }
 
 #ifdef ALGO_CUDA
-/* The CUDA path (algo.cu), launched on STREAM (a cudaStream_t; NULL:
-   the default stream, waited for before it returns).  Throws
-   std::runtime_error when CUDA fails.  */
+/* The CUDA path (algo.cu), launched on STREAM (a cudaStream_t from
+   gpumem::launch_stream; gpumem::launch_done waits for it where that is
+   due).  Throws std::runtime_error when the launch fails.  */
 void algo_cuda (const float *images, std::int64_t images_stride,
                 const float *update, std::int64_t update_stride,
                 float *partial, std::int64_t partial_stride, std::int64_t n,

@@ -4,17 +4,27 @@
    gpumem/nanobind.h wrap it as a type caster; docs/cpp-bindings.md is
    the guide.
 
-     gpumem::array<const float>                 any layout, read-only use
+     gpumem::array<const float>                 C-contiguous, read-only use
      gpumem::array<float, 1>                    one dimension, writable
-     gpumem::array<float, 2, gpumem::c_contig>  C-contiguous 2-d
+     gpumem::array<float, 2, gpumem::strided>   any 2-d view: walk strides
 
    T gives the dtype (float -> float32, ...); const T accepts read-only
-   arrays, T refuses them.  NDIM (any_ndim: any) and LAYOUT (strided:
-   walk shape() and stride(); c_contig: a bare pointer and size() will
-   do) are checked when the object is loaded.  An array holds a
-   reference to what keeps the memory alive (RAII): the memory stays
-   while the array lives, inside or beyond the call.  Create, copy and
-   destroy arrays with the GIL held.  */
+   arrays, T refuses them.  NDIM (any_ndim: any) and LAYOUT are checked
+   when the object is loaded.  The default layout, c_contig, refuses a
+   strided or reversed view with an error that names the fix, so that
+   data () and size () are always a bare pointer and its length, as a
+   kernel written for a pointer reads them; gpumem::strided, spelled
+   out, takes any view: walk shape () and stride () from data (), the
+   address of element 0.  An array holds a reference to what keeps the
+   memory alive (RAII): the memory stays while the array lives, inside
+   or beyond the call.  Create, copy and destroy arrays with the GIL
+   held.
+
+   Streams: gpumem::launch_stream (a, b, c) (gpumem/pybind11.h,
+   gpumem/nanobind.h) is the stream to launch on for several arrays,
+   made to wait for every argument's pending work; gpumem::launch_done
+   after the launch makes a call outside a `with stream:` block complete
+   on return.  */
 
 #ifndef GPUMEM_ARRAY_HPP
 #define GPUMEM_ARRAY_HPP
@@ -28,8 +38,17 @@
 #include <string>
 #include <type_traits>
 
+/* CUDA's stream type, cudaStream_t, is a pointer to this struct: a
+   stream_t is a cudaStream_t whether or not CUDA's headers are
+   included, before or after this one.  */
+struct CUstream_st;
+
 namespace gpumem
 {
+
+/* A CUDA stream: the same type as cudaStream_t.  nullptr is CUDA's
+   legacy default stream.  */
+using stream_t = CUstream_st *;
 
 /* The layouts a parameter may ask for.  */
 enum layout : unsigned
@@ -44,24 +63,27 @@ constexpr int any_ndim = -1;
 constexpr int device_cuda = 2;
 constexpr int device_host = 1;
 
-/* dtype<T>::name: NumPy's name of T's dtype, as gm_buffer.dtype has it.  */
+/* dtype<T>::name: NumPy's name of T's dtype, as gm_buffer.dtype has it;
+   dtype<T>::typestr: the array interface's, as gm_buffer.typestr has
+   it (little-endian, as every platform CUDA runs on).  */
 template <class T> struct dtype;
-#define GPUMEM_DTYPE(type, text)                                           \
+#define GPUMEM_DTYPE(type, text, type_text)                                \
   template <> struct dtype<type>                                          \
   {                                                                       \
     static constexpr char name[] = text;                                  \
+    static constexpr char typestr[4] = type_text;                         \
   };
-GPUMEM_DTYPE (bool, "bool")
-GPUMEM_DTYPE (std::int8_t, "int8")
-GPUMEM_DTYPE (std::int16_t, "int16")
-GPUMEM_DTYPE (std::int32_t, "int32")
-GPUMEM_DTYPE (std::int64_t, "int64")
-GPUMEM_DTYPE (std::uint8_t, "uint8")
-GPUMEM_DTYPE (std::uint16_t, "uint16")
-GPUMEM_DTYPE (std::uint32_t, "uint32")
-GPUMEM_DTYPE (std::uint64_t, "uint64")
-GPUMEM_DTYPE (float, "float32")
-GPUMEM_DTYPE (double, "float64")
+GPUMEM_DTYPE (bool, "bool", "|b1")
+GPUMEM_DTYPE (std::int8_t, "int8", "|i1")
+GPUMEM_DTYPE (std::int16_t, "int16", "<i2")
+GPUMEM_DTYPE (std::int32_t, "int32", "<i4")
+GPUMEM_DTYPE (std::int64_t, "int64", "<i8")
+GPUMEM_DTYPE (std::uint8_t, "uint8", "|u1")
+GPUMEM_DTYPE (std::uint16_t, "uint16", "<u2")
+GPUMEM_DTYPE (std::uint32_t, "uint32", "<u4")
+GPUMEM_DTYPE (std::uint64_t, "uint64", "<u8")
+GPUMEM_DTYPE (float, "float32", "<f4")
+GPUMEM_DTYPE (double, "float64", "<f8")
 #undef GPUMEM_DTYPE
 
 namespace detail
@@ -78,7 +100,8 @@ api ()
 }
 
 /* The readable name of a parameter type, as help () shows it:
-   "gpumem.DeviceArray[const float32, ndim=2, c_contig]".  */
+   "gpumem.DeviceArray[const float32, ndim=2]" (C-contiguous, the
+   default), "gpumem.DeviceArray[float32, strided]".  */
 inline std::string
 type_text (const char *dtype, bool writable, int ndim, unsigned layout)
 {
@@ -88,8 +111,8 @@ type_text (const char *dtype, bool writable, int ndim, unsigned layout)
   text += dtype;
   if (ndim >= 0)
     text += ", ndim=" + std::to_string (ndim);
-  if (layout & c_contig)
-    text += ", c_contig";
+  if (!(layout & c_contig))
+    text += ", strided";
   return text + "]";
 }
 
@@ -103,16 +126,27 @@ type_text (const char *dtype, bool writable, int ndim, unsigned layout)
    WRITABLE, another ndim, or strides where LAYOUT is c_contig.  */
 inline int
 load (PyObject *obj, gm_buffer *buf, void **stream, const char *dtype,
-      bool writable, int ndim, unsigned layout)
+      const char *typestr, bool writable, int ndim, unsigned layout)
 {
   const gm_c_api_table *table = api ();
   const char *type;
 
   *stream = nullptr;
-  if (table == nullptr || table->get_buffer (obj, buf) < 0)
+  if (table == nullptr)
+    return -1;
+  if (GM_C_API_HAS (table, load_buffer))
+    {
+      if (table->load_buffer (obj, buf, stream) < 0)
+        return -1;
+    }
+  else if (table->get_buffer (obj, buf) < 0)
     return -1;
   type = buf->dtype;
-  if (std::strcmp (type, dtype) != 0)
+  /* Four bytes compared at once: typestr and its NUL.  */
+  std::uint32_t got, want;
+  std::memcpy (&got, buf->typestr, sizeof got);
+  std::memcpy (&want, typestr, sizeof want);
+  if (got != want && std::strcmp (type, dtype) != 0)
     PyErr_Format (PyExc_TypeError, "must hold %s elements, not %s", dtype,
                   type);
   else if (writable && buf->readonly)
@@ -124,14 +158,19 @@ load (PyObject *obj, gm_buffer *buf, void **stream, const char *dtype,
                   ndim == 1 ? "" : "s", buf->ndim);
   else if ((layout & c_contig) && !gm_buffer_is_contiguous (buf))
     PyErr_SetString (PyExc_ValueError, "must be C-contiguous, not a strided "
-                     "view (copy it first, or declare the parameter "
-                     "gpumem::strided and walk its strides)");
+                     "or reversed view, so that data () and size () are a "
+                     "bare pointer and its length (pass a copy: x.copy (); "
+                     "or declare the parameter gpumem::array<T, NDIM, "
+                     "gpumem::strided> and walk its strides)");
+  else if (GM_C_API_HAS (table, load_buffer))
+    return 0;
   else if (buf->stream != nullptr)
-    *stream = buf->stream;
-  else if (GM_C_API_HAS (table, current_stream)
-           && table->current_stream (buf->device, stream) < 0)
-    ;
-  else
+    {
+      *stream = buf->stream;
+      return 0;
+    }
+  else if (!GM_C_API_HAS (table, current_stream)
+           || table->current_stream (buf->device, stream) == 0)
     return 0;
   Py_CLEAR (buf->owner);
   return -1;
@@ -196,13 +235,14 @@ restore_error (PyObject *error)
 /* Device memory of element type T (const T: read-only use), NDIM
    dimensions (any_ndim: any) in LAYOUT, holding a reference to its
    Python owner.  */
-template <class T, int NDIM = any_ndim, unsigned LAYOUT = strided>
+template <class T, int NDIM = any_ndim, unsigned LAYOUT = c_contig>
 class array
 {
 public:
   using element_type = T;
   using value_type = std::remove_cv_t<T>;
   static constexpr const char *dtype_name = dtype<value_type>::name;
+  static constexpr const char *dtype_typestr = dtype<value_type>::typestr;
   static constexpr bool writable = !std::is_const<T>::value;
   static constexpr int required_ndim = NDIM;
   static constexpr unsigned required_layout = LAYOUT;
@@ -248,8 +288,8 @@ public:
   int load (PyObject *obj)
   {
     Py_CLEAR (buf_.owner);
-    if (detail::load (obj, &buf_, &stream_, dtype_name, writable, NDIM,
-                      LAYOUT) < 0)
+    if (detail::load (obj, &buf_, &stream_, dtype_name, dtype_typestr,
+                      writable, NDIM, LAYOUT) < 0)
       {
         clear ();
         return -1;
@@ -289,6 +329,9 @@ public:
   }
 
   explicit operator bool () const noexcept { return buf_.owner != nullptr; }
+  /* The address of element 0: with the default layout (c_contig) the
+     elements are data () [0] to data () [size () - 1]; with
+     gpumem::strided, walk stride (i) from it.  */
   T *data () const noexcept { return static_cast<T *> (buf_.ptr); }
   int ndim () const noexcept { return buf_.ndim; }
   std::int64_t shape (int i) const noexcept { return buf_.shape[i]; }
@@ -305,14 +348,24 @@ public:
   /* Whether the memory is host memory (the host backend's): a CPU path
      must run then, as no kernel can.  */
   bool on_host () const noexcept { return buf_.device_type == device_host; }
-  /* The cudaStream_t to launch on, so that the launch follows gpumem's
-     pending work on the memory: that work's stream, else the caller's
-     current one (a `with stream:` block's).  NULL is the default stream:
-     synchronize before returning to Python then, as gpumem calls without
-     stream= are complete on return.  */
-  void *stream () const noexcept { return stream_; }
-  /* Element I along the first dimension, through its stride: the
-     address of a 1-d array's I-th element.  */
+  /* The cudaStream_t to launch on for this array alone: the stream of
+     gpumem's pending work on the memory, else the caller's current one
+     (a `with stream:` block's, gpumem.concurrent ()'s), else NULL, the
+     default stream.  With several arrays use gpumem::launch_stream,
+     which orders the launch after every argument's pending work.  */
+  stream_t stream () const noexcept
+  {
+    return static_cast<stream_t> (stream_);
+  }
+  /* The stream whose work writing the memory is still pending (gpumem's
+     stream, or for another library's tensor its current work stream),
+     or NULL when none is.  */
+  stream_t pending () const noexcept
+  {
+    return static_cast<stream_t> (buf_.stream);
+  }
+  /* A pointer to element I along the first dimension, through its stride
+     (a 1-d array's I-th element), for any layout.  */
   T *at (std::int64_t i) const noexcept
   {
     return reinterpret_cast<T *> (static_cast<char *> (buf_.ptr)
@@ -361,9 +414,11 @@ private:
     const gm_buffer &from = other.buf_;
     buf_.ptr = from.ptr;
     buf_.ndim = from.ndim;
-    std::memcpy (buf_.shape, from.shape, (size_t) from.ndim * sizeof *from.shape);
-    std::memcpy (buf_.strides, from.strides,
-                 (size_t) from.ndim * sizeof *from.strides);
+    for (int i = 0; i < from.ndim; i++)
+      {
+        buf_.shape[i] = from.shape[i];
+        buf_.strides[i] = from.strides[i];
+      }
     buf_.dtype = from.dtype;
     std::memcpy (buf_.typestr, from.typestr, sizeof buf_.typestr);
     buf_.itemsize = from.itemsize;
@@ -379,6 +434,84 @@ private:
   gm_buffer buf_;
   void *stream_ = nullptr;
 };
+
+namespace detail
+{
+
+/* The gpumem table with MEMBER, or NULL with an exception set
+   (ImportError, or RuntimeError naming WHAT for an older gpumem).  */
+#define GPUMEM_API_WITH(member, what)                                     \
+  ([] () -> const gm_c_api_table * {                                      \
+    const gm_c_api_table *table_ = api ();                                \
+    if (table_ != nullptr && !GM_C_API_HAS (table_, member))              \
+      {                                                                   \
+        PyErr_Format (PyExc_RuntimeError, "gpumem %s has no %s in its "   \
+                      "C API", table_->version, what);                    \
+        table_ = nullptr;                                                 \
+      }                                                                   \
+    return table_;                                                        \
+  }) ()
+
+/* launch_stream's work over the N buffers BUFS: *OUT is the current
+   stream of their device (NULL: the default stream), made to wait for
+   each one's pending stream.  0, or -1 with a Python exception
+   (ValueError: an empty array, arrays on two devices).  */
+inline int
+launch_stream (const gm_buffer *const *bufs, int n, stream_t *out)
+{
+  const gm_c_api_table *table = GPUMEM_API_WITH (stream_wait,
+                                                 "launch_stream");
+  void *target = nullptr;
+  int device = -1;
+
+  *out = nullptr;
+  if (table == nullptr)
+    return -1;
+  for (int i = 0; i < n; i++)
+    {
+      if (bufs[i]->owner == nullptr)
+        {
+          PyErr_SetString (PyExc_ValueError, "gpumem::launch_stream: "
+                           "argument is an empty gpumem::array");
+          return -1;
+        }
+      if (device >= 0 && bufs[i]->device != device)
+        {
+          PyErr_Format (PyExc_ValueError, "gpumem::launch_stream: the "
+                        "arrays are on devices %d and %d; one launch uses "
+                        "one device", device, bufs[i]->device);
+          return -1;
+        }
+      device = bufs[i]->device;
+    }
+  if (n == 0 || bufs[0]->device_type == device_host)
+    return 0;
+  if (table->current_stream (device, &target) < 0)
+    return -1;
+  for (int i = 0; i < n; i++)
+    if (table->stream_wait (device, target, bufs[i]->stream) < 0)
+      return -1;
+  *out = static_cast<stream_t> (target);
+  return 0;
+}
+
+/* launch_done's work: ends a launch on STREAM that wrote the N objects
+   WRITTEN on DEVICE (-1: the current one).  0, or -1 with a Python
+   exception.  */
+inline int
+launch_done (stream_t stream, int device, PyObject *const *written, int n)
+{
+  const gm_c_api_table *table = GPUMEM_API_WITH (launch_done,
+                                                 "launch_done");
+  if (table == nullptr)
+    return -1;
+  return table->launch_done (device, static_cast<void *> (stream), written,
+                             n);
+}
+
+#undef GPUMEM_API_WITH
+
+} // namespace detail
 
 } // namespace gpumem
 

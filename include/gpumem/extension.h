@@ -13,9 +13,10 @@
          buf.stream ...
      Py_DECREF (buf.owner);          // the memory may go after this
 
-   OBJ may be a gpumem.DeviceArray, any object with
-   __cuda_array_interface__ (CuPy, PyTorch, Numba) or a DLPack producer;
-   the checks are gpumem.asarray's.  BUF describes the memory as it is:
+   OBJ may be a gpumem.DeviceArray, an object whose type publishes
+   DLPack's C exchange API (__dlpack_c_exchange_api__), a DLPack
+   producer or any object with __cuda_array_interface__ (CuPy, PyTorch,
+   Numba); the checks are gpumem.asarray's.  BUF describes the memory as it is:
    shape, strides in bytes (negative for a reversed view, not C-order
    for a strided or transposed one) and the address of element 0, so
    walk it through (ptr, shape, strides), or check that it is
@@ -85,6 +86,32 @@ typedef struct gm_c_api_table
      returning to Python (gpumem calls without stream= are complete on
      return).  0, or -1 with a Python exception.  */
   int (*current_stream) (int device, void **stream);
+  /* Members from gpumem 0.3 on: test with GM_C_API_HAS first.  */
+  /* get_buffer for a caster: the same *BUF, but only the NDIM used
+     entries of shape and strides are written (the rest of *BUF is left
+     as it was), and *LAUNCH is the stream to launch on for this memory:
+     BUF->stream when not NULL, else current_stream's for BUF->device.
+     The dispatch is keyed on OBJ's type (a DeviceArray is read directly,
+     then a type's DLPack C exchange API, __dlpack__, then
+     __cuda_array_interface__), so that it costs tens of nanoseconds for
+     a DeviceArray.  0, or -1 with an exception and BUF->owner NULL.  */
+  int (*load_buffer) (PyObject *obj, gm_buffer *buf, void **launch);
+  /* Makes the cudaStream_t WAITER (NULL: the legacy default stream) on
+     DEVICE (-1: the current one) wait, without blocking the host, for
+     the work queued on SOURCE so far: an event, no host wait.  Nothing
+     when SOURCE is NULL or WAITER, or on the host backend.  0, or -1
+     with an exception.  */
+  int (*stream_wait) (int device, void *waiter, void *source);
+  /* Ends a launch on STREAM on DEVICE (-1: the current one).  With
+     STREAM NULL (the default stream: no `with stream:` block was open)
+     it waits for that work, the GIL released and Ctrl-C answered, so the
+     call is complete on return as gpumem's own calls are; else each of
+     the N objects WRITTEN that is a gpumem.DeviceArray records that the
+     current block's stream writes it, as gpumem's calls in a block do.
+     0, or -1 with an exception (CudaError from the work,
+     KeyboardInterrupt).  */
+  int (*launch_done) (int device, void *stream, PyObject *const *written,
+                      int n);
 } gm_c_api_table;
 
 /* Whether API, a table gm_import_c_api accepted, has MEMBER.  */

@@ -41,6 +41,43 @@ empty (const std::vector<std::int64_t> &shape, int device = -1)
   return made;
 }
 
+/* The stream to launch on for ARRAYS (gpumem::array arguments of one
+   call): the caller's current stream of their device (a `with stream:`
+   block's, gpumem.concurrent ()'s), else NULL, the default stream; made
+   to wait, with events and no host wait, for every argument's pending
+   work (gpumem's streams, another library's current stream).  Pass it
+   to gpumem::launch_done after the launch.  Throws nanobind::python_error
+   (ValueError: arrays on two devices).  */
+template <class... Arrays>
+stream_t
+launch_stream (const Arrays &...arrays)
+{
+  static_assert (sizeof... (Arrays) > 0, "launch_stream takes the arrays");
+  const gm_buffer *bufs[] = {&arrays.buffer ()...};
+  stream_t stream;
+  if (detail::launch_stream (bufs, (int) sizeof... (Arrays), &stream) < 0)
+    throw nanobind::python_error ();
+  return stream;
+}
+
+/* Ends a launch on STREAM (from launch_stream) that wrote WRITTEN (the
+   output arrays): outside a `with stream:` block (STREAM NULL) it waits
+   for the work, the GIL released, so the call is complete on return as
+   gpumem's own calls are; inside one it records that the block's stream
+   writes each output that is a gpumem.DeviceArray.  Throws
+   nanobind::python_error (CudaError from the work, KeyboardInterrupt).  */
+template <class... Arrays>
+void
+launch_done (stream_t stream, const Arrays &...written)
+{
+  PyObject *objects[] = {written.object ()..., nullptr};
+  const gm_buffer *buffers[] = {&written.buffer ()..., nullptr};
+  int device = buffers[0] != nullptr ? buffers[0]->device : -1;
+  if (detail::launch_done (stream, device, objects,
+                           (int) sizeof... (Arrays)) < 0)
+    throw nanobind::python_error ();
+}
+
 } // namespace gpumem
 
 namespace nanobind
@@ -64,8 +101,8 @@ struct type_caster<gpumem::array<T, NDIM, LAYOUT>>
             const_name (", ndim=")
                 + const_name<(size_t) (NDIM >= 0 ? NDIM : 0)> (),
             const_name (""))
-        + const_name<(LAYOUT & gpumem::c_contig) != 0> (
-            const_name (", c_contig"), const_name (""))
+        + const_name<(LAYOUT & gpumem::c_contig) == 0> (
+            const_name (", strided"), const_name (""))
         + const_name ("]");
   template <typename T_> using Cast = movable_cast_t<T_>;
   template <typename T_> static constexpr bool can_cast () { return true; }

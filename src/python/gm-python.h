@@ -15,6 +15,7 @@
 #include "gm.h"
 #include "gm-interp.h"
 #include "graph-deps.h"
+#include "dlpack-abi.h"
 
 /* The module's state.  The program embeds one interpreter, which imports
    gpumem once; gmpy_state () returns that module's state to C helpers
@@ -319,6 +320,10 @@ typedef struct arraypy_object
      (gmpy_array_hold).  */
   Py_ssize_t users;
   PyObject *weakreflist;
+  /* The strides in elements, as the DLPack C exchange API lends them
+     (py-dlpack-exchange.c): malloc'd at the first such call, NULL
+     before.  */
+  int64_t *dl_strides;
 } arraypy_object;
 
 /* Whether OBJ is a DeviceArray (py-utils.c).  */
@@ -495,6 +500,50 @@ PyObject *gmpy_from_dlpack (PyObject *module, PyObject *obj);
    device memory (as asarray takes it): 1 with *RESULT a new reference,
    0 when OBJ is not such a producer, -1 with an exception.  */
 int gmpy_dlpack_asarray (PyObject *obj, PyObject **result);
+/* A new DLPack 1.x export of the DeviceArray ARRAY_OBJ into *OUT (the
+   read-only flag set for a read-only array), without any stream
+   ordering; the caller owns it and calls its deleter.  0, or -1 with
+   ValueError (freed) or MemoryError.  */
+int gmpy_dlpack_export (PyObject *array_obj,
+                        gm_dl_managed_tensor_versioned **out);
+/* MANAGED wrapped in a new DeviceArray that calls its deleter when the
+   memory's last array goes, after from_dlpack's checks; MANAGED is
+   taken, also on failure (its deleter is called then).  New reference
+   or NULL.  */
+PyObject *gmpy_dlpack_wrap (gm_dl_managed_tensor_versioned *managed);
+/* from_dlpack's checks of TENSOR, and what a DeviceArray needs from it:
+   *NDIM, DIMS, STRIDES (bytes), *DTYPE, *DEVICE and *DATA.  0, or -1
+   with BufferError, TypeError or ValueError.  */
+int gmpy_dlpack_read_tensor (const gm_dl_tensor *tensor, int *ndim,
+                             Py_ssize_t dims[GM_MAX_NDIM],
+                             Py_ssize_t strides[GM_MAX_NDIM],
+                             gm_dtype *dtype, int *device, char **data);
+
+/* The DLPack C exchange API, both ways (py-dlpack-exchange.c).  */
+/* Puts __dlpack_c_exchange_api__ on the DeviceArray type TYPE.  0 or
+   -1.  */
+int gmpy_exchange_init (PyTypeObject *type);
+/* The exchange API that OBJ's type publishes (DLPack 1.x), or NULL when
+   it publishes none; never fails.  Cached by type.  */
+const gm_dl_exchange_api *gmpy_exchange_api_of (PyObject *obj);
+/* OBJ, whose type publishes API, as a new DeviceArray over its memory,
+   gpumem's default stream ordered after the producer's current work on
+   it.  New reference or NULL.  */
+PyObject *gmpy_exchange_take (PyObject *obj, const gm_dl_exchange_api *api);
+/* In *STREAM the cudaStream_t a call without stream= uses on DEVICE in
+   this thread: the innermost `with stream:` block's, else an open
+   gpumem.concurrent() block's, else NULL (the default stream).  0, or
+   -1 with ValueError for a device that does not exist.  */
+int gmpy_exchange_stream (int device, void **stream);
+/* Makes gpumem's default stream on DEVICE wait, without blocking the
+   host, for the work queued so far on HANDLE, another library's
+   cudaStream_t (nothing for NULL, or on the host backend).  0 or -1.  */
+int gmpy_default_stream_wait (int device, void *handle);
+/* Lets go of the types the dispatch remembers (the module's free).  */
+void gmpy_exchange_clear (void);
+/* Whether the backend uses memory of DLPack device type TYPE
+   (py-dlpack.c).  */
+bool gmpy_dlpack_device_usable (int32_t type);
 
 /* Device memory described by anything a kernel or copy accepts: a
    DeviceArray or a __cuda_array_interface__ object (read by py-cai.c).  */
@@ -537,6 +586,17 @@ int gmpy_devbuf_usable (const gmpy_devbuf *buf);
    else a DeviceArray over the memory of a CUDA Array Interface object
    or a DLPack producer of device memory, holding OBJ.  */
 PyObject *gmpy_asarray (PyObject *module, PyObject *obj);
+/* gpumem.asarray (obj, readonly=False) as Python calls it.  */
+PyObject *gmpy_asarray_py (PyObject *module, PyObject *args,
+                           PyObject *kwargs);
+/* OBJ as asarray takes it, the dispatch keyed on OBJ's type: a
+   DeviceArray itself, then a type's DLPack exchange API, then
+   __dlpack__, then __cuda_array_interface__; with HOST_DLPACK, on the
+   host backend, DLPack producers of host memory too (as from_dlpack
+   takes them).  WHO names the caller in the TypeError for an object
+   that is no device memory (NULL: none).  New reference or NULL.  */
+PyObject *gmpy_asarray_for (PyObject *obj, const char *who,
+                            bool host_dlpack);
 
 
 /* Module-level copy functions (py-copy.c).  */

@@ -16,7 +16,7 @@ src_python_libgm_python_la_SOURCES = \
 	src/python/py-stream.c src/python/py-stream-context.c \
 	src/python/py-kernels.c src/python/py-pinned.c \
 	src/python/py-memory.c src/python/py-mem-history.c \
-	src/python/py-dlpack.c src/python/py-cai.c src/python/py-asarray.c \
+	src/python/py-dlpack.c src/python/py-dlpack-exchange.c src/python/py-cai.c src/python/py-asarray.c \
 	src/python/py-utils.c src/python/py-nvtx.c \
 	src/python/py-plugin.c src/python/py-jit.c \
 	src/python/py-capi.c include/gpumem/extension.h \
@@ -34,7 +34,9 @@ src_python_libgm_python_la_CPPFLAGS = $(GM_PYTHON_CPPFLAGS)
 GM_PYTHON_CPPFLAGS = $(GM_CORE_CPPFLAGS) -I$(top_srcdir)/src/python \
 	-I$(top_builddir)/src/python -I$(top_srcdir)/src/comm -I$(top_srcdir)/src/share \
 	-I$(top_srcdir)/src/plugin $(PYTHON_CFLAGS) \
-	-DGM_INCLUDEDIR=\"$(includedir)\" -DGM_PKGLIBDIR=\"$(pkglibdir)\"
+	-DGM_INCLUDEDIR=\"$(includedir)\" -DGM_PKGLIBDIR=\"$(pkglibdir)\" \
+	-DGM_INCLUDE_FROM_BINDIR=\"$(GM_INCLUDE_FROM_BINDIR)\" \
+	-DGM_INCLUDE_FROM_PYEXECDIR=\"$(GM_INCLUDE_FROM_PYEXECDIR)\"
 ## The Python glue of gpumem.use_pool, built in from frameworks.py.  Made
 ## before the object that includes it, also when make is asked for an
 ## install target alone (pip's build backend), which BUILT_SOURCES does

@@ -5,7 +5,9 @@
 
 #include "gm-python.h"
 
+#include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -39,22 +41,55 @@ gmpy_synchronize (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   Py_RETURN_NONE;
 }
 
+/* The folder RELATIVE (a path, or empty: none) names from the folder of
+   FILE, when it holds gpumem/extension.h: a new string with the path
+   made absolute and plain (realpath), or NULL with no exception set when
+   it does not hold it (or on any failure).  */
+static PyObject *
+include_from (const char *file, const char *relative)
+{
+  static const char header[] = "/gpumem/extension.h";
+  const char *slash = strrchr (file, '/');
+  size_t dirlen = slash != NULL ? (size_t) (slash - file) + 1 : 0;
+  char *candidate, resolved[PATH_MAX];
+  PyObject *result = NULL;
+
+  if (relative[0] == '\0' || slash == NULL)
+    return NULL;
+  candidate = PyMem_Malloc (dirlen + strlen (relative) + sizeof header);
+  if (candidate == NULL)
+    return NULL;
+  memcpy (candidate, file, dirlen);
+  strcpy (candidate + dirlen, relative);
+  strcat (candidate, header);
+  if (access (candidate, F_OK) == 0)
+    {
+      candidate[dirlen + strlen (relative)] = '\0';
+      if (realpath (candidate, resolved) != NULL)
+        result = PyUnicode_DecodeFSDefault (resolved);
+      PyErr_Clear ();
+    }
+  PyMem_Free (candidate);
+  return result;
+}
+
 /* The folder that holds gpumem/extension.h and the other installed
    headers, for building extensions against gpumem (as
    numpy.get_include()).  A module installed by pip has them in the
-   folder gpumem-include beside its file (__file__); the program's
-   built-in module, and a module installed by make install, has them in
-   the configured includedir (GM_INCLUDEDIR, from Makefile.am), which
-   may not exist yet before make install.  */
+   folder gpumem-include beside its file (__file__).  A module installed
+   by make install, and the installed program's built-in module, find
+   them where includedir lies from pyexecdir or bindir
+   (GM_INCLUDE_FROM_PYEXECDIR, GM_INCLUDE_FROM_BINDIR, from
+   m4/gm_relocatable.m4), so that a tree installed with another prefix
+   (make install prefix=DIR, DESTDIR) or moved is right; else the
+   configured includedir (GM_INCLUDEDIR, from Makefile.am), which may not
+   exist yet before make install.  */
 static PyObject *
 gmpy_get_include (PyObject *module, PyObject *unused)
 {
-  static const char beside[] = "gpumem-include";
-  static const char header[] = "/gpumem/extension.h";
   PyObject *file, *file_bytes, *result = NULL;
-  const char *path, *slash;
-  char *candidate;
-  size_t dirlen;
+  char program[PATH_MAX];
+  ssize_t length;
 
   file = PyObject_GetAttrString (module, "__file__");
   if (file == NULL)
@@ -66,34 +101,25 @@ gmpy_get_include (PyObject *module, PyObject *unused)
   if (file == NULL || !PyUnicode_Check (file))
     {
       Py_XDECREF (file);
-      return PyUnicode_DecodeFSDefault (GM_INCLUDEDIR);
+      length = readlink ("/proc/self/exe", program, sizeof program - 1);
+      if (length > 0)
+        {
+          program[length] = '\0';
+          result = include_from (program, GM_INCLUDE_FROM_BINDIR);
+        }
+      return result != NULL ? result
+                            : PyUnicode_DecodeFSDefault (GM_INCLUDEDIR);
     }
   file_bytes = PyUnicode_EncodeFSDefault (file);
   Py_DECREF (file);
   if (file_bytes == NULL)
     return NULL;
-  path = PyBytes_AS_STRING (file_bytes);
-  slash = strrchr (path, '/');
-  dirlen = slash != NULL ? (size_t) (slash - path) + 1 : 0;
-  candidate = PyMem_Malloc (dirlen + sizeof beside + sizeof header);
-  if (candidate == NULL)
-    {
-      Py_DECREF (file_bytes);
-      return PyErr_NoMemory ();
-    }
-  memcpy (candidate, path, dirlen);
-  memcpy (candidate + dirlen, beside, sizeof beside);
-  strcat (candidate, header);
-  if (access (candidate, F_OK) == 0)
-    {
-      candidate[dirlen + sizeof beside - 1] = '\0';
-      result = PyUnicode_DecodeFSDefault (candidate);
-    }
-  else
-    result = PyUnicode_DecodeFSDefault (GM_INCLUDEDIR);
-  PyMem_Free (candidate);
+  result = include_from (PyBytes_AS_STRING (file_bytes), "gpumem-include");
+  if (result == NULL)
+    result = include_from (PyBytes_AS_STRING (file_bytes),
+                           GM_INCLUDE_FROM_PYEXECDIR);
   Py_DECREF (file_bytes);
-  return result;
+  return result != NULL ? result : PyUnicode_DecodeFSDefault (GM_INCLUDEDIR);
 }
 
 static PyMethodDef gmpy_methods[] = {
@@ -117,11 +143,13 @@ static PyMethodDef gmpy_methods[] = {
    METH_VARARGS | METH_KEYWORDS,
    "alloc_gpu_memory(size, dtype='float32', device=None)\n--\n\n"
    "A new one-dimensional DeviceArray of SIZE elements (the stitching workload's API)."},
-  {"asarray", gmpy_asarray, METH_O,
-   "asarray(obj, /)\n--\n\n"
-   "OBJ as a DeviceArray without a copy: a DeviceArray itself, any\n"
-   "object with __cuda_array_interface__, or a DLPack producer of CUDA\n"
-   "memory (kept alive by the result)."},
+  {"asarray", (PyCFunction) (void (*) (void)) gmpy_asarray_py,
+   METH_VARARGS | METH_KEYWORDS,
+   "asarray(obj, readonly=False)\n--\n\n"
+   "OBJ as a DeviceArray without a copy: a DeviceArray itself, an object\n"
+   "whose type publishes DLPack's C exchange API, a DLPack producer of\n"
+   "CUDA memory, or any object with __cuda_array_interface__ (kept alive\n"
+   "by the result).  readonly=True gives a read-only view of it."},
   {"from_dlpack", gmpy_from_dlpack, METH_O,
    "from_dlpack(obj, /)\n--\n\n"
    "A DeviceArray over the memory of DLPack producer OBJ (an object with\n"
@@ -329,6 +357,7 @@ static void
 gmpy_free (void *module)
 {
   gmpy_clear ((PyObject *) module);
+  gmpy_exchange_clear ();
   if (gmpy_state_get () == PyModule_GetState ((PyObject *) module))
     gmpy_state_set (NULL);
 }

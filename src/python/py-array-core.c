@@ -81,6 +81,7 @@ alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
   array->exports = 0;
   array->users = 0;
   array->weakreflist = NULL;
+  array->dl_strides = NULL;
   return array;
 }
 
@@ -140,6 +141,8 @@ void
 gmpy_array_set_strides (arraypy_object *array, const Py_ssize_t *strides)
 {
   memcpy (array->strides, strides, sizeof *strides * (size_t) array->ndim);
+  free (array->dl_strides);
+  array->dl_strides = NULL;
   array->contiguous = is_c_contiguous (array->ndim, array->shape, strides,
                                        gm_dtypes[array->dtype].itemsize);
 }
@@ -370,6 +373,7 @@ gmpy_array_dealloc (PyObject *self)
       PyErr_Restore (saved_type, saved_value, saved_tb);
     }
   gmpy_array_clear (self);
+  free (array->dl_strides);
   type->tp_free (self);
   Py_DECREF (type);
 }

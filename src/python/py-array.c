@@ -33,6 +33,12 @@ arraypy_get_strides (PyObject *self, void *closure)
 }
 
 static PyObject *
+arraypy_get_readonly (PyObject *self, void *closure)
+{
+  return PyBool_FromLong (((arraypy_object *) self)->readonly);
+}
+
+static PyObject *
 arraypy_get_contiguous (PyObject *self, void *closure)
 {
   return PyBool_FromLong (((arraypy_object *) self)->contiguous);
@@ -110,6 +116,10 @@ static PyGetSetDef arraypy_getset[] = {
   {"is_contiguous", arraypy_get_contiguous, NULL,
    "True when the elements are C-contiguous (every array but a\n"
    "strided view).", NULL},
+  {"readonly", arraypy_get_readonly, NULL,
+   "True when the memory may only be read (gpumem.asarray(x,\n"
+   "readonly=True), a read-only DLPack or CUDA Array Interface\n"
+   "producer's).", NULL},
   {"ndim", arraypy_get_ndim, NULL, "Number of dimensions.", NULL},
   {"itemsize", arraypy_get_itemsize, NULL, "Bytes per element.", NULL},
   {"nbytes", arraypy_get_nbytes, NULL, "Bytes of all elements.", NULL},
@@ -624,6 +634,7 @@ gmpy_array_init (PyObject *module, gmpy_state *state)
   state->array_type = (PyTypeObject *) PyType_FromModuleAndSpec (
     module, &arraypy_spec, NULL);
   if (state->array_type == NULL
+      || gmpy_exchange_init (state->array_type) < 0
       || PyModule_AddType (module, state->array_type) < 0)
     return -1;
   return 0;

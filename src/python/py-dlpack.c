@@ -152,25 +152,28 @@ device_of (int device)
   return dl;
 }
 
-/* A capsule exporting NDIM, SHAPE, BYTE_STRIDES (NULL: C-contiguous)
-   and DTYPE at DATA on DL_DEVICE, kept alive by OWNER (a new strong reference is taken).  ARRAY, when not
-   NULL, is the DeviceArray OWNER is, whose exports count this one.
-   VERSIONED picks the capsule kind; FLAGS are the versioned flags.  New
-   reference, or NULL with MemoryError.  */
-static PyObject *
-export_capsule (PyObject *owner, arraypy_object *array, void *data, int ndim,
-                const Py_ssize_t *shape, const Py_ssize_t *byte_strides,
-                gm_dtype dtype,
-                gm_dl_device dl_device, bool versioned, uint64_t flags)
+/* A new export of NDIM, SHAPE, BYTE_STRIDES (NULL: C-contiguous) and
+   DTYPE at DATA on DL_DEVICE, kept alive by OWNER (a new strong
+   reference is taken).  ARRAY, when not NULL, is the DeviceArray OWNER
+   is, whose exports count this one.  VERSIONED picks the structure;
+   FLAGS are the versioned flags.  The block, whose deleter ends it, or
+   NULL with MemoryError.  */
+static export_block *
+export_new (PyObject *owner, arraypy_object *array, void *data, int ndim,
+            const Py_ssize_t *shape, const Py_ssize_t *byte_strides,
+            gm_dtype dtype, gm_dl_device dl_device, bool versioned,
+            uint64_t flags)
 {
   export_block *block;
   gm_dl_tensor *tensor;
-  PyObject *capsule;
   int64_t stride = 1;
 
   block = calloc (1, sizeof *block + 2 * (size_t) ndim * sizeof (int64_t));
   if (block == NULL)
-    return PyErr_NoMemory ();
+    {
+      PyErr_NoMemory ();
+      return NULL;
+    }
   if (versioned)
     {
       block->tensor.versioned.version.major = GM_DLPACK_MAJOR;
@@ -192,8 +195,7 @@ export_capsule (PyObject *owner, arraypy_object *array, void *data, int ndim,
   tensor->dtype.code = gm_dtypes[dtype].dlpack_code;
   tensor->dtype.bits = (uint8_t) (gm_dtypes[dtype].itemsize * 8);
   tensor->dtype.lanes = 1;
-  /* Strides are always given: DLPack allows NULL for C-contiguous data,
-     but newer consumers prefer them spelled out.  */
+  /* Strides are always given: DLPack 1.2 and later require them.  */
   tensor->shape = block->dims;
   tensor->strides = block->dims + ndim;
   for (int i = ndim - 1; i >= 0; i--)
@@ -208,21 +210,54 @@ export_capsule (PyObject *owner, arraypy_object *array, void *data, int ndim,
         stride = 0;
     }
   tensor->byte_offset = 0;
-
-  capsule = PyCapsule_New (&block->tensor,
-                           versioned ? CAPSULE_VERSIONED : CAPSULE_LEGACY,
-                           export_capsule_destructor);
-  if (capsule == NULL)
-    {
-      free (block);
-      return NULL;
-    }
-  /* From here the capsule owns the block.  */
   block->owner = Py_NewRef (owner);
   block->array = array;
   if (array != NULL)
     gmpy_array_exports_add (array, +1);
+  return block;
+}
+
+/* A capsule holding a new export (export_new's arguments).  New
+   reference, or NULL with MemoryError.  */
+static PyObject *
+export_capsule (PyObject *owner, arraypy_object *array, void *data, int ndim,
+                const Py_ssize_t *shape, const Py_ssize_t *byte_strides,
+                gm_dtype dtype,
+                gm_dl_device dl_device, bool versioned, uint64_t flags)
+{
+  export_block *block = export_new (owner, array, data, ndim, shape,
+                                    byte_strides, dtype, dl_device,
+                                    versioned, flags);
+  PyObject *capsule;
+
+  if (block == NULL)
+    return NULL;
+  capsule = PyCapsule_New (&block->tensor,
+                           versioned ? CAPSULE_VERSIONED : CAPSULE_LEGACY,
+                           export_capsule_destructor);
+  if (capsule == NULL)
+    export_free (block);
+  /* From here the capsule owns the block.  */
   return capsule;
+}
+
+int
+gmpy_dlpack_export (PyObject *array_obj, gm_dl_managed_tensor_versioned **out)
+{
+  arraypy_object *array = (arraypy_object *) array_obj;
+  export_block *block;
+
+  *out = NULL;
+  if (gmpy_array_usable (array) < 0)
+    return -1;
+  block = export_new (array_obj, array, array->data, array->ndim,
+                      array->shape, array->contiguous ? NULL : array->strides,
+                      array->dtype, device_of (array->device), true,
+                      array->readonly ? GM_DLPACK_FLAG_READ_ONLY : 0);
+  if (block == NULL)
+    return -1;
+  *out = &block->tensor.versioned;
+  return 0;
 }
 
 /* Reads OBJ, a tuple of two ints, into *FIRST and *SECOND.  1, 0 when
@@ -538,6 +573,12 @@ device_type_usable (int32_t type)
   return type == GM_DL_CPU || type == GM_DL_CUDA_HOST;
 }
 
+bool
+gmpy_dlpack_device_usable (int32_t type)
+{
+  return device_type_usable (type);
+}
+
 /* Sets BufferError for data on DLPack device type TYPE, which the
    backend cannot use; returns -1.  */
 static int
@@ -656,6 +697,97 @@ read_tensor (const gm_dl_tensor *tensor, int *ndim,
   return 0;
 }
 
+/* Wraps MANAGED, a DLManagedTensorVersioned (VERSIONED) or a
+   DLManagedTensor, in a DeviceArray that calls its deleter when the
+   last array using the memory goes, after checking it all.  CAPSULE,
+   when not NULL, is the capsule MANAGED came in: it is renamed
+   "used_..." once the tensor is ours, and left untouched on a failed
+   check (its destructor then deletes the tensor); without a capsule a
+   failed check deletes the tensor.  New reference, or NULL with an
+   exception.  */
+static PyObject *
+wrap_managed (void *managed, bool versioned, PyObject *capsule)
+{
+  Py_ssize_t dims[GM_MAX_NDIM], strides[GM_MAX_NDIM];
+  const gm_dl_tensor *tensor;
+  PyObject *holder, *result;
+  bool readonly = false;
+  /* Set by read_tensor; initialized for the compiler's sake.  */
+  gm_dtype dtype = GM_FLOAT32;
+  char *data = NULL;
+  int ndim = 0, device = 0;
+
+  if (versioned)
+    {
+      gm_dl_managed_tensor_versioned *mtv = managed;
+      if (mtv->version.major != GM_DLPACK_MAJOR)
+        {
+          PyErr_Format (PyExc_BufferError, "from_dlpack: the tensor is "
+                        "DLPack %u.%u; gpumem reads %d.x", mtv->version.major,
+                        mtv->version.minor, GM_DLPACK_MAJOR);
+          goto refused;
+        }
+      readonly = (mtv->flags & GM_DLPACK_FLAG_READ_ONLY) != 0;
+      tensor = &mtv->dl_tensor;
+    }
+  else
+    tensor = &((gm_dl_managed_tensor *) managed)->dl_tensor;
+  if (read_tensor (tensor, &ndim, dims, strides, &dtype, &device, &data) < 0)
+    goto refused;
+
+  holder = PyCapsule_New (managed, versioned ? HOLDER_VERSIONED
+                                             : HOLDER_LEGACY,
+                          holder_destructor);
+  if (holder == NULL)
+    goto refused;
+  /* The tensor is ours now: the holder calls its deleter, even if
+     wrapping fails below.  */
+  if (capsule != NULL
+      && PyCapsule_SetName (capsule, versioned ? CAPSULE_USED_VERSIONED
+                                               : CAPSULE_USED_LEGACY) < 0)
+    {
+      /* Renaming a valid capsule does not fail; if it ever did, the
+         producer's destructor still owns the tensor.  */
+      PyCapsule_SetDestructor (holder, NULL);
+      Py_DECREF (holder);
+      return NULL;
+    }
+  result = gmpy_array_wrap (ndim, dims, dtype, device, data, readonly,
+                            holder);
+  Py_DECREF (holder);
+  if (result != NULL)
+    gmpy_array_set_strides ((arraypy_object *) result, strides);
+  return result;
+
+refused:
+  if (capsule == NULL)
+    {
+      PyObject *saved_type, *saved_value, *saved_tb;
+      PyErr_Fetch (&saved_type, &saved_value, &saved_tb);
+      if (versioned && ((gm_dl_managed_tensor_versioned *) managed)->deleter)
+        ((gm_dl_managed_tensor_versioned *) managed)->deleter (managed);
+      else if (!versioned && ((gm_dl_managed_tensor *) managed)->deleter)
+        ((gm_dl_managed_tensor *) managed)->deleter (managed);
+      PyErr_Restore (saved_type, saved_value, saved_tb);
+    }
+  return NULL;
+}
+
+PyObject *
+gmpy_dlpack_wrap (gm_dl_managed_tensor_versioned *managed)
+{
+  return wrap_managed (managed, true, NULL);
+}
+
+int
+gmpy_dlpack_read_tensor (const gm_dl_tensor *tensor, int *ndim,
+                         Py_ssize_t dims[GM_MAX_NDIM],
+                         Py_ssize_t strides[GM_MAX_NDIM], gm_dtype *dtype,
+                         int *device, char **data)
+{
+  return read_tensor (tensor, ndim, dims, strides, dtype, device, data);
+}
+
 /* Takes CAPSULE, a "dltensor" or "dltensor_versioned" capsule: checks it
    all, then renames it "used_..." and wraps its memory in a DeviceArray
    that calls the producer's deleter when it goes.  New reference, or
@@ -664,15 +796,8 @@ read_tensor (const gm_dl_tensor *tensor, int *ndim,
 static PyObject *
 consume_capsule (PyObject *capsule)
 {
-  Py_ssize_t dims[GM_MAX_NDIM], strides[GM_MAX_NDIM];
-  const gm_dl_tensor *tensor;
-  PyObject *holder, *result;
-  bool versioned, readonly = false;
+  bool versioned;
   void *managed;
-  /* Set by read_tensor; initialized for the compiler's sake.  */
-  gm_dtype dtype = GM_FLOAT32;
-  char *data = NULL;
-  int ndim = 0, device = 0;
 
   if (PyCapsule_IsValid (capsule, CAPSULE_VERSIONED))
     versioned = true;
@@ -696,46 +821,7 @@ consume_capsule (PyObject *capsule)
                                                      : CAPSULE_LEGACY);
   if (managed == NULL)
     return NULL;
-  if (versioned)
-    {
-      gm_dl_managed_tensor_versioned *mtv = managed;
-      if (mtv->version.major != GM_DLPACK_MAJOR)
-        {
-          PyErr_Format (PyExc_BufferError, "from_dlpack: the capsule is "
-                        "DLPack %u.%u; gpumem reads %d.x", mtv->version.major,
-                        mtv->version.minor, GM_DLPACK_MAJOR);
-          return NULL;
-        }
-      readonly = (mtv->flags & GM_DLPACK_FLAG_READ_ONLY) != 0;
-      tensor = &mtv->dl_tensor;
-    }
-  else
-    tensor = &((gm_dl_managed_tensor *) managed)->dl_tensor;
-  if (read_tensor (tensor, &ndim, dims, strides, &dtype, &device, &data) < 0)
-    return NULL;
-
-  holder = PyCapsule_New (managed, versioned ? HOLDER_VERSIONED
-                                             : HOLDER_LEGACY,
-                          holder_destructor);
-  if (holder == NULL)
-    return NULL;
-  /* The tensor is ours now: the holder calls its deleter, even if
-     wrapping fails below.  */
-  if (PyCapsule_SetName (capsule, versioned ? CAPSULE_USED_VERSIONED
-                                            : CAPSULE_USED_LEGACY) < 0)
-    {
-      /* Renaming a valid capsule does not fail; if it ever did, the
-         producer's destructor still owns the tensor.  */
-      PyCapsule_SetDestructor (holder, NULL);
-      Py_DECREF (holder);
-      return NULL;
-    }
-  result = gmpy_array_wrap (ndim, dims, dtype, device, data, readonly,
-                            holder);
-  Py_DECREF (holder);
-  if (result != NULL)
-    gmpy_array_set_strides ((arraypy_object *) result, strides);
-  return result;
+  return wrap_managed (managed, versioned, capsule);
 }
 
 /* Asks producer OBJ for a capsule of its data on gpumem's stream: with
@@ -831,10 +917,15 @@ PyObject *
 gmpy_from_dlpack (PyObject *module, PyObject *obj)
 {
   PyObject *capsule, *result;
+  const gm_dl_exchange_api *api;
   int type = -1, id = -1, found;
 
   if (PyCapsule_CheckExact (obj))
     return consume_capsule (obj);
+  /* A type's C exchange API first: no Python call.  */
+  api = gmpy_exchange_api_of (obj);
+  if (api != NULL)
+    return gmpy_exchange_take (obj, api);
   if (!PyObject_HasAttrString (obj, "__dlpack__"))
     {
       PyErr_Format (PyExc_TypeError, "from_dlpack needs a DLPack producer "

@@ -4,6 +4,7 @@
    that read or write elements do it on the CPU: call them with host
    memory (the host backend).  */
 #include <stdexcept>
+#include <string>
 
 #ifdef GM_NANOBIND
 #include <gpumem/nanobind.h>
@@ -17,6 +18,7 @@ namespace py = pybind11;
 
 using gpumem::array;
 using gpumem::c_contig;
+using gpumem::strided;
 
 /* Refuses device memory, which the CPU cannot read: ValueError.  */
 template <class A>
@@ -30,7 +32,7 @@ host_memory_only (const A &x)
 
 /* The sum of a contiguous array, read through data () and size ().  */
 static double
-sum_contig (array<const float, 1, c_contig> x)
+sum_contig (array<const float, 1> x)
 {
   host_memory_only (x);
   double sum = 0;
@@ -41,7 +43,7 @@ sum_contig (array<const float, 1, c_contig> x)
 
 /* The sum of any 1-d view, walked through its stride.  */
 static double
-sum_strided (array<const float, 1> x)
+sum_strided (array<const float, 1, strided> x)
 {
   host_memory_only (x);
   double sum = 0;
@@ -52,7 +54,7 @@ sum_strided (array<const float, 1> x)
 
 /* Sets every element of a 1-d view to VALUE.  */
 static void
-fill (array<float, 1> x, float value)
+fill (array<float, 1, strided> x, float value)
 {
   host_memory_only (x);
   for (std::int64_t i = 0; i < x.shape (0); i++)
@@ -71,18 +73,30 @@ arange (std::int64_t n, bool write)
 
 /* Takes 2-d arrays of any dtype-checked layout: the number of dims.  */
 static int
-matrix (array<const double, 2> x)
+matrix (array<const double, 2, strided> x)
 {
   return x.ndim ();
 }
 
+/* Element N - 1 through a bare pointer, as a kernel written for one
+   reads it: the default layout must refuse a view it would misread.  */
+static double
+last (array<const float, 1> x, std::int64_t n)
+{
+  host_memory_only (x);
+  if (n < 1 || n > x.size ())
+    throw std::out_of_range ("last: n must be 1 to size ()");
+  return x.data ()[n - 1];
+}
+
 /* For the call-cost benchmark: three arrays through the caster, and
-   three integers.  */
+   three integers; both return a small int, which Python does not
+   allocate.  */
 static std::int64_t
 three_arrays (array<const float> a, array<const float> b,
               array<float> c)
 {
-  return a.size () + b.size () + c.size ();
+  return a.ndim () + b.ndim () + c.ndim ();
 }
 
 static std::int64_t
@@ -90,6 +104,51 @@ three_ints (std::int64_t a, std::int64_t b, std::int64_t c)
 {
   return a + b + c;
 }
+
+/* gpumem::launch_stream (a, b) as an integer, ended with launch_done
+   (b written).  */
+static std::uintptr_t
+launch_of (array<const float, gpumem::any_ndim, strided> a,
+           array<float, gpumem::any_ndim, strided> b)
+{
+  gpumem::stream_t stream = gpumem::launch_stream (a, b);
+  gpumem::launch_done (stream, b);
+  return (std::uintptr_t) stream;
+}
+
+#ifdef GM_BIND_CUDA
+#include <cuda_runtime.h>
+#include <type_traits>
+static_assert (std::is_same<gpumem::stream_t, cudaStream_t>::value,
+               "gpumem::stream_t is cudaStream_t");
+
+int gm_bind_tail (const float *x, std::int64_t offset, float *out,
+                  std::int64_t n, void *stream);
+int gm_bind_sync (void *stream);
+
+/* OUT = the last OUT.size () elements of X, by a kernel.  With HELPER
+   the launch goes on gpumem::launch_stream (x, out) and ends with
+   launch_done; without, on out.stream () as a binding for one array
+   does (the default stream waited for), which does not wait for X's
+   pending writes on another stream.  */
+static void
+tail_into (array<const float, 1> x, array<float, 1> out, bool helper)
+{
+  if (out.size () > x.size ())
+    throw std::invalid_argument ("tail_into: out is longer than x");
+  gpumem::stream_t stream = helper ? gpumem::launch_stream (x, out)
+                                   : out.stream ();
+  int status = gm_bind_tail (x.data (), x.size () - out.size (), out.data (),
+                             out.size (), stream);
+  if (status == 0 && !helper && stream == nullptr)
+    status = gm_bind_sync (stream);
+  if (status != 0)
+    throw std::runtime_error ("tail_into: CUDA error "
+                              + std::to_string (status));
+  if (helper)
+    gpumem::launch_done (stream, out);
+}
+#endif
 
 /* The stream handle as an integer, for the tests.  */
 static std::uintptr_t
@@ -105,7 +164,13 @@ GM_BIND_MODULE
   m.def ("fill", &fill, py::arg ("x"), py::arg ("value"));
   m.def ("arange", &arange, py::arg ("n"), py::arg ("write") = true);
   m.def ("matrix", &matrix, py::arg ("x"));
+  m.def ("last", &last, py::arg ("x"), py::arg ("n"));
   m.def ("three_arrays", &three_arrays);
   m.def ("three_ints", &three_ints);
   m.def ("stream_of", &stream_of);
+  m.def ("launch_of", &launch_of);
+#ifdef GM_BIND_CUDA
+  m.def ("tail_into", &tail_into, py::arg ("x"), py::arg ("out"),
+         py::arg ("helper"));
+#endif
 }
