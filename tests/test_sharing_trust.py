@@ -1,5 +1,6 @@
 """Trust at the sharing boundary (src/share/share-server.c, src/share/share-records.c,
-src/share/share-client.c, src/host/host-share.c, src/python/py-share.c; docs/security.md,
+src/share/share-client.c, src/share/share-settings.c, src/host/host-share.c,
+src/python/py-share.c; docs/security.md,
 "Sharing"): a handle opens exactly what was shared, to whom it was
 shared, and no peer can corrupt, stall or impersonate another.
 

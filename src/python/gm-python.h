@@ -167,13 +167,6 @@ int gmpy_ipc_init (PyObject *module);
 PyObject *gmpy_ipc_share (PyObject *obj, bool until_opened,
                           const uint32_t *allow, size_t nallow);
 PyObject *gmpy_ipc_open (PyObject *handle);
-/* gm_ipc_open of the decoded HANDLE without the GIL, Ctrl-C ending its
-   wait (KeyboardInterrupt): 0, or -1 with an exception.  */
-struct gm_ipc_handle;
-struct gm_ipc_import;
-int gmpy_ipc_open_import (const struct gm_ipc_handle *handle,
-                          struct gm_ipc_import **import, void **base,
-                          int *device);
 /* The capsules that own a shared object's memory (py-share-capsule.c): a
    new capsule that owns BLOCK (gm_ipc_drop when it goes) or IMPORT
    (gm_ipc_close), or NULL with an exception after dropping or closing
@@ -184,6 +177,13 @@ struct gm_ipc_import;
 PyObject *gmpy_ipc_block_capsule (struct gm_ipc_block *block);
 PyObject *gmpy_ipc_import_capsule (struct gm_ipc_import *import);
 struct gm_ipc_block *gmpy_ipc_capsule_block (PyObject *obj);
+/* gm_ipc_open of the decoded HANDLE without the GIL, Ctrl-C ending its
+   wait (KeyboardInterrupt), for shared arrays and events alike
+   (py-share-capsule.c): 0, or -1 with an exception.  */
+struct gm_ipc_handle;
+int gmpy_ipc_open_import (const struct gm_ipc_handle *handle,
+                          struct gm_ipc_import **import, void **base,
+                          int *device);
 
 /* Module functions of the memory books (py-memory.c): memory_stats,
    set_memory_limit, empty_cache.  */

@@ -1,6 +1,5 @@
 /* share-client.c -- the consumer's side of sharing: opening a handle from
-   another process's share server (share-server.c), and the settings both
-   sides read.
+   another process's share server (share-server.c).
 
    The consumer trusts no handle: before it sends one it checks, with
    SO_PEERCRED, that the process listening at the handle's address is
@@ -14,11 +13,8 @@
 #define _GNU_SOURCE
 #include "config.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,123 +37,6 @@ struct gm_ipc_import
   void *ctx, *ptr;
   size_t nbytes;
 };
-
-void
-gm_ipc_socket_address (void *out, unsigned *len, uint32_t pid, uint64_t name)
-{
-  struct sockaddr_un *addr = out;
-  int n;
-
-  memset (addr, 0, sizeof *addr);
-  addr->sun_family = AF_UNIX;
-  /* The abstract namespace (a leading NUL): nothing on disk to clean up
-     after a process that dies.  */
-  n = snprintf (addr->sun_path + 1, sizeof addr->sun_path - 1,
-                "gpumem-share-%u-%016llx", (unsigned) pid,
-                (unsigned long long) name);
-  *len = (unsigned) (offsetof (struct sockaddr_un, sun_path) + 1 + n);
-}
-
-/* GPUMEM_SHARE_ALLOW, read once: the users this process shares with,
-   either way, besides its own and root.  */
-static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
-static uint32_t allowed[GM_IPC_MAX_ALLOW];
-static size_t nallowed;
-static char allow_error[256];
-static size_t timeout_s;
-static bool timeout_bad;
-
-/* Reads the user NAME (a number or a user name) into *UID.  */
-static bool
-parse_user (const char *name, uint32_t *uid)
-{
-  struct passwd entry, *found = NULL;
-  char buf[1024], *end;
-  unsigned long value;
-
-  if (isdigit ((unsigned char) name[0]))
-    {
-      errno = 0;
-      value = strtoul (name, &end, 10);
-      if (*end != '\0' || errno != 0 || value > UINT32_MAX - 1)
-        return false;
-      *uid = (uint32_t) value;
-      return true;
-    }
-  if (getpwnam_r (name, &entry, buf, sizeof buf, &found) != 0
-      || found == NULL)
-    return false;
-  *uid = (uint32_t) found->pw_uid;
-  return true;
-}
-
-/* The one parser of GPUMEM_SHARE_ALLOW (a comma-separated list of user
-   names and uids, at most GM_IPC_MAX_ALLOW) and GPUMEM_SHARE_TIMEOUT
-   (seconds, 1 to 3600, default 10).  */
-static void
-read_settings (void)
-{
-  const char *value = getenv ("GPUMEM_SHARE_ALLOW");
-  char list[1024], *item, *save = NULL;
-
-  if (gm_env_size ("GPUMEM_SHARE_TIMEOUT", 10, 1, 3600, &timeout_s) != GM_OK)
-    timeout_bad = true;
-  if (value == NULL || value[0] == '\0')
-    return;
-  if (strlen (value) >= sizeof list)
-    {
-      snprintf (allow_error, sizeof allow_error, "GPUMEM_SHARE_ALLOW is "
-                "too long");
-      return;
-    }
-  strcpy (list, value);
-  for (item = strtok_r (list, ",", &save); item != NULL;
-       item = strtok_r (NULL, ",", &save))
-    {
-      uint32_t uid;
-      if (nallowed == GM_IPC_MAX_ALLOW)
-        {
-          snprintf (allow_error, sizeof allow_error, "GPUMEM_SHARE_ALLOW "
-                    "names more than %d users", GM_IPC_MAX_ALLOW);
-          return;
-        }
-      if (!parse_user (item, &uid))
-        {
-          snprintf (allow_error, sizeof allow_error, "GPUMEM_SHARE_ALLOW: "
-                    "'%.60s' is neither a user of this system nor a uid "
-                    "(a comma-separated list of them is expected)", item);
-          return;
-        }
-      allowed[nallowed++] = uid;
-    }
-}
-
-gm_status
-gm_ipc_trusted (uint32_t uid, bool *trusted)
-{
-  pthread_once (&settings_once, read_settings);
-  *trusted = false;
-  if (allow_error[0] != '\0')
-    return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s", allow_error);
-  if (uid == (uint32_t) geteuid () || uid == 0)
-    *trusted = true;
-  for (size_t i = 0; i < nallowed; i++)
-    if (allowed[i] == uid)
-      *trusted = true;
-  return GM_OK;
-}
-
-gm_status
-gm_ipc_timeout_ms (int *ms)
-{
-  size_t ignored;
-
-  pthread_once (&settings_once, read_settings);
-  if (timeout_bad)
-    return gm_env_size ("GPUMEM_SHARE_TIMEOUT", 10, 1, 3600, &ignored);
-  *ms = (int) timeout_s * 1000;
-  return GM_OK;
-}
 
 static long long
 now_ms (void)

@@ -50,6 +50,7 @@ struct gm_ipc_block
 static gm_ipc_block *blocks;
 static uint64_t next_share = 1;
 static size_t open_imports;
+static size_t nleases;               /* other processes' leases */
 static const gm_ipc_ops *server_ops;
 
 /* Whether the SIZE bytes at A and B are equal, in a time that does not
@@ -198,6 +199,7 @@ gm_ipc_lease_begin (const uint8_t *encoded, size_t size, uint32_t uid,
         }
     }
   count_open (block, share);
+  nleases++;
   return block;
 }
 
@@ -210,6 +212,7 @@ gm_ipc_block_fd (const gm_ipc_block *block)
 void
 gm_ipc_lease_end (gm_ipc_block *block)
 {
+  nleases--;
   block->leases--;
   release_if_unused (block);
 }
@@ -218,59 +221,25 @@ void
 gm_ipc_forget_blocks (void)
 {
   blocks = NULL;
-}
-
-/* GM_OK when NBYTES fits DEVICE and its memory limit, else
-   GM_ERR_NOMEM saying which it exceeds.  */
-static gm_status
-check_size (int device, size_t nbytes)
-{
-  size_t free_bytes, total;
-  gm_mem_stats stats;
-
-  if (gm_backend_current->mem_info (device, &free_bytes, &total) == GM_OK
-      && total > 0 && nbytes > total)
-    return gm_error_set (GM_ERR_NOMEM, 0, NULL, "cannot make %zu bytes of "
-                         "shared memory on device %d: it has %zu bytes",
-                         nbytes, device, total);
-  if (gm_mem_stats_get (device, &stats) == GM_OK && stats.limit != SIZE_MAX
-      && nbytes > stats.limit)
-    return gm_error_set (GM_ERR_NOMEM, 0, NULL, "cannot make %zu bytes of "
-                         "shared memory on device %d: its memory limit is "
-                         "%zu bytes (set_memory_limit)", nbytes, device,
-                         stats.limit);
-  return GM_OK;
+  nleases = 0;
 }
 
 gm_status
-gm_ipc_alloc (int device, size_t nbytes, gm_stream *stream,
-              gm_ipc_block **out, void **ptr)
+gm_ipc_block_add (const gm_ipc_ops *ops, int device, size_t nbytes,
+                  gm_stream *stream, gm_ipc_block **out, void **ptr)
 {
-  const gm_ipc_ops *ops = gm_ipc_current_ops ();
   gm_ipc_block *block;
   gm_status status;
 
-  if (ops == NULL)
-    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "the %s backend "
-                         "cannot share memory between processes",
-                         gm_backend_current ? gm_backend_current->name
-                                            : "(none)");
-  if (nbytes == 0)
-    nbytes = 1;
-  status = check_size (device, nbytes);
-  if (status != GM_OK)
-    return status;
   block = calloc (1, sizeof *block);
   if (block == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
                          "no memory for a shared block's record");
   pthread_mutex_lock (&gm_ipc_lock);
   server_ops = ops;
-  status = gm_ipc_server_start ();
   pthread_mutex_unlock (&gm_ipc_lock);
-  if (status == GM_OK)
-    status = ops->alloc (device, nbytes, stream, &block->ptr, &block->fd,
-                         &block->ctx);
+  status = ops->alloc (device, nbytes, stream, &block->ptr, &block->fd,
+                       &block->ctx);
   if (status != GM_OK)
     {
       free (block);
@@ -514,7 +483,7 @@ gm_ipc_counts (size_t *nblocks, size_t *nleases_out, size_t *imports)
   for (gm_ipc_block *block = blocks; block != NULL; block = block->next)
     n++;
   *nblocks = n;
-  *nleases_out = gm_ipc_server_leases ();
+  *nleases_out = nleases;
   *imports = open_imports;
   pthread_mutex_unlock (&gm_ipc_lock);
 }

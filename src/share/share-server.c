@@ -16,7 +16,7 @@
    its handle has a deadline, one user has a bound on its connections,
    and running out of descriptors refuses a connection rather than
    spinning: no peer can stall another.  The records and the blocks are
-   share-records.c's.  */
+   share-records.c's; gm_ipc_alloc, which starts the server, is here.  */
 
 #define _GNU_SOURCE
 #include "config.h"
@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -63,18 +62,14 @@ typedef struct connection
   uint8_t request[2 + GM_IPC_MAX_BYTES];
 } connection;
 
-pthread_mutex_t gm_ipc_lock = PTHREAD_MUTEX_INITIALIZER;
-
 /* Under gm_ipc_lock; only the server thread adds or removes
    connections.  */
 static bool started;
-static pid_t server_pid;
 static uint32_t server_uid;
-static uint64_t server_name;
 static int listen_fd = -1;
 static int reserve_fd = -1;          /* given up to refuse when out of fds */
 static connection *conns;
-static size_t nconns, conns_room, nleases;
+static size_t nconns, conns_room;
 static size_t leases_per_uid;        /* the bound on one user's leases */
 
 static long long
@@ -84,21 +79,6 @@ now_ms (void)
 
   clock_gettime (CLOCK_MONOTONIC, &now);
   return (long long) now.tv_sec * 1000 + now.tv_nsec / 1000000;
-}
-
-uint64_t
-gm_ipc_random (void)
-{
-  uint64_t value = 0;
-
-  if (getrandom (&value, sizeof value, 0) != (ssize_t) sizeof value)
-    {
-      struct timespec now;
-      clock_gettime (CLOCK_REALTIME, &now);
-      value = ((uint64_t) now.tv_nsec << 32) ^ (uint64_t) now.tv_sec
-              ^ ((uint64_t) getpid () << 48) ^ (uintptr_t) &value;
-    }
-  return value;
 }
 
 /* Sends STATUS (GM_IPC_REPLY_*) and, with it, FD when FD >= 0.  */
@@ -170,7 +150,6 @@ answer (connection *c)
       return false;
     }
   c->block = block;
-  nleases++;
   send_reply (c->fd, GM_IPC_REPLY_OK, fd);
   if (fd != gm_ipc_block_fd (block))
     close (fd);
@@ -216,10 +195,7 @@ drop_connection (size_t i)
   close (conns[i].fd);
   conns[i] = conns[--nconns];
   if (block != NULL)
-    {
-      nleases--;
-      gm_ipc_lease_end (block);
-    }
+    gm_ipc_lease_end (block);
 }
 
 /* Takes one new connection from the listening socket; under the lock.
@@ -379,10 +355,10 @@ atfork_child (void)
   for (size_t i = 0; i < nconns; i++)
     close (conns[i].fd);
   nconns = 0;
-  nleases = 0;
   /* The parent's blocks stay the parent's: gm_ipc_drop sees their pid.  */
   gm_ipc_forget_blocks ();
   started = false;
+  gm_ipc_server_named (false, 0, 0, 0);
 }
 
 gm_status
@@ -394,6 +370,8 @@ gm_ipc_server_start (void)
   pthread_t thread;
   pthread_attr_t attr;
   sigset_t all, old;
+  uint32_t pid;
+  uint64_t name;
   int fd, rc;
 
   if (started)
@@ -402,10 +380,10 @@ gm_ipc_server_start (void)
   if (fd < 0)
     return gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot share memory: "
                          "socket: %s", strerror (errno));
-  server_pid = getpid ();
+  pid = (uint32_t) getpid ();
   server_uid = (uint32_t) geteuid ();
-  server_name = gm_ipc_random ();
-  gm_ipc_socket_address (&addr, &len, (uint32_t) server_pid, server_name);
+  name = gm_ipc_random ();
+  gm_ipc_socket_address (&addr, &len, pid, name);
   if (bind (fd, (struct sockaddr *) &addr, (socklen_t) len) != 0
       || listen (fd, 64) != 0)
     {
@@ -441,6 +419,7 @@ gm_ipc_server_start (void)
                            strerror (rc));
     }
   started = true;
+  gm_ipc_server_named (true, pid, server_uid, name);
   return GM_OK;
 }
 
@@ -452,29 +431,58 @@ register_atfork (void)
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-const gm_ipc_ops *
-gm_ipc_current_ops (void)
+/* The current backend's sharing, once the fork handlers are registered
+   (before the first block exists).  */
+static const gm_ipc_ops *
+producer_ops (void)
 {
   pthread_once (&atfork_once, register_atfork);
-  return gm_backend_current != NULL ? gm_backend_current->ipc : NULL;
+  return gm_ipc_current_ops ();
 }
 
-
-bool
-gm_ipc_server_is (uint32_t pid, uint64_t name)
+/* GM_OK when NBYTES fits DEVICE and its memory limit, else
+   GM_ERR_NOMEM saying which it exceeds.  */
+static gm_status
+check_size (int device, size_t nbytes)
 {
-  return started && pid == (uint32_t) server_pid && name == server_name;
+  size_t free_bytes, total;
+  gm_mem_stats stats;
+
+  if (gm_backend_current->mem_info (device, &free_bytes, &total) == GM_OK
+      && total > 0 && nbytes > total)
+    return gm_error_set (GM_ERR_NOMEM, 0, NULL, "cannot make %zu bytes of "
+                         "shared memory on device %d: it has %zu bytes",
+                         nbytes, device, total);
+  if (gm_mem_stats_get (device, &stats) == GM_OK && stats.limit != SIZE_MAX
+      && nbytes > stats.limit)
+    return gm_error_set (GM_ERR_NOMEM, 0, NULL, "cannot make %zu bytes of "
+                         "shared memory on device %d: its memory limit is "
+                         "%zu bytes (set_memory_limit)", nbytes, device,
+                         stats.limit);
+  return GM_OK;
 }
 
-void
-gm_ipc_server_identity (uint64_t *name, uint32_t *uid)
+gm_status
+gm_ipc_alloc (int device, size_t nbytes, gm_stream *stream,
+              gm_ipc_block **out, void **ptr)
 {
-  *name = server_name;
-  *uid = server_uid;
-}
+  const gm_ipc_ops *ops = producer_ops ();
+  gm_status status;
 
-size_t
-gm_ipc_server_leases (void)
-{
-  return nleases;
+  if (ops == NULL)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "the %s backend "
+                         "cannot share memory between processes",
+                         gm_backend_current ? gm_backend_current->name
+                                            : "(none)");
+  if (nbytes == 0)
+    nbytes = 1;
+  status = check_size (device, nbytes);
+  if (status != GM_OK)
+    return status;
+  pthread_mutex_lock (&gm_ipc_lock);
+  status = gm_ipc_server_start ();
+  pthread_mutex_unlock (&gm_ipc_lock);
+  if (status != GM_OK)
+    return status;
+  return gm_ipc_block_add (ops, device, nbytes, stream, out, ptr);
 }

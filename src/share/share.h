@@ -150,7 +150,8 @@ extern const gm_ipc_ops gm_host_ipc_ops;
 extern const gm_ipc_ops gm_cuda_ipc_ops;
 #endif
 
-/* The share server's side (share-server.c).  */
+/* The producer's side: the share server (share-server.c) and its books
+   (share-records.c).  */
 typedef struct gm_ipc_block gm_ipc_block;
 typedef struct gm_ipc_import gm_ipc_import;
 
@@ -218,17 +219,47 @@ void gm_ipc_close (gm_ipc_import *import);
 /* Blocks and leases this process's server holds (for tests and stats).  */
 void gm_ipc_counts (size_t *blocks, size_t *leases, size_t *imports);
 
-/* Between the server (share-server.c) and the consumer (share-client.c).  */
+/* Beneath the server, its books and the consumer, in this order:
+   the settings (share-settings.c), what a process keeps once
+   (share-process.c), the books (share-records.c), then the server
+   (share-server.c) and the consumer (share-client.c), each calling only
+   the files before it.  */
 
-/* The abstract socket address of the server PID, NAME.  */
-void gm_ipc_socket_address (void *addr, unsigned *len, uint32_t pid,
-                            uint64_t name);
-/* Whether UID may share with this process, either way: its own, root,
-   or a user of GPUMEM_SHARE_ALLOW.  GM_ERR_VALUE for a bad setting.  */
+/* The settings (share-settings.c).  Whether UID may share with this
+   process, either way: its own, root, or a user of GPUMEM_SHARE_ALLOW.
+   GM_ERR_VALUE for a bad setting.  */
 gm_status gm_ipc_trusted (uint32_t uid, bool *trusted);
 /* GPUMEM_SHARE_TIMEOUT, the longest wait for a peer, in milliseconds
    (read once).  GM_ERR_VALUE for a bad setting.  */
 gm_status gm_ipc_timeout_ms (int *ms);
+
+/* What a process keeps once (share-process.c).  The lock of the
+   server's state and its books: everything below is under it but
+   gm_ipc_random, gm_ipc_current_ops and gm_ipc_socket_address.  */
+extern pthread_mutex_t gm_ipc_lock;
+/* Random 64 bits (getrandom).  */
+uint64_t gm_ipc_random (void);
+/* The current backend's sharing, NULL where it cannot share.  */
+const gm_ipc_ops *gm_ipc_current_ops (void);
+/* The abstract socket address of the server PID, NAME.  */
+void gm_ipc_socket_address (void *addr, unsigned *len, uint32_t pid,
+                            uint64_t name);
+/* Names this process's server as its handles carry it: process PID of
+   user UID, random NAME, answering; or, RUNNING false, no server (one
+   that has not started, or a child made by fork).  */
+void gm_ipc_server_named (bool running, uint32_t pid, uint32_t uid,
+                          uint64_t name);
+/* Whether PID and NAME are this process's running server.  */
+bool gm_ipc_server_is (uint32_t pid, uint64_t name);
+/* The server's random name and user, for handles.  */
+void gm_ipc_server_identity (uint64_t *name, uint32_t *uid);
+
+/* The books (share-records.c), for the server and the consumer.  */
+/* Lists a new block of NBYTES on DEVICE, allocated with OPS ordered on
+   STREAM (gm_ipc_alloc's *BLOCK and *PTR), once the server runs.  */
+gm_status gm_ipc_block_add (const gm_ipc_ops *ops, int device,
+                            size_t nbytes, gm_stream *stream,
+                            gm_ipc_block **block, void **ptr);
 /* When HANDLE names a share of this process's server: opens it without
    a connection (*OWN true, *BLOCK and *PTR the block and its memory),
    or fails as the server would answer.  *OWN false otherwise.  */
@@ -238,22 +269,6 @@ gm_status gm_ipc_open_local (const gm_ipc_handle *handle, bool *own,
 void gm_ipc_close_local (gm_ipc_block *block);
 /* Counts one open import more (DELTA 1) or fewer (-1).  */
 void gm_ipc_count_import (int delta);
-/* Between the server thread (share-server.c) and its books
-   (share-records.c), all under gm_ipc_lock but gm_ipc_random and
-   gm_ipc_current_ops.  */
-extern pthread_mutex_t gm_ipc_lock;
-/* Random 64 bits (getrandom).  */
-uint64_t gm_ipc_random (void);
-/* The current backend's sharing, with the fork handlers registered.  */
-const gm_ipc_ops *gm_ipc_current_ops (void);
-/* Starts this process's server, once.  */
-gm_status gm_ipc_server_start (void);
-/* Whether PID and NAME are this process's running server.  */
-bool gm_ipc_server_is (uint32_t pid, uint64_t name);
-/* The server's random name and user, for handles.  */
-void gm_ipc_server_identity (uint64_t *name, uint32_t *uid);
-/* The leases other processes hold on this process's blocks.  */
-size_t gm_ipc_server_leases (void);
 /* Whether any share admits user UID.  */
 bool gm_ipc_admitted (uint32_t uid);
 /* Begins a lease for the handle of SIZE bytes ENCODED that a process of
@@ -265,8 +280,11 @@ gm_ipc_block *gm_ipc_lease_begin (const uint8_t *encoded, size_t size,
 int gm_ipc_block_fd (const gm_ipc_block *block);
 /* Ends a lease gm_ipc_lease_begin began.  */
 void gm_ipc_lease_end (gm_ipc_block *block);
-/* In a child made by fork: forgets the parent's blocks.  */
+/* In a child made by fork: forgets the parent's blocks and leases.  */
 void gm_ipc_forget_blocks (void);
+
+/* The server (share-server.c).  Starts this process's server, once.  */
+gm_status gm_ipc_server_start (void);
 
 /* Reply codes of the server.  */
 enum
