@@ -11,14 +11,13 @@
    more all-gather, and every rank then fails alike.
 
    Turns.  Without MPS a GPU runs one process's work at a time and
-   switches between processes that have work queued by time slices:
-   measured on an H200, a 1 KiB device copy took 11 us from one rank
-   alone and 272 us each when two ranks copied at once, a kernel worse
-   (bench/NOTES.md, "One GPU, several ranks").  So the ranks touch the
+   switches between processes that have work queued by time slices, so
+   that two ranks copying at once each wait many times as long as one
+   alone (bench/NOTES.md, "One GPU, several ranks").  So the ranks touch the
    device in turns, one after the other, a barrier between turns, and
    one rank does the reduction: every step then runs as fast as it runs
    alone, though each pass of the device from one process to another
-   still costs (about 150 us measured there).  A round of each
+   still costs.  A round of each
    collective:
      bcast:     the root copies its chunk into its window; every other
                 rank, in turn, copies it out of the root's window.
@@ -47,8 +46,8 @@
 #define IPC_MAX_KEYS 64
 /* A round moves this many of MPI's chunks (GPUMEM_MPI_CHUNK; 256 MiB a
    round by default): every round costs 2 (N - 1) changes of process on
-   the device, about 150 us each on an H200, which were half the time of
-   a 2-rank round of 64 MiB.  Windows are as large as a round.  */
+   the device, so a round must be large against them (bench/NOTES.md,
+   "One GPU, several ranks").  Windows are as large as a round.  */
 #define IPC_CHUNKS_A_ROUND 4
 /* A new window is at least this large (up to the round), so that rounds
    that grow a little do not remake it each time.  */

@@ -2,9 +2,8 @@
 
    The DMA engines read and write only page-locked memory; cudaMemcpy
    from ordinary (pageable) memory goes through the driver's own small
-   staging buffers, one thread, no overlap: 6.6 GB/s host to device and
-   11.3 GB/s back on the H200 machine, against 55 GB/s from page-locked
-   memory.  Here a persistent pool of host threads copies each chunk of
+   staging buffers, one thread, no overlap, at a fraction of what the
+   DMA engines move from page-locked memory.  Here a persistent pool of host threads copies each chunk of
    the user's memory into one of a ring of page-locked buffers while the
    DMA engine moves the chunk before it, so that both run at once.
 
@@ -18,15 +17,16 @@
    workload's 4 floats, either way) go through one page-locked bounce
    buffer instead: the DMA engine's own path is shorter than the
    driver's pageable one.  The thread count and the largest chunk
-   default to the values measured best on the H200 machine and adapt to
-   the cores present and to each copy's size;
+   default to the values that measured best and adapt to the cores
+   present and to each copy's size;
    GPUMEM_COPY_THREADS (0: never stage), GPUMEM_COPY_CHUNK and
    GPUMEM_COPY_MIN override them, read at the backend's start
    (gm_staging_init).
 
-   The figures in this file's comments were measured on the H200
-   machines; bench/NOTES.md ("The pageable-copy engine") has how, and
-   the probes that measured them.  */
+   Each constant below states the rule it keeps; the measurements that
+   chose it, and the probes that made them, are in bench/NOTES.md ("The
+   pageable-copy engine" and "Why cuda-staging.c's constants are what
+   they are").  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -55,9 +55,8 @@
 #include "pinned-ranges.h"
 
 #define RING 4
-/* Measured on the H200 machine's 16 cores: 16 threads
-   and 16 MiB chunks moved 256 MiB at 43 GB/s to the device and 49 GB/s
-   back; 8 threads with 8 MiB chunks, 27 and 28.  */
+/* One copying thread a core (of 16) and chunks of 16 MiB: fewer
+   threads or smaller chunks leave the link idle on large copies.  */
 #define DEFAULT_THREADS 16
 #define DEFAULT_CHUNK ((size_t) 16 << 20)
 /* A copy is cut into about CHUNKS_WANTED chunks, so that the host's
@@ -67,22 +66,18 @@
 #define CHUNKS_WANTED 8
 #define CHUNK_MIN ((size_t) 256 << 10)
 /* Chunks to the device are at least this long: each costs the caller a
-   cudaMemcpyAsync and an event record (some 4 us), while the threads
-   fill the first chunk of 1 MiB, before which no DMA starts, in some 10
-   us.  Copies from memory not in the
-   caches, 1 MiB chunks against CHUNK_MIN's, medians of 3 processes on
-   one H200 machine: 2 MiB at 24.9 GB/s against 17.9, 4 MiB 30.4
-   against 27.3, 8 MiB and up the same.  To the host the DMA engine runs ahead of the
-   threads and small chunks cost nothing.  */
+   cudaMemcpyAsync and an event record, which must stay small against
+   the time the threads take to fill the chunk, or the DMA engine waits
+   on the caller.  To the host the DMA engine runs ahead of the threads
+   and small chunks cost nothing.  */
 #define CHUNK_MIN_TO_DEVICE ((size_t) 1 << 20)
 /* Chunks to the device of at least this length are filled through the
    caches, shorter ones (a large copy's last chunk among them) with
    non-temporal stores (copy_streaming).  */
 #define CACHED_FILL_MIN ((size_t) 16 << 20)
-/* Each thread copies at least this much of a chunk.  At 128 KiB a
-   512 KiB chunk kept 4 of the 16 threads busy, and copies of 4 MiB from
-   memory not in the caches moved at 17 GB/s to the device; at 32 KiB,
-   with all 16, at 27.  */
+/* Each thread copies at least this much of a chunk: small enough that
+   a chunk of CHUNK_MIN keeps every thread busy, large enough that a
+   piece is worth waking a thread for.  */
 #define SHARE_MIN ((size_t) 32 << 10)
 /* A worker that finished its piece spins this long for the next one
    before it sleeps: the pieces of one copy come back to back, and
@@ -137,11 +132,8 @@ static struct
    Chunks smaller than a buffer do not reuse the same RING places: they
    take the ring's places in turn, from CURSOR on, across copies, so a
    place comes round again only after the whole ring (64 MiB) has been
-   written.  The DMA engine writes into memory whose lines the CPU's
-   last-level cache still holds at half speed or less: 8 chunks of 512
-   KiB moved into the same 4 MiB again and again at 22.3 GB/s, 8 of 2
-   MiB into 16 MiB at 39.0, 8 of 8 MiB into 64 MiB at 53.0
-   (one H200 machine).  */
+   written: the DMA engine writes into memory whose lines the CPU's
+   last-level cache still holds at half speed or less.  */
 typedef struct ring
 {
   bool ready;
@@ -171,35 +163,21 @@ now_ns (void)
 
    - Into a ring place.  Filled through the caches, a place's lines stay
      dirty in the caches of the threads that wrote them, and the DMA
-     engine then reads it at half speed: 8 chunks of 512 KiB, each
-     filled by 8 threads, moved at 18.9 GB/s against 39.2 after
-     non-temporal stores and 41.4 from memory the CPU never touched (2
-     MiB chunks: 31.2, 49.3, 50.8 GB/s).
+     engine then reads it at about half speed.
    - Out of a ring place into the user's memory.  Ordinary stores first
      read each line of the destination that is not in the caches; these
-     do not.  Copies from the device into memory not in the caches: 4
-     MiB at 30–31 GB/s with memcpy, 35 so; 8 MiB 37–39 against 42–44;
-     in memory the caches hold, the same within noise from 4 MiB up
-     (one H200 machine).  The copied bytes are in memory, not in the
-     caches, when the copy returns.
+     do not.  The copied bytes are in memory, not in the caches, when
+     the copy returns.
 
    From CACHED_FILL_MIN (the largest chunk, in copies of 128 MiB and
    more) the ring places are filled through the caches instead.  Each
-   worker then writes over a MiB a chunk, and the lines are mostly in the shared last-level
-   cache (300 MiB on the H200 machines) rather than in the writers'
-   private ones when the DMA engine reads them; the ring, 64 MiB, is
-   not written to memory at all.  Uploads of 256 MiB from memory not in
-   the caches moved at 47.7–48.7 GB/s so against 39.8–41.7 with
-   non-temporal stores (medians of 3 processes, two machines).  Chunks
-   of 8 MiB (64 MiB copies) gained nothing (37.2–39.0 against
-   37.7–40.0 GB/s), and smaller ones lose half their speed (8 MiB
-   copies in 1 MiB chunks 19.8 against 31.6 GB/s).
+   worker then writes over a MiB a chunk, and the lines are mostly in
+   the shared last-level cache rather than in the writers' private ones
+   when the DMA engine reads them; the ring, 64 MiB, is not written to
+   memory at all.  Smaller chunks lose by it.
 
    Where the CPU has AVX-512, start_pool picks copy_streaming_512
-   instead: one store a 64-byte line, not four.  Uploads from memory
-   not in the caches 4 to 64 MiB moved 6–8% faster so (16 MiB at 37.0
-   against 34.2 GB/s), downloads 1–7% (medians of 3 processes, one
-   H200 machine; "The staging engine, fourth form").  */
+   instead: one store a 64-byte line, not four.  */
 static void
 copy_streaming_128 (char *dst, const char *src, size_t len)
 {
@@ -425,13 +403,10 @@ chunk_for (size_t nbytes, bool to_device)
    copy_streaming where STREAMING, else with memcpy.
 
    To the device the caller takes no piece: it queues the DMA of the
-   chunk before while the workers fill this one (a cudaMemcpyAsync and
-   an event record, some 4 us a chunk).  Measured on one H200 machine,
-   4 MiB copies from memory not in the caches moved at 30–34 GB/s so,
-   at 28–32 with the caller filling a piece and queueing after.  To the
-   host the caller empties a piece and then queues: queueing while the
-   workers emptied (and so with the DMA engine a chunk less ahead) moved
-   16 MiB at 40–44 GB/s, against 44–47.  */
+   chunk before while the workers fill this one, so that the DMA engine
+   never waits for the queueing.  To the host the caller empties a piece
+   and then queues: queueing first would leave the DMA engine a chunk
+   less ahead.  */
 static size_t
 pieces_start (char *dst, const char *src, size_t len, bool with_caller,
               bool streaming)
