@@ -6,7 +6,7 @@
    indexing (py-index.c), transposed views (py-transpose.c), copies and
    fill (py-array-copy.c), scalar conversions (py-array-scalar.c),
    pickling (py-pickle.c) and the interop protocols (py-cai.c,
-   py-dlpack.c).  free() releases an owner's memory at once,
+   py-dlpack-export.c).  free() releases an owner's memory at once,
    after which the owner and all its views refuse to be used.  */
 
 #include "gm-python.h"
