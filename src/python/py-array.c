@@ -15,6 +15,8 @@
 
 #include <structmember.h>
 
+#include "py-dlpack.h"
+
 static PyObject *
 arraypy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {

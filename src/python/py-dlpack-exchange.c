@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "py-dlpack.h"
+
 _Static_assert (sizeof (Py_ssize_t) == sizeof (int64_t),
                 "a DeviceArray's shape is lent as DLPack's int64_t shape");
 

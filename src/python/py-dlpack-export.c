@@ -17,7 +17,7 @@
 
 #include <stdlib.h>
 
-#include "dlpack-abi.h"
+#include "py-dlpack.h"
 
 /* Whether the backend's device memory is CUDA memory (else host
    memory, kDLCPU).  */

@@ -11,7 +11,7 @@
 #include "gm-python.h"
 
 
-#include "dlpack-abi.h"
+#include "py-dlpack.h"
 
 #define HOLDER_LEGACY "gpumem.dlpack_holder"
 #define HOLDER_VERSIONED "gpumem.dlpack_holder_versioned"

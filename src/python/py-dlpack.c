@@ -10,7 +10,7 @@
 
 #include "gm-python.h"
 
-#include "dlpack-abi.h"
+#include "py-dlpack.h"
 
 /* Whether the backend's device memory is CUDA memory (else host
    memory, kDLCPU).  */
