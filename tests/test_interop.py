@@ -1,4 +1,4 @@
-"""Zero-copy interop: DLPack and the CUDA Array Interface (py-dlpack.c,
+"""Zero-copy interop: DLPack and the CUDA Array Interface (py-dlpack*.c,
 py-cai.c, py-asarray.c), with NumPy on the host backend and CuPy, PyTorch, Numba and
 JAX on the cuda backend.
 

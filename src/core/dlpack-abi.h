@@ -1,8 +1,8 @@
 /* dlpack-abi.h -- the DLPack data structures gpumem exchanges, written
    from DLPack 1.3's dlpack.h (ABI version 1; the legacy unversioned
    structures are those of DLPack 0.8; the C exchange API,
-   DLPackExchangeAPI, is 1.3's).  Plain C: py-dlpack.c and
-   py-dlpack-exchange.c use the structures, dtype.c the type codes
+   DLPackExchangeAPI, is 1.3's).  Plain C: the py-dlpack*.c files
+   use the structures, dtype.c the type codes
    (gm_dtypes[].dlpack_code), the backends the device types
    (gm_backend.dlpack_device_type).
 

@@ -16,7 +16,10 @@ src_python_libgm_python_la_SOURCES = \
 	src/python/py-stream.c src/python/py-stream-context.c \
 	src/python/py-kernels.c src/python/py-pinned.c \
 	src/python/py-memory.c src/python/py-mem-history.c \
-	src/python/py-dlpack.c src/python/py-dlpack-exchange.c src/python/py-cai.c src/python/py-asarray.c \
+	src/python/py-dlpack.h src/python/py-dlpack.c \
+	src/python/py-dlpack-export.c src/python/py-dlpack-import.c \
+	src/python/py-dlpack-exchange.c \
+	src/python/py-cai.c src/python/py-asarray.c \
 	src/python/py-utils.c src/python/py-nvtx.c \
 	src/python/py-plugin.c src/python/py-jit.c \
 	src/python/py-capi.c include/gpumem/extension.h \

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "py-dlpack.h"
+
 static PyObject *
 gmpy_device_count (PyObject *module, PyObject *unused)
 {

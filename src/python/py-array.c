@@ -6,7 +6,7 @@
    indexing (py-index.c), transposed views (py-transpose.c), copies and
    fill (py-array-copy.c), scalar conversions (py-array-scalar.c),
    pickling (py-pickle.c) and the interop protocols (py-cai.c,
-   py-dlpack.c).  free() releases an owner's memory at once,
+   py-dlpack-export.c).  free() releases an owner's memory at once,
    after which the owner and all its views refuse to be used.  */
 
 #include "gm-python.h"
@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include <structmember.h>
+
+#include "py-dlpack.h"
 
 static PyObject *
 arraypy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)

@@ -9,6 +9,8 @@
 
 #include "gm-python.h"
 
+#include "py-dlpack.h"
+
 /* A read-only view of the DeviceArray ARRAY_OBJ, whose reference it
    takes.  New reference or NULL.  */
 static PyObject *

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gpumem/extension.h"
+#include "py-dlpack.h"
 
 /* describe_array copies every dimension of an array into a gm_buffer.  */
 _Static_assert (GM_MAX_NDIM <= GM_BUFFER_MAX_NDIM,

@@ -4,8 +4,9 @@
    Producer: DeviceArray's type carries __dlpack_c_exchange_api__, a
    capsule named "dlpack_exchange_api" over one static table, so that a
    consumer (PyTorch, tvm-ffi, a C extension) takes a DeviceArray
-   without a Python call.  Exports are py-dlpack.c's (the same block and
-   deleter as __dlpack__'s); the borrowed DLTensor points into the array
+   without a Python call.  Exports are py-dlpack-export.c's (the same
+   block and deleter as __dlpack__'s), wrapped tensors
+   py-dlpack-import.c's; the borrowed DLTensor points into the array
    itself.  current_work_stream answers with gpumem's stream rule: the
    innermost `with stream:` block's stream, else an open
    gpumem.concurrent() block's, else NULL (the legacy default stream,
@@ -22,6 +23,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "py-dlpack.h"
 
 _Static_assert (sizeof (Py_ssize_t) == sizeof (int64_t),
                 "a DeviceArray's shape is lent as DLPack's int64_t shape");
