@@ -146,20 +146,137 @@ def queues_and_pipes_carry_arrays():
         np.testing.assert_array_equal(got.copy_to_host(), host[10:20])
 
 
+def child_writes_index(x):
+    x.copy_from_host(np.arange(x.size, dtype=np.float32).reshape(x.shape)
+                     + 1)
+    gpumem.synchronize()
+    return x.shape
+
+
 @case
-def plain_arrays_are_copied_once_and_released():
-    before = stats()["blocks"]
+def plain_arrays_and_views_share_by_reference():
+    # zeros, to_device and views of them share their own memory: a
+    # child's writes reach the parent, under every start method.
+    for method in methods():
+        a = gpumem.zeros((40, 50))
+        ctx = multiprocessing.get_context(method)
+        expect = np.zeros((40, 50), np.float32)
+        with ctx.Pool(1) as pool:
+            for index in (np.s_[3:7], np.s_[10:20, ::3], np.s_[::-4, 7]):
+                shape = pool.apply(child_writes_index, (a[index],))
+                assert shape == expect[index].shape, (method, shape)
+                expect[index] = (np.arange(expect[index].size,
+                                           dtype=np.float32)
+                                 .reshape(expect[index].shape) + 1)
+                np.testing.assert_array_equal(a.copy_to_host(), expect)
+        plain = gpumem.to_device(np.arange(100, dtype=np.int64))
+        with ctx.Pool(1) as pool:
+            assert pool.apply(child_writes, (plain,)) == (100,)
+        assert (plain.copy_to_host() == 3).all(), method
+    # The handle names the array's own memory, not a snapshot.
     plain = gpumem.to_device(np.arange(100, dtype=np.float32))
-    ctx = multiprocessing.get_context(methods()[-1])
-    with ctx.Pool(1) as pool:
-        assert pool.apply(child_sum, (plain,)) == float(np.arange(100).sum())
-        # The copy lives while the child holds it; the child's worker is
-        # done with it once the call returns.
+    h = gpumem.share(plain[10:])
+    plain.fill(5)
+    assert (gpumem.open_shared(h).copy_to_host() == 5).all()
+
+
+@case
+def a_shared_plain_array_outlives_its_owner_for_its_consumer():
+    before = stats()["blocks"]
+    plain = gpumem.to_device(np.arange(256, dtype=np.float32))
+    view = plain[::2]
+    h = gpumem.share(view, until_opened=True)
+    assert stats()["blocks"] == before + 1
+    # Sharing again reuses the block the first share made.
+    gpumem.share(plain)
+    assert stats()["blocks"] == before + 1
+    plain.free()
+    del plain, view
+    got = gpumem.open_shared(h)
+    np.testing.assert_array_equal(got.copy_to_host(),
+                                  np.arange(0, 256, 2, dtype=np.float32))
+    del got
     assert wait_for(lambda: stats()["blocks"] == before), stats()
-    # A plain array's handle names a snapshot: later writes do not reach it.
-    h = gpumem.share(plain)
-    plain.fill(0)
-    assert gpumem.open_shared(h).copy_to_host().sum() == np.arange(100).sum()
+    gmtest.raises(gpumem.Error, gpumem.open_shared, h, match="closed")
+
+
+@case
+def the_limit_applies_to_shared_blocks():
+    base = gpumem.memory_stats()
+    assert base["shared_bytes"] == 0 and base["shared_blocks"] == 0, base
+    gpumem.set_memory_limit(base["allocated_bytes"] + (1 << 20))
+    try:
+        gmtest.raises(gpumem.OutOfMemoryError, gpumem.shared_empty,
+                      (1 << 19,), dtype="float32", match="limit")
+        a = gpumem.shared_empty((1 << 17,), dtype="float32")
+        now = gpumem.memory_stats()
+        assert now["shared_bytes"] == 1 << 19, now
+        assert now["shared_blocks"] == 1, now
+        assert now["allocated_bytes"] == base["allocated_bytes"] + (1 << 19)
+        # A plain array in the books stays counted once when shared.
+        b = gpumem.zeros((1 << 16,), dtype="float32")
+        gpumem.share(b)
+        now = gpumem.memory_stats()
+        assert now["shared_bytes"] == (1 << 19) + (1 << 18), now
+        assert now["allocated_bytes"] == (base["allocated_bytes"]
+                                          + (1 << 19) + (1 << 18)), now
+        gmtest.raises(gpumem.OutOfMemoryError, gpumem.shared_empty,
+                      (1 << 17,), dtype="float32")
+        del a, b
+    finally:
+        gpumem.set_memory_limit(None)
+    assert wait_for(lambda: gpumem.memory_stats()["shared_bytes"] == 0)
+    after = gpumem.memory_stats()
+    assert after["allocated_bytes"] == base["allocated_bytes"], after
+    assert after["shared_blocks"] == 0, after
+
+
+IMPORT_BOOKS = (
+    "import json, sys, gpumem\n"
+    "gpumem.memory_history(True)\n"
+    "n = int(sys.argv[2])\n"
+    "def mine(records, snap):\n"
+    "    return records[records['owner']\n"
+    "                   == snap['owners'].index('imported')]\n"
+    "def books():\n"
+    "    s = gpumem.memory_stats()\n"
+    "    live = mine(gpumem.memory_snapshot()['blocks'],\n"
+    "                gpumem.memory_snapshot())\n"
+    "    return [s['imported_bytes'], s['owners']['imported']\n"
+    "            ['allocated_bytes'], s['allocated_bytes'],\n"
+    "            [int(b['size']) for b in live]]\n"
+    "h = bytes.fromhex(sys.argv[1])\n"
+    "gpumem.set_memory_limit(n - 1)\n"
+    "try:\n"
+    "    gpumem.open_shared(h)\n"
+    "    refused = ''\n"
+    "except gpumem.OutOfMemoryError as e:\n"
+    "    refused = str(e)\n"
+    "gpumem.set_memory_limit(None)\n"
+    "b = gpumem.open_shared(h)\n"
+    "opened = books()\n"
+    "del b\n"
+    "closed = books()\n"
+    "snap = gpumem.memory_snapshot()\n"
+    "actions = [(snap['actions'][e['action']], int(e['size']))\n"
+    "           for e in mine(snap['events'], snap)]\n"
+    "print(json.dumps([refused, opened, closed, actions]))\n")
+
+
+@case
+def imported_blocks_are_booked_limited_and_in_the_history():
+    a = gpumem.zeros((1 << 14,), dtype="float32")
+    n = a.nbytes
+    out = subprocess.run([gmtest.GPUMEM, "-c", IMPORT_BOOKS,
+                          gpumem.share(a).hex(), str(n)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    import json
+    refused, opened, closed, actions = json.loads(out.stdout)
+    assert "by imported" in refused and "limit" in refused, refused
+    assert opened == [n, n, n, [n]], opened
+    assert closed == [0, 0, 0, []], closed
+    assert actions == [["alloc", n], ["free", n]], actions
 
 
 @case

@@ -99,7 +99,8 @@ gm_status gm_cuda_foreign_stream_wait (int device, gm_stream *stream,
 
 gm_status gm_cuda_malloc (int device, size_t nbytes, gm_stream *stream,
                           void **ptr);
-gm_status gm_cuda_free (int device, void *ptr, gm_stream *stream);
+gm_status gm_cuda_free (int device, void *ptr, size_t nbytes,
+                        gm_stream *stream);
 gm_status gm_cuda_reserved (int device, size_t *bytes);
 gm_status gm_cuda_release_cached (int device, size_t *reserved_after);
 gm_status gm_cuda_host_alloc (size_t nbytes, void **ptr);
@@ -139,7 +140,8 @@ void gm_cuda_nvtx_attach (void);
 
 gm_status gm_cuda_nvtx_malloc (int device, size_t nbytes, gm_stream *stream,
                                void **ptr);
-gm_status gm_cuda_nvtx_free (int device, void *ptr, gm_stream *stream);
+gm_status gm_cuda_nvtx_free (int device, void *ptr, size_t nbytes,
+                             gm_stream *stream);
 gm_status gm_cuda_nvtx_copy (void *dst, int dst_device, const void *src,
                              int src_device, size_t nbytes,
                              gm_stream *stream);

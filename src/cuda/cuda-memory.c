@@ -28,10 +28,11 @@ done:
 }
 
 gm_status
-gm_cuda_free (int device, void *ptr, gm_stream *stream)
+gm_cuda_free (int device, void *ptr, size_t nbytes, gm_stream *stream)
 {
   gm_status status = GM_OK;
   cudaError_t err;
+  (void) nbytes;
 
   /* A lost context took its memory with it; freeing is moot, and
      deallocs must stay quiet about it, as they must while the runtime

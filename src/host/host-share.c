@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "host-memory.h"
 #include "share.h"
 
 static gm_status
@@ -107,6 +108,23 @@ host_ipc_unmap (int device, void *ctx, void *ptr, size_t nbytes)
   munmap (ptr, nbytes);
 }
 
+/* Any block of the host backend's malloc becomes shareable where it
+   lies (host-backend.c).  */
+static gm_status
+host_ipc_adopt (int device, void *ptr, size_t nbytes, int *fd, void **ctx)
+{
+  (void) device;
+  *ctx = NULL;
+  return gm_host_share_in_place (ptr, nbytes, fd);
+}
+
+static void
+host_ipc_disown (int device, void *ctx)
+{
+  (void) device;
+  (void) ctx;
+}
+
 /* A simulated device is named by its index: processes on one node see
    the same host devices.  */
 static gm_status
@@ -126,4 +144,6 @@ const gm_ipc_ops gm_host_ipc_ops = {
   .import = host_ipc_import,
   .unmap = host_ipc_unmap,
   .device_uuid = host_ipc_device_uuid,
+  .adopt = host_ipc_adopt,
+  .disown = host_ipc_disown,
 };

@@ -78,6 +78,47 @@ block_of (arraypy_object *array)
   return gmpy_ipc_capsule_block (array->base);
 }
 
+/* The shareable block of ARRAY's memory, made now when ARRAY's owner
+   holds memory of gpumem's pool that can be shared where it lies: the
+   owner then keeps its memory through the block (its base becomes the
+   block's capsule), so the memory stays while consumers hold it after
+   the owner lets go.  NULL without an exception where the memory cannot
+   be shared in place (foreign memory, an empty array, a pool that
+   cannot export); NULL with one on error.  */
+static gm_ipc_block *
+adopt_owner (arraypy_object *array)
+{
+  arraypy_object *owner = gmpy_array_owner (array);
+  gm_ipc_block *block;
+  PyObject *capsule;
+  gm_status status;
+
+  if (owner == NULL || owner->alloc == NULL || owner->alloc_bytes == 0)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_ipc_adopt (owner->device, owner->alloc, owner->alloc_bytes,
+                         &block);
+  Py_END_ALLOW_THREADS
+  if (status == GM_ERR_UNAVAILABLE)
+    return NULL;
+  if (status != GM_OK)
+    return (gm_ipc_block *) gmpy_raise (status);
+  capsule = gmpy_ipc_block_capsule (block);
+  if (capsule == NULL)
+    {
+      /* The capsule's failure dropped the block, and its memory with
+         it: the owner holds nothing now.  */
+      owner->alloc = NULL;
+      owner->alloc_bytes = 0;
+      owner->released = true;
+      return NULL;
+    }
+  owner->alloc = NULL;
+  owner->alloc_bytes = 0;
+  owner->base = capsule;
+  return block;
+}
+
 /* A copy of ARRAY, C-contiguous, in a new shareable block: new
    reference or NULL.  */
 static PyObject *
@@ -141,6 +182,12 @@ share_array (arraypy_object *array, bool until_opened)
   if (gmpy_array_usable (array) < 0)
     return NULL;
   block = block_of (array);
+  if (block == NULL)
+    {
+      block = adopt_owner (array);
+      if (block == NULL && PyErr_Occurred ())
+        return NULL;
+    }
   if (block == NULL)
     {
       copy = shared_copy (array);

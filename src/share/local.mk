@@ -4,5 +4,6 @@
 ## src/host/host-share.c; the Python side src/python/py-share*.c.
 noinst_LTLIBRARIES += src/share/libgm-share.la
 src_share_libgm_share_la_SOURCES = \
-	src/share/share.h src/share/share-handle.c src/share/share-server.c
+	src/share/share.h src/share/share-handle.c src/share/share-server.c \
+	src/share/share-books.c
 src_share_libgm_share_la_CPPFLAGS = $(GM_CORE_CPPFLAGS) -I$(top_srcdir)/src/share

@@ -41,6 +41,7 @@ struct gm_ipc_block
   size_t nbytes;
   size_t leases;
   bool producer_holds;
+  bool adopted;              /* memory of the backend's pool (share-books.c) */
   size_t pending_opens;      /* until_opened handles not opened yet */
 };
 
@@ -120,7 +121,8 @@ release_if_unused (gm_ipc_block *block)
         *link = block->next;
         break;
       }
-  server_ops->release (block->device, block->ctx, block->ptr, block->nbytes);
+  gm_ipc_books_release (server_ops, block->device, block->ctx, block->ptr,
+                        block->nbytes, block->adopted);
   close (block->fd);
   free (block);
 }
@@ -403,6 +405,9 @@ current_ops (void)
   return gm_backend_current != NULL ? gm_backend_current->ipc : NULL;
 }
 
+static gm_status add_block (gm_ipc_block *block, int device, size_t nbytes,
+                            bool adopted, gm_ipc_block **out, void **ptr);
+
 gm_status
 gm_ipc_alloc (int device, size_t nbytes, gm_stream *stream,
               gm_ipc_block **out, void **ptr)
@@ -427,13 +432,56 @@ gm_ipc_alloc (int device, size_t nbytes, gm_stream *stream,
   status = server_start ();
   pthread_mutex_unlock (&lock);
   if (status == GM_OK)
-    status = ops->alloc (device, nbytes, stream, &block->ptr, &block->fd,
-                         &block->ctx);
+    status = gm_ipc_books_alloc (ops, device, nbytes, stream, &block->ptr,
+                                 &block->fd, &block->ctx);
   if (status != GM_OK)
     {
       free (block);
       return status;
     }
+  return add_block (block, device, nbytes, false, out, ptr);
+}
+
+gm_status
+gm_ipc_adopt (int device, void *ptr, size_t nbytes, gm_ipc_block **out)
+{
+  const gm_ipc_ops *ops = current_ops ();
+  gm_ipc_block *block;
+  gm_status status;
+  void *unused;
+
+  if (ops == NULL || ops->adopt == NULL)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "the %s backend "
+                         "cannot share memory between processes",
+                         gm_backend_current ? gm_backend_current->name
+                                            : "(none)");
+  block = calloc (1, sizeof *block);
+  if (block == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
+                         "no memory for a shared block's record");
+  pthread_mutex_lock (&lock);
+  server_ops = ops;
+  status = server_start ();
+  pthread_mutex_unlock (&lock);
+  if (status == GM_OK)
+    status = ops->adopt (device, ptr, nbytes, &block->fd, &block->ctx);
+  if (status != GM_OK)
+    {
+      free (block);
+      return status;
+    }
+  block->ptr = ptr;
+  gm_mem_note_shared (device, nbytes, true);
+  return add_block (block, device, nbytes, true, out, &unused);
+}
+
+/* Lists BLOCK, whose memory and descriptor are set, as DEVICE's block of
+   NBYTES held by its producer; *OUT and *PTR for the caller.  */
+static gm_status
+add_block (gm_ipc_block *block, int device, size_t nbytes, bool adopted,
+           gm_ipc_block **out, void **ptr)
+{
+  block->adopted = adopted;
   block->device = device;
   block->nbytes = nbytes;
   block->pid = getpid ();
@@ -493,8 +541,8 @@ gm_ipc_drop (gm_ipc_block *block)
       /* A copy inherited through fork: the parent owns the block; only
          this process's mapping, descriptor and copy of the record go
          (the child lists none of the parent's blocks).  */
-      if (ops != NULL && ops->kind == GM_IPC_KIND_HOST)
-        ops->unmap (block->device, NULL, block->ptr, block->nbytes);
+      gm_ipc_books_forget (ops, block->device, block->ptr, block->nbytes,
+                           block->adopted);
       close (block->fd);
       free (block);
       return;
@@ -661,7 +709,8 @@ gm_ipc_open (const gm_ipc_handle *handle, gm_ipc_import **out, void **base,
                              "or never made it", (unsigned) handle->pid);
       goto done;
     }
-  status = ops->import (device, fd, handle, &import->ptr, &import->ctx);
+  status = gm_ipc_books_import (ops, device, fd, handle, &import->ptr,
+                                &import->ctx);
 
 done:
   if (status != GM_OK)
@@ -695,8 +744,8 @@ gm_ipc_close (gm_ipc_import *import)
     {
       /* Unmapped before the lease ends: the producer may free as soon as
          it sees the connection close.  */
-      import->ops->unmap (import->device, import->ctx, import->ptr,
-                          import->nbytes);
+      gm_ipc_books_unmap (import->ops, import->device, import->ctx,
+                          import->ptr, import->nbytes);
       close (import->conn);
     }
   free (import);

@@ -130,6 +130,15 @@ typedef struct gm_ipc_ops
   void (*unmap) (int device, void *ctx, void *ptr, size_t nbytes);
   /* The 16 bytes that name DEVICE across processes.  */
   gm_status (*device_uuid) (int device, uint8_t uuid[16]);
+  /* Makes the NBYTES at PTR, a block of the backend's malloc on DEVICE,
+     shareable where they lie, contents kept: *FD and *CTX as alloc's.
+     The memory stays the backend's, freed by its free after disown.
+     GM_ERR_UNAVAILABLE where that memory's pool cannot export.  NULL
+     where the backend cannot.  */
+  gm_status (*adopt) (int device, void *ptr, size_t nbytes, int *fd,
+                      void **ctx);
+  /* Lets go of what adopt made, not of the memory.  Never fails.  */
+  void (*disown) (int device, void *ctx);
 } gm_ipc_ops;
 
 /* The backends' sharing (host-ipc.c, cuda-ipc.c).  */
@@ -141,6 +150,14 @@ extern const gm_ipc_ops gm_cuda_ipc_ops;
 /* The share server's side (ipc-server.c).  */
 typedef struct gm_ipc_block gm_ipc_block;
 typedef struct gm_ipc_import gm_ipc_import;
+
+/* Makes the NBYTES at PTR on DEVICE, from gm_mem_alloc, shareable
+   (ops->adopt) and hands them to the share server as *BLOCK, which
+   frees them with gm_mem_free once the producer and every lease have
+   let go (gm_ipc_drop).  GM_ERR_UNAVAILABLE where that memory cannot be
+   shared; the memory is then the caller's as before.  */
+gm_status gm_ipc_adopt (int device, void *ptr, size_t nbytes,
+                        gm_ipc_block **block);
 
 /* Allocates NBYTES of shareable memory on DEVICE ordered on STREAM with
    the current backend: *PTR, and *BLOCK for gm_ipc_export and
@@ -170,6 +187,27 @@ gm_status gm_ipc_open (const gm_ipc_handle *handle, gm_ipc_import **import,
                        void **base, int *device);
 /* Unmaps IMPORT and ends its lease.  Never fails.  */
 void gm_ipc_close (gm_ipc_import *import);
+
+/* The memory books of sharing (share-books.c): the backend's ops
+   wrapped so that every shareable block is booked as gpumem's (and
+   limited, and counted as shared) and every import as the imported
+   owner's (memory.c).  */
+gm_status gm_ipc_books_alloc (const gm_ipc_ops *ops, int device,
+                              size_t nbytes, gm_stream *stream, void **ptr,
+                              int *fd, void **ctx);
+/* Frees a listed block: ops->release, or for an ADOPTED one ops->disown
+   and gm_mem_free.  */
+void gm_ipc_books_release (const gm_ipc_ops *ops, int device, void *ctx,
+                           void *ptr, size_t nbytes, bool adopted);
+/* Lets go of a block inherited through fork (the parent's): this
+   process's mapping and its books only.  */
+void gm_ipc_books_forget (const gm_ipc_ops *ops, int device, void *ptr,
+                          size_t nbytes, bool adopted);
+gm_status gm_ipc_books_import (const gm_ipc_ops *ops, int device, int fd,
+                               const gm_ipc_handle *handle, void **ptr,
+                               void **ctx);
+void gm_ipc_books_unmap (const gm_ipc_ops *ops, int device, void *ctx,
+                         void *ptr, size_t nbytes);
 
 /* Blocks and leases this process's server holds (for tests and stats).  */
 void gm_ipc_counts (size_t *blocks, size_t *leases, size_t *imports);

@@ -230,6 +230,9 @@ class _MemoryStats(TypedDict):
     allocations: int
     total_allocations: int
     limit: int | None
+    shared_bytes: int
+    shared_blocks: int
+    imported_bytes: int
     owners: dict[str, _OwnerStats]
 
 @type_check_only
