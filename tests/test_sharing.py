@@ -393,6 +393,89 @@ def a_producer_killed_leaves_consumers_whole():
     gmtest.raises(gpumem.Error, gpumem.open_shared, handle, match="exited")
 
 
+PLAIN_PRODUCER = (
+    "import sys, time, numpy as np, gpumem\n"
+    "a = gpumem.to_device(np.arange(1 << 12, dtype=np.int64))\n"
+    "print(gpumem.share(a).hex(), flush=True)\n"
+    "time.sleep(600)\n")
+
+
+def need_cuda(why):
+    if gpumem.backend != "cuda":
+        gmtest.skip("the host backend " + why)
+
+
+@case
+def imported_pools_of_exited_producers_are_released():
+    need_cuda("imports no pools")
+    base = stats()["imported_pools"]
+    for keep_mapped in (False, True, False):
+        producer = subprocess.Popen([gmtest.GPUMEM, "-c", PLAIN_PRODUCER],
+                                    stdout=subprocess.PIPE, text=True)
+        handle = bytes.fromhex(producer.stdout.readline().strip())
+        b = gpumem.open_shared(handle)
+        assert int(b.copy_to_host().sum()) == (1 << 12) * ((1 << 12) - 1) // 2
+        assert stats()["imported_pools"] == base + 1, stats()
+        if not keep_mapped:
+            # Kept while its producer lives, for the next handle.
+            del b
+            assert stats()["imported_pools"] == base + 1, stats()
+        producer.kill()
+        producer.wait()
+        if keep_mapped:
+            # A mapped block keeps its pool after the producer exits.
+            time.sleep(0.2)
+            assert stats()["imported_pools"] == base + 1, stats()
+            del b
+        assert wait_for(lambda: stats()["imported_pools"] == base), stats()
+
+
+POOL_CHOICE = (
+    "import numpy as np, gpumem\n"
+    "a = gpumem.to_device(np.arange(8, dtype=np.float32))\n"
+    "h = gpumem.share(a)\n"
+    "a.fill(0)\n"
+    "print(float(gpumem.open_shared(h).copy_to_host().sum()))\n")
+
+
+@case
+def the_default_pool_stays_selectable():
+    need_cuda("has one pool")
+    run = lambda env: subprocess.run(
+        [gmtest.GPUMEM, "-c", POOL_CHOICE], capture_output=True, text=True,
+        timeout=120, env=dict(os.environ, **env))
+    # The exportable pool shares by reference; the default pool copies.
+    assert run({}).stdout.strip() == "0.0", run({})
+    out = run({"GPUMEM_DEVICE_POOL": "exportable"})
+    assert out.stdout.strip() == "0.0", out
+    out = run({"GPUMEM_DEVICE_POOL": "default"})
+    assert out.stdout.strip() == "28.0", out
+    for name in ("GPUMEM_DEVICE_POOL", "GPUMEM_SHARE_HANDLE"):
+        out = run({name: "bogus"})
+        assert out.returncode != 0 and name in out.stderr, out
+
+
+@case
+def fabric_handles_where_the_device_has_them():
+    need_cuda("has no fabric")
+    out = subprocess.run(
+        [gmtest.GPUMEM, "-c",
+         "import gpumem\n"
+         "try:\n"
+         "    a = gpumem.shared_empty((1 << 20,))\n"
+         "    b = gpumem.open_shared(gpumem.share(a))\n"
+         "    print('fabric: pool made')\n"
+         "except gpumem.Error as e:\n"
+         "    print('fabric: refused:', e)\n"],
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, GPUMEM_SHARE_HANDLE="fabric"))
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip()
+    print("#", line)
+    assert line == "fabric: pool made" or (
+        line.startswith("fabric: refused:") and "fabric" in line[16:]), line
+
+
 @case
 def bad_handles_are_refused_and_map_nothing():
     a, _ = filled((16,))

@@ -323,9 +323,10 @@ ipcpy_sharing_stats (PyObject *module, PyObject *unused)
   (void) unused;
 
   gm_ipc_counts (&blocks, &leases, &imports);
-  return Py_BuildValue ("{s:n,s:n,s:n}", "blocks", (Py_ssize_t) blocks,
+  return Py_BuildValue ("{s:n,s:n,s:n,s:n}", "blocks", (Py_ssize_t) blocks,
                         "leases", (Py_ssize_t) leases, "imports",
-                        (Py_ssize_t) imports);
+                        (Py_ssize_t) imports, "imported_pools",
+                        (Py_ssize_t) gm_ipc_imported_pools ());
 }
 
 /* gpumem._reduce_shared(obj): multiprocessing's reducer of DeviceArray
@@ -374,7 +375,8 @@ static PyMethodDef ipcpy_methods[] = {
   {"sharing_stats", ipcpy_sharing_stats, METH_NOARGS,
    "sharing_stats()\n--\n\n"
    "This process's shared blocks (made here, not yet released), the\n"
-   "leases other processes hold on them, and the handles it has open."},
+   "leases other processes hold on them, the handles it has open, and\n"
+   "the pools of other processes it keeps imported (CUDA backend)."},
   {"_reduce_shared", ipcpy_reduce_shared, METH_O,
    "multiprocessing's reducer of DeviceArray: open_shared and a handle."},
   {NULL, NULL, 0, NULL}

@@ -159,3 +159,13 @@ gm_ipc_books_unmap (const gm_ipc_ops *ops, int device, void *ctx, void *ptr,
   (void) gm_mem_free_with (GM_MEM_OWNER_IMPORTED, device, ptr, nbytes, NULL,
                            unmap_put, &made);
 }
+
+size_t
+gm_ipc_imported_pools (void)
+{
+  const gm_ipc_ops *ops = gm_backend_current != NULL
+                          ? gm_backend_current->ipc : NULL;
+
+  return ops != NULL && ops->imported_pools != NULL ? ops->imported_pools ()
+                                                    : 0;
+}

@@ -139,6 +139,10 @@ typedef struct gm_ipc_ops
                       void **ctx);
   /* Lets go of what adopt made, not of the memory.  Never fails.  */
   void (*disown) (int device, void *ctx);
+  /* How many pools of other processes this process keeps imported,
+     after letting go of those no longer needed; NULL where the backend
+     imports none.  */
+  size_t (*imported_pools) (void);
 } gm_ipc_ops;
 
 /* The backends' sharing (host-ipc.c, cuda-ipc.c).  */
@@ -208,6 +212,9 @@ gm_status gm_ipc_books_import (const gm_ipc_ops *ops, int device, int fd,
                                void **ctx);
 void gm_ipc_books_unmap (const gm_ipc_ops *ops, int device, void *ctx,
                          void *ptr, size_t nbytes);
+
+/* The backend's imported pools (ops->imported_pools; 0 without).  */
+size_t gm_ipc_imported_pools (void);
 
 /* Blocks and leases this process's server holds (for tests and stats).  */
 void gm_ipc_counts (size_t *blocks, size_t *leases, size_t *imports);

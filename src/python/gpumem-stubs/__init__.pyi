@@ -240,6 +240,7 @@ class _SharingStats(TypedDict):
     blocks: int
     leases: int
     imports: int
+    imported_pools: int
 
 @type_check_only
 class _JitStats(TypedDict):
