@@ -13,6 +13,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -221,7 +222,13 @@ def the_limit_applies_to_shared_blocks():
         assert now["allocated_bytes"] == (base["allocated_bytes"]
                                           + (1 << 19) + (1 << 18)), now
         gmtest.raises(gpumem.OutOfMemoryError, gpumem.shared_empty,
-                      (1 << 17,), dtype="float32")
+                      (1 << 17,), dtype="float32",
+                      match="768.0 KiB of it in 2 blocks shared with other")
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "report.html")
+            gpumem.memory_report(path)
+            page = open(path).read()
+        assert '"shared_now":%d,' % ((1 << 19) + (1 << 18)) in page
         del a, b
     finally:
         gpumem.set_memory_limit(None)

@@ -211,6 +211,12 @@ out_of_memory (gm_mem_owner owner, int device, size_t nbytes, bool by_limit)
   gm_format_bytes (reserved > stats.allocated_bytes
                    ? reserved - stats.allocated_bytes : 0,
                    text[2], sizeof text[2]);
+  if (stats.shared_bytes > 0)
+    {
+      gm_format_bytes (stats.shared_bytes, text[1], sizeof text[1]);
+      APPEND (" (%s of it in %zu blocks shared with other processes)",
+              text[1], stats.shared_blocks);
+    }
   APPEND ("; the device has %zu bytes (%s) free of %zu; the pool keeps %s "
           "idle (reserved, not allocated); in use by owner:", free_bytes,
           text[1], total, text[2]);
