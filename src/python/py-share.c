@@ -361,11 +361,12 @@ static PyMethodDef ipcpy_methods[] = {
    "A handle (bytes) that open_shared opens, in any process on this node,\n"
    "onto OBJ: a DeviceArray's memory (its shape, dtype, strides, device\n"
    "and read-only flag), or an Event made with interprocess=True.\n"
-   "An array not made by shared_empty (or a view of one) is first\n"
-   "copied once into shareable memory, which is kept for the handle's\n"
-   "first consumer.  until_opened=True keeps a shared_empty block for\n"
-   "one more consumer (one for each such handle) even when this process\n"
-   "lets go of it first."},
+   "Any gpumem array, views included, shares its own memory; only\n"
+   "foreign memory (or CUDA's default pool, GPUMEM_DEVICE_POOL=default)\n"
+   "is first copied once into shareable memory, kept for the handle's\n"
+   "first consumer.  until_opened=True keeps the block for one more\n"
+   "consumer (one for each such handle) even when this process lets go\n"
+   "of it first."},
   {"open_shared", ipcpy_open_shared, METH_O,
    "open_shared(handle, /)\n--\n\n"
    "The DeviceArray a share() handle describes, on the same memory, or\n"
