@@ -483,6 +483,91 @@ def fabric_handles_where_the_device_has_them():
         line.startswith("fabric: refused:") and "fabric" in line[16:]), line
 
 
+FRAMEWORK_PRODUCER = {
+    "torch": (
+        "gpumem.use_pool('torch')\n"
+        "import torch\n"
+        "print('refused', flush=True)\n"
+        "t = torch.arange(1 << 20, dtype=torch.float32, device='cuda')\n"
+        "sync = torch.cuda.synchronize\n"
+        "total = lambda x: float(x.sum().item())\n"),
+    "cupy": (
+        "import cupy\n"
+        "c0 = cupy.ones(4)\n"
+        "try:\n"
+        "    gpumem.share(c0)\n"
+        "    print('shared memory outside the pool', flush=True)\n"
+        "except gpumem.Error as e:\n"
+        "    print('refused' if \"gpumem's pool\" in str(e) else e,\n"
+        "          flush=True)\n"
+        "gpumem.use_pool('cupy')\n"
+        "t = cupy.arange(1 << 20, dtype=cupy.float32)\n"
+        "sync = cupy.cuda.runtime.deviceSynchronize\n"
+        "total = lambda x: float(x.sum())\n"),
+}
+
+FRAMEWORK_SHARE = (
+    "sync()\n"
+    "print(gpumem.share(t[16:]).hex(), flush=True)\n"
+    "sys.stdin.readline()\n"
+    "sync()\n"
+    "print(total(t[16:32]), flush=True)\n"
+    "del t\n"
+    "gc.collect()\n"
+    "sync()\n"
+    "print(gpumem.sharing_stats()['blocks'], flush=True)\n"
+    "sys.stdin.readline()\n"
+    "end = time.monotonic() + 20\n"
+    "while gpumem.sharing_stats()['blocks'] and time.monotonic() < end:\n"
+    "    time.sleep(0.02)\n"
+    "print(gpumem.sharing_stats()['blocks'], flush=True)\n")
+
+
+def framework_array_shares(library):
+    need_cuda("has no pool for other libraries")
+    import importlib.util
+    if importlib.util.find_spec(library) is None:
+        gmtest.skip(library + " is not importable")
+    script = ("import gc, sys, time, gpumem\n" + FRAMEWORK_PRODUCER[library]
+              + FRAMEWORK_SHARE)
+    producer = subprocess.Popen([gmtest.GPUMEM, "-c", script],
+                                stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert producer.stdout.readline().strip() == "refused"
+        b = gpumem.open_shared(bytes.fromhex(producer.stdout.readline()))
+        assert b.shape == ((1 << 20) - 16,) and str(b.dtype) == "float32"
+        np.testing.assert_array_equal(b[:4].copy_to_host(), [16, 17, 18, 19])
+        b[:16].fill(1)
+        gpumem.synchronize()
+        producer.stdin.write("wrote\n")
+        producer.stdin.flush()
+        # The producer's tensor sees the consumer's writes.
+        assert float(producer.stdout.readline()) == 16.0
+        # Its library freed it; the consumer's lease keeps the block.
+        assert producer.stdout.readline().strip() == "1"
+        np.testing.assert_array_equal(b[16:20].copy_to_host(),
+                                      [32, 33, 34, 35])
+        del b
+        producer.stdin.write("closed\n")
+        producer.stdin.flush()
+        assert producer.stdout.readline().strip() == "0"
+        assert producer.wait(60) == 0
+    finally:
+        if producer.poll() is None:
+            producer.kill()
+
+
+@case
+def a_torch_tensor_of_gpumems_pool_shares_by_reference():
+    framework_array_shares("torch")
+
+
+@case
+def a_cupy_array_of_gpumems_pool_shares_by_reference():
+    framework_array_shares("cupy")
+
+
 @case
 def bad_handles_are_refused_and_map_nothing():
     a, _ = filled((16,))

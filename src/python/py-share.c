@@ -96,8 +96,8 @@ adopt_owner (arraypy_object *array)
   if (owner == NULL || owner->alloc == NULL || owner->alloc_bytes == 0)
     return NULL;
   Py_BEGIN_ALLOW_THREADS
-  status = gm_ipc_adopt (owner->device, owner->alloc, owner->alloc_bytes,
-                         &block);
+  status = gm_ipc_adopt (GM_MEM_OWNER_GPUMEM, owner->device, owner->alloc,
+                         owner->alloc_bytes, &block);
   Py_END_ALLOW_THREADS
   if (status == GM_ERR_UNAVAILABLE)
     return NULL;
@@ -161,6 +161,40 @@ shared_copy (arraypy_object *array)
   return copy;
 }
 
+/* The handle (bytes) of ARRAY, whose memory lies in BLOCK, which starts
+   at START, with READONLY and UNTIL_OPENED as share() has them.  New
+   reference or NULL.  */
+static PyObject *
+share_block (arraypy_object *array, gm_ipc_block *block, const char *start,
+             bool readonly, bool until_opened)
+{
+  uint8_t encoded[GM_IPC_MAX_BYTES];
+  gm_ipc_handle handle;
+  gm_stream *stream;
+  gm_status status;
+  size_t size;
+
+  if (gmpy_array_pending_stream (array, &stream) < 0)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  status = gm_ipc_export (block, stream, until_opened, &handle);
+  Py_END_ALLOW_THREADS
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  handle.offset = (uint64_t) (array->data - start);
+  handle.dtype = (uint8_t) array->dtype;
+  handle.readonly = readonly;
+  handle.ndim = (uint8_t) array->ndim;
+  for (int d = 0; d < array->ndim; d++)
+    {
+      handle.shape[d] = array->shape[d];
+      handle.strides[d] = array->strides[d];
+    }
+  size = gm_ipc_encode (&handle, encoded);
+  return PyBytes_FromStringAndSize ((const char *) encoded,
+                                    (Py_ssize_t) size);
+}
+
 /* The handle of ARRAY as bytes; a copy in shareable memory is made when
    ARRAY lies elsewhere, and kept for its first consumer.  UNTIL_OPENED
    keeps the block for the first consumer even when the producer lets go
@@ -168,15 +202,9 @@ shared_copy (arraypy_object *array)
 static PyObject *
 share_array (arraypy_object *array, bool until_opened)
 {
-  uint8_t encoded[GM_IPC_MAX_BYTES];
-  gm_ipc_handle handle;
   gm_ipc_block *block;
-  gm_stream *stream;
-  PyObject *copy = NULL, *result = NULL;
-  gm_status status;
-  arraypy_object *bottom;
-  size_t size;
-
+  PyObject *copy = NULL, *result;
+  const char *start = NULL;
   bool readonly = array->readonly;
 
   if (gmpy_array_usable (array) < 0)
@@ -190,6 +218,12 @@ share_array (arraypy_object *array, bool until_opened)
     }
   if (block == NULL)
     {
+      block = gmpy_ipc_pool_block (array, &start);
+      if (block == NULL && PyErr_Occurred ())
+        return NULL;
+    }
+  if (block == NULL)
+    {
       copy = shared_copy (array);
       if (copy == NULL)
         return NULL;
@@ -197,34 +231,16 @@ share_array (arraypy_object *array, bool until_opened)
       block = block_of (array);
       until_opened = true;
     }
-  if (gmpy_array_pending_stream (array, &stream) < 0)
-    goto done;
-  Py_BEGIN_ALLOW_THREADS
-  status = gm_ipc_export (block, stream, until_opened, &handle);
-  Py_END_ALLOW_THREADS
-  if (status != GM_OK)
+  if (start == NULL)
     {
-      gmpy_raise (status);
-      goto done;
+      /* The wrapped array at the bottom of the view chain starts at the
+         block's start.  */
+      arraypy_object *bottom = array;
+      while (bottom->base != NULL && gmpy_array_check (bottom->base))
+        bottom = (arraypy_object *) bottom->base;
+      start = bottom->data;
     }
-  /* Element 0's offset in the block: the wrapped array at the bottom of
-     the view chain starts at the block's start.  */
-  bottom = array;
-  while (bottom->base != NULL && gmpy_array_check (bottom->base))
-    bottom = (arraypy_object *) bottom->base;
-  handle.offset = (uint64_t) (array->data - bottom->data);
-  handle.dtype = (uint8_t) array->dtype;
-  handle.readonly = readonly;
-  handle.ndim = (uint8_t) array->ndim;
-  for (int d = 0; d < array->ndim; d++)
-    {
-      handle.shape[d] = array->shape[d];
-      handle.strides[d] = array->strides[d];
-    }
-  size = gm_ipc_encode (&handle, encoded);
-  result = PyBytes_FromStringAndSize ((const char *) encoded,
-                                      (Py_ssize_t) size);
-done:
+  result = share_block (array, block, start, readonly, until_opened);
   Py_XDECREF (copy);
   return result;
 }
@@ -250,8 +266,14 @@ gmpy_ipc_share (PyObject *obj, bool until_opened)
   if (PyObject_TypeCheck (obj, gmpy_state_get ()->event_type))
     return gmpy_event_share (obj, until_opened);
   if (!gmpy_array_check (obj))
-    return PyErr_Format (PyExc_TypeError, "share() takes a DeviceArray or "
-                         "an Event, not %.200s", Py_TYPE (obj)->tp_name);
+    {
+      PyObject *wrapped = gmpy_ipc_pool_array (obj), *result;
+      if (wrapped == NULL)
+        return NULL;
+      result = share_array ((arraypy_object *) wrapped, until_opened);
+      Py_DECREF (wrapped);
+      return result;
+    }
   return share_array ((arraypy_object *) obj, until_opened);
 }
 
@@ -361,9 +383,12 @@ static PyMethodDef ipcpy_methods[] = {
    "A handle (bytes) that open_shared opens, in any process on this node,\n"
    "onto OBJ: a DeviceArray's memory (its shape, dtype, strides, device\n"
    "and read-only flag), or an Event made with interprocess=True.\n"
-   "Any gpumem array, views included, shares its own memory; only\n"
-   "foreign memory (or CUDA's default pool, GPUMEM_DEVICE_POOL=default)\n"
-   "is first copied once into shareable memory, kept for the handle's\n"
+   "Any gpumem array, views included, shares its own memory, and so\n"
+   "does another library's array (a tensor, a CuPy array) allocated\n"
+   "from gpumem's pool (use_pool), found by its pointer; other\n"
+   "libraries' arrays raise gpumem.Error.  A DeviceArray over foreign\n"
+   "memory (or CUDA's default pool, GPUMEM_DEVICE_POOL=default) is\n"
+   "first copied once into shareable memory, kept for the handle's\n"
    "first consumer.  until_opened=True keeps the block for one more\n"
    "consumer (one for each such handle) even when this process lets go\n"
    "of it first."},

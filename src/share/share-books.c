@@ -60,7 +60,8 @@ gm_ipc_books_alloc (const gm_ipc_ops *ops, int device, size_t nbytes,
 
 void
 gm_ipc_books_release (const gm_ipc_ops *ops, int device, void *ctx,
-                      void *ptr, size_t nbytes, bool adopted)
+                      void *ptr, size_t nbytes, bool adopted,
+                      gm_mem_owner owner)
 {
   shareable made = { ops, -1, ctx, NULL };
   gm_status status;
@@ -69,7 +70,7 @@ gm_ipc_books_release (const gm_ipc_ops *ops, int device, void *ctx,
   if (adopted)
     {
       ops->disown (device, ctx);
-      status = gm_mem_free (device, ptr, nbytes, NULL);
+      status = gm_mem_free_as (owner, device, ptr, nbytes, NULL);
     }
   else
     status = gm_mem_free_with (GM_MEM_OWNER_GPUMEM, device, ptr, nbytes,

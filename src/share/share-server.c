@@ -42,6 +42,7 @@ struct gm_ipc_block
   size_t leases;
   bool producer_holds;
   bool adopted;              /* memory of the backend's pool (share-books.c) */
+  gm_mem_owner owner;        /* an adopted block's */
   size_t pending_opens;      /* until_opened handles not opened yet */
 };
 
@@ -122,7 +123,7 @@ release_if_unused (gm_ipc_block *block)
         break;
       }
   gm_ipc_books_release (server_ops, block->device, block->ctx, block->ptr,
-                        block->nbytes, block->adopted);
+                        block->nbytes, block->adopted, block->owner);
   close (block->fd);
   free (block);
 }
@@ -443,7 +444,8 @@ gm_ipc_alloc (int device, size_t nbytes, gm_stream *stream,
 }
 
 gm_status
-gm_ipc_adopt (int device, void *ptr, size_t nbytes, gm_ipc_block **out)
+gm_ipc_adopt (gm_mem_owner owner, int device, void *ptr, size_t nbytes,
+              gm_ipc_block **out)
 {
   const gm_ipc_ops *ops = current_ops ();
   gm_ipc_block *block;
@@ -471,6 +473,7 @@ gm_ipc_adopt (int device, void *ptr, size_t nbytes, gm_ipc_block **out)
       return status;
     }
   block->ptr = ptr;
+  block->owner = owner;
   gm_mem_note_shared (device, nbytes, true);
   return add_block (block, device, nbytes, true, out, &unused);
 }

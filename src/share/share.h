@@ -155,13 +155,13 @@ extern const gm_ipc_ops gm_cuda_ipc_ops;
 typedef struct gm_ipc_block gm_ipc_block;
 typedef struct gm_ipc_import gm_ipc_import;
 
-/* Makes the NBYTES at PTR on DEVICE, from gm_mem_alloc, shareable
-   (ops->adopt) and hands them to the share server as *BLOCK, which
-   frees them with gm_mem_free once the producer and every lease have
-   let go (gm_ipc_drop).  GM_ERR_UNAVAILABLE where that memory cannot be
-   shared; the memory is then the caller's as before.  */
-gm_status gm_ipc_adopt (int device, void *ptr, size_t nbytes,
-                        gm_ipc_block **block);
+/* Makes the NBYTES at PTR on DEVICE, from gm_mem_alloc_as for OWNER,
+   shareable (ops->adopt) and hands them to the share server as *BLOCK,
+   which frees them with gm_mem_free_as once the producer and every
+   lease have let go (gm_ipc_drop).  GM_ERR_UNAVAILABLE where that memory
+   cannot be shared; the memory is then the caller's as before.  */
+gm_status gm_ipc_adopt (gm_mem_owner owner, int device, void *ptr,
+                        size_t nbytes, gm_ipc_block **block);
 
 /* Allocates NBYTES of shareable memory on DEVICE ordered on STREAM with
    the current backend: *PTR, and *BLOCK for gm_ipc_export and
@@ -200,9 +200,10 @@ gm_status gm_ipc_books_alloc (const gm_ipc_ops *ops, int device,
                               size_t nbytes, gm_stream *stream, void **ptr,
                               int *fd, void **ctx);
 /* Frees a listed block: ops->release, or for an ADOPTED one ops->disown
-   and gm_mem_free.  */
+   and gm_mem_free_as for OWNER.  */
 void gm_ipc_books_release (const gm_ipc_ops *ops, int device, void *ctx,
-                           void *ptr, size_t nbytes, bool adopted);
+                           void *ptr, size_t nbytes, bool adopted,
+                           gm_mem_owner owner);
 /* Lets go of a block inherited through fork (the parent's): this
    process's mapping and its books only.  */
 void gm_ipc_books_forget (const gm_ipc_ops *ops, int device, void *ptr,
