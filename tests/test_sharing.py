@@ -9,6 +9,7 @@ fork() cannot use CUDA, so the fork cases run on the host backend only.
 
 import multiprocessing
 import os
+import pickle
 import signal
 import struct
 import subprocess
@@ -179,6 +180,10 @@ def plain_arrays_and_views_share_by_reference():
     h = gpumem.share(plain[10:])
     plain.fill(5)
     assert (gpumem.open_shared(h).copy_to_host() == 5).all()
+    # Plain pickle still copies: the loaded array is memory of its own.
+    loaded = pickle.loads(pickle.dumps(plain))
+    loaded.fill(6)
+    assert (plain.copy_to_host() == 5).all()
 
 
 @case
@@ -596,12 +601,22 @@ def many_exports_opens_and_closes_leave_nothing():
     before = stats()
     maps = len(open("/proc/self/maps").read().splitlines())
     free_before = gpumem.Device(0).mem_info()[0] if gpumem.backend == "cuda" else 0
+    fds = len(os.listdir("/proc/self/fd"))
+    books = gpumem.memory_stats()
     for i in range(2000):
-        a = gpumem.shared_empty((256,), dtype="uint8")
+        if i % 4 == 3:
+            a = gpumem.zeros((256,), dtype="uint8")   # shared where it lies
+        else:
+            a = gpumem.shared_empty((256,), dtype="uint8")
         b = gpumem.open_shared(gpumem.share(a))
         c = gpumem.open_shared(gpumem.share(b[1:])) if i % 2 else None
         del a, b, c
     assert stats() == before, (stats(), before)
+    assert len(os.listdir("/proc/self/fd")) <= fds, fds
+    after = gpumem.memory_stats()
+    for key in ("allocated_bytes", "shared_bytes", "imported_bytes",
+                "allocations"):
+        assert after[key] == books[key], (key, after[key], books[key])
     assert len(open("/proc/self/maps").read().splitlines()) <= maps + 2
     if gpumem.backend == "cuda":
         gpumem.synchronize()
