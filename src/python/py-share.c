@@ -95,10 +95,10 @@ adopt_owner (arraypy_object *array)
 
   if (owner == NULL || owner->alloc == NULL || owner->alloc_bytes == 0)
     return NULL;
-  Py_BEGIN_ALLOW_THREADS
+  /* With the GIL held: no other thread may share or free the owner
+     while its memory changes hands.  */
   status = gm_ipc_adopt (GM_MEM_OWNER_GPUMEM, owner->device, owner->alloc,
                          owner->alloc_bytes, &block);
-  Py_END_ALLOW_THREADS
   if (status == GM_ERR_UNAVAILABLE)
     return NULL;
   if (status != GM_OK)
