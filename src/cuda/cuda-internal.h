@@ -105,9 +105,11 @@ gm_status gm_cuda_pools_init (void);
    freed memory; the exportable one is made when arrays come from it (a
    device that cannot export keeps its arrays in the default pool).  */
 gm_status gm_cuda_pool_setup (int device);
-/* The pool gpumem's allocations on DEVICE come from.  */
+/* DEVICE's exportable pool when gpumem's allocations there come from
+   it, else NULL: they come from the device's current pool
+   (cudaMallocAsync), its default one unless another library set one.  */
 cudaMemPool_t gm_cuda_pool (int device);
-/* Whether that pool is DEVICE's exportable pool.  */
+/* Whether gm_cuda_pool (DEVICE) is not NULL.  */
 bool gm_cuda_pool_exports (int device);
 /* DEVICE's exportable pool and its POSIX descriptor (the pool keeps
    it), made on first use (DEVICE current).  GM_ERR_UNAVAILABLE saying

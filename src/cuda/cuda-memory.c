@@ -1,8 +1,8 @@
 /* cuda-memory.c -- the CUDA backend's memory: device memory from each
-   device's stream-ordered pool (cudaMallocFromPoolAsync on the pool
-   cuda-pools.c chooses, which keeps freed memory cached, so repeated
-   allocations cost microseconds), what the pools hold, page-locked host
-   memory, and which device an address belongs to.  */
+   device's stream-ordered pool (the exportable pool of cuda-pools.c, or
+   cudaMallocAsync's current pool; both keep freed memory cached, so
+   repeated allocations cost microseconds), what the pools hold,
+   page-locked host memory, and which device an address belongs to.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -19,11 +19,16 @@ gm_status
 gm_cuda_malloc (int device, size_t nbytes, gm_stream *stream, void **ptr)
 {
   gm_status status = gm_cuda_use_device (device);
+  cudaMemPool_t pool;
 
   if (status != GM_OK)
     return status;
-  GM_CUDA_CHECK (cudaMallocFromPoolAsync (ptr, nbytes, gm_cuda_pool (device),
-                                          gm_cuda_handle_of (stream)));
+  pool = gm_cuda_pool (device);
+  if (pool != NULL)
+    GM_CUDA_CHECK (cudaMallocFromPoolAsync (ptr, nbytes, pool,
+                                            gm_cuda_handle_of (stream)));
+  else
+    GM_CUDA_CHECK (cudaMallocAsync (ptr, nbytes, gm_cuda_handle_of (stream)));
 done:
   return status;
 }

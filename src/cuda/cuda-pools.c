@@ -195,26 +195,13 @@ gm_cuda_pool (int device)
       pool = export_pools[device];
       pthread_mutex_unlock (&pools_lock);
     }
-  if (pool == NULL && cudaDeviceGetDefaultMemPool (&pool, device)
-                      != cudaSuccess)
-    {
-      cudaGetLastError ();
-      pool = NULL;
-    }
   return pool;
 }
 
 bool
 gm_cuda_pool_exports (int device)
 {
-  bool exports;
-
-  if (!arrays_exportable || device >= CUDA_POOL_DEVICES)
-    return false;
-  pthread_mutex_lock (&pools_lock);
-  exports = export_pools[device] != NULL;
-  pthread_mutex_unlock (&pools_lock);
-  return exports;
+  return gm_cuda_pool (device) != NULL;
 }
 
 gm_status
