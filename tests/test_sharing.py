@@ -492,7 +492,11 @@ FRAMEWORK_PRODUCER = {
     "torch": (
         "gpumem.use_pool('torch')\n"
         "import torch\n"
-        "print('refused', flush=True)\n"
+        "try:\n"
+        "    gpumem.share(torch.ones(4))\n"
+        "    print('shared a host tensor', flush=True)\n"
+        "except TypeError:\n"
+        "    print('refused', flush=True)\n"
         "t = torch.arange(1 << 20, dtype=torch.float32, device='cuda')\n"
         "sync = torch.cuda.synchronize\n"
         "total = lambda x: float(x.sum().item())\n"),
