@@ -452,7 +452,7 @@ done:
   for (int k = 0; k <= n; k++)
     {
       if (dev[k] != NULL)
-        backend->free (0, dev[k], NULL);
+        backend->free (0, dev[k], bytes, NULL);
       free (host[k]);
       free (expect[k]);
     }
@@ -538,7 +538,7 @@ check_refusals (void)
               && memcmp (back, host, sizeof host) == 0,
               "refused %s changed DST", gm_dtypes[refused[i].dtype].name);
     }
-  backend->free (0, dev, NULL);
+  backend->free (0, dev, sizeof host, NULL);
 }
 
 int

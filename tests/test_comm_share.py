@@ -81,14 +81,19 @@ def views_keep_their_layout():
 
 
 @collective_case
-def an_array_outside_shareable_memory_goes_as_a_snapshot():
+def a_plain_array_goes_by_reference():
     if NODE_SIZE < 2:
         gmtest.skip("a node of one rank")
     plain = gpumem.to_device(np.full(16, RANK, np.int32))
     comm.send_shared(plain, NEXT)
-    plain.fill(-1)          # after the hand-over: the snapshot keeps RANK
     got = comm.recv_shared(PREV)
     assert np.array_equal(got.copy_to_host(), np.full(16, PREV))
+    comm.barrier()
+    # The receiver writes the sender's own memory.
+    got.fill(100 + RANK)
+    gpumem.synchronize()
+    comm.barrier()
+    assert np.array_equal(plain.copy_to_host(), np.full(16, 100 + NEXT))
     del got
     comm.barrier()
 

@@ -45,7 +45,7 @@ def history_lists_allocations_and_frees():
     finally:
         gpumem.memory_history(False)
     assert snap["enabled"] and snap["stacks_on"]
-    assert snap["owners"] == ("gpumem", "torch", "cupy", "numba")
+    assert snap["owners"] == ("gpumem", "torch", "cupy", "numba", "imported")
     assert snap["actions"] == ("alloc", "free")
     events = snap["events"]
     assert [int(e) for e in events["action"]] == [0, 0, 1], events
@@ -365,7 +365,8 @@ def out_of_memory_names_owners_idle_and_largest_blocks():
 @case
 def owners_in_memory_stats():
     stats = gpumem.memory_stats()
-    assert set(stats["owners"]) == {"gpumem", "torch", "cupy", "numba"}
+    assert set(stats["owners"]) == {"gpumem", "torch", "cupy", "numba",
+                                   "imported"}
     before = stats["owners"]["gpumem"]
     a = make(4096)
     after = gpumem.memory_stats()["owners"]["gpumem"]

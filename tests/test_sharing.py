@@ -9,10 +9,12 @@ fork() cannot use CUDA, so the fork cases run on the host backend only.
 
 import multiprocessing
 import os
+import pickle
 import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -169,20 +171,147 @@ def queues_and_pipes_carry_arrays():
         np.testing.assert_array_equal(got.copy_to_host(), host[10:20])
 
 
+def child_writes_index(x):
+    x.copy_from_host(np.arange(x.size, dtype=np.float32).reshape(x.shape)
+                     + 1)
+    gpumem.synchronize()
+    return x.shape
+
+
 @case
-def plain_arrays_are_copied_once_and_released():
-    before = stats()["blocks"]
+def plain_arrays_and_views_share_by_reference():
+    # zeros, to_device and views of them share their own memory: a
+    # child's writes reach the parent, under every start method.
+    for method in methods():
+        a = gpumem.zeros((40, 50))
+        ctx = multiprocessing.get_context(method)
+        expect = np.zeros((40, 50), np.float32)
+        with ctx.Pool(1) as pool:
+            for index in (np.s_[3:7], np.s_[10:20, ::3], np.s_[::-4, 7]):
+                shape = pool.apply(child_writes_index, (a[index],))
+                assert shape == expect[index].shape, (method, shape)
+                expect[index] = (np.arange(expect[index].size,
+                                           dtype=np.float32)
+                                 .reshape(expect[index].shape) + 1)
+                np.testing.assert_array_equal(a.copy_to_host(), expect)
+        plain = gpumem.to_device(np.arange(100, dtype=np.int64))
+        with ctx.Pool(1) as pool:
+            assert pool.apply(child_writes, (plain,)) == (100,)
+        assert (plain.copy_to_host() == 3).all(), method
+    # The handle names the array's own memory, not a snapshot.
     plain = gpumem.to_device(np.arange(100, dtype=np.float32))
-    ctx = multiprocessing.get_context(methods()[-1])
-    with ctx.Pool(1) as pool:
-        assert pool.apply(child_sum, (plain,)) == float(np.arange(100).sum())
-        # The copy lives while the child holds it; the child's worker is
-        # done with it once the call returns.
+    h = gpumem.share(plain[10:])
+    plain.fill(5)
+    assert (gpumem.open_shared(h).copy_to_host() == 5).all()
+    # Plain pickle still copies: the loaded array is memory of its own.
+    loaded = pickle.loads(pickle.dumps(plain))
+    loaded.fill(6)
+    assert (plain.copy_to_host() == 5).all()
+
+
+@case
+def a_shared_plain_array_outlives_its_owner_for_its_consumer():
+    before = stats()["blocks"]
+    plain = gpumem.to_device(np.arange(256, dtype=np.float32))
+    view = plain[::2]
+    h = gpumem.share(view, until_opened=True)
+    assert stats()["blocks"] == before + 1
+    # Sharing again reuses the block the first share made.
+    gpumem.share(plain)
+    assert stats()["blocks"] == before + 1
+    plain.free()
+    del plain, view
+    got = gpumem.open_shared(h)
+    np.testing.assert_array_equal(got.copy_to_host(),
+                                  np.arange(0, 256, 2, dtype=np.float32))
+    del got
     assert wait_for(lambda: stats()["blocks"] == before), stats()
-    # A plain array's handle names a snapshot: later writes do not reach it.
-    h = gpumem.share(plain)
-    plain.fill(0)
-    assert gpumem.open_shared(h).copy_to_host().sum() == np.arange(100).sum()
+    gmtest.raises(gpumem.Error, gpumem.open_shared, h, match="closed")
+
+
+@case
+def the_limit_applies_to_shared_blocks():
+    base = gpumem.memory_stats()
+    assert base["shared_bytes"] == 0 and base["shared_blocks"] == 0, base
+    gpumem.set_memory_limit(base["allocated_bytes"] + (1 << 20))
+    try:
+        gmtest.raises(gpumem.OutOfMemoryError, gpumem.shared_empty,
+                      (1 << 19,), dtype="float32", match="limit")
+        a = gpumem.shared_empty((1 << 17,), dtype="float32")
+        now = gpumem.memory_stats()
+        assert now["shared_bytes"] == 1 << 19, now
+        assert now["shared_blocks"] == 1, now
+        assert now["allocated_bytes"] == base["allocated_bytes"] + (1 << 19)
+        # A plain array in the books stays counted once when shared.
+        b = gpumem.zeros((1 << 16,), dtype="float32")
+        gpumem.share(b)
+        now = gpumem.memory_stats()
+        assert now["shared_bytes"] == (1 << 19) + (1 << 18), now
+        assert now["allocated_bytes"] == (base["allocated_bytes"]
+                                          + (1 << 19) + (1 << 18)), now
+        gmtest.raises(gpumem.OutOfMemoryError, gpumem.shared_empty,
+                      (1 << 17,), dtype="float32",
+                      match="768.0 KiB of it in 2 blocks shared with other")
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "report.html")
+            gpumem.memory_report(path)
+            page = open(path).read()
+        assert '"shared_now":%d,' % ((1 << 19) + (1 << 18)) in page
+        del a, b
+    finally:
+        gpumem.set_memory_limit(None)
+    assert wait_for(lambda: gpumem.memory_stats()["shared_bytes"] == 0)
+    after = gpumem.memory_stats()
+    assert after["allocated_bytes"] == base["allocated_bytes"], after
+    assert after["shared_blocks"] == 0, after
+
+
+IMPORT_BOOKS = (
+    "import json, sys, gpumem\n"
+    "gpumem.memory_history(True)\n"
+    "n = int(sys.argv[2])\n"
+    "def mine(records, snap):\n"
+    "    return records[records['owner']\n"
+    "                   == snap['owners'].index('imported')]\n"
+    "def books():\n"
+    "    s = gpumem.memory_stats()\n"
+    "    live = mine(gpumem.memory_snapshot()['blocks'],\n"
+    "                gpumem.memory_snapshot())\n"
+    "    return [s['imported_bytes'], s['owners']['imported']\n"
+    "            ['allocated_bytes'], s['allocated_bytes'],\n"
+    "            [int(b['size']) for b in live]]\n"
+    "h = bytes.fromhex(sys.argv[1])\n"
+    "gpumem.set_memory_limit(n - 1)\n"
+    "try:\n"
+    "    gpumem.open_shared(h)\n"
+    "    refused = ''\n"
+    "except gpumem.OutOfMemoryError as e:\n"
+    "    refused = str(e)\n"
+    "gpumem.set_memory_limit(None)\n"
+    "b = gpumem.open_shared(h)\n"
+    "opened = books()\n"
+    "del b\n"
+    "closed = books()\n"
+    "snap = gpumem.memory_snapshot()\n"
+    "actions = [(snap['actions'][e['action']], int(e['size']))\n"
+    "           for e in mine(snap['events'], snap)]\n"
+    "print(json.dumps([refused, opened, closed, actions]))\n")
+
+
+@case
+def imported_blocks_are_booked_limited_and_in_the_history():
+    a = gpumem.zeros((1 << 14,), dtype="float32")
+    n = a.nbytes
+    out = subprocess.run([gmtest.GPUMEM, "-c", IMPORT_BOOKS,
+                          gpumem.share(a).hex(), str(n)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    import json
+    refused, opened, closed, actions = json.loads(out.stdout)
+    assert "by imported" in refused and "limit" in refused, refused
+    assert opened == [n, n, n, [n]], opened
+    assert closed == [0, 0, 0, []], closed
+    assert actions == [["alloc", n], ["free", n]], actions
 
 
 @case
@@ -299,6 +428,178 @@ def a_producer_killed_leaves_consumers_whole():
     gmtest.raises(gpumem.Error, gpumem.open_shared, handle, match="exited")
 
 
+PLAIN_PRODUCER = (
+    "import sys, time, numpy as np, gpumem\n"
+    "a = gpumem.to_device(np.arange(1 << 12, dtype=np.int64))\n"
+    "print(gpumem.share(a).hex(), flush=True)\n"
+    "time.sleep(600)\n")
+
+
+def need_cuda(why):
+    if gpumem.backend != "cuda":
+        gmtest.skip("the host backend " + why)
+
+
+@case
+def imported_pools_of_exited_producers_are_released():
+    need_cuda("imports no pools")
+    base = stats()["imported_pools"]
+    for keep_mapped in (False, True, False):
+        producer = subprocess.Popen([gmtest.GPUMEM, "-c", PLAIN_PRODUCER],
+                                    stdout=subprocess.PIPE, text=True)
+        handle = bytes.fromhex(producer.stdout.readline().strip())
+        b = gpumem.open_shared(handle)
+        assert int(b.copy_to_host().sum()) == (1 << 12) * ((1 << 12) - 1) // 2
+        assert stats()["imported_pools"] == base + 1, stats()
+        if not keep_mapped:
+            # Kept while its producer lives, for the next handle.
+            del b
+            assert stats()["imported_pools"] == base + 1, stats()
+        producer.kill()
+        producer.wait()
+        if keep_mapped:
+            # A mapped block keeps its pool after the producer exits.
+            time.sleep(0.2)
+            assert stats()["imported_pools"] == base + 1, stats()
+            del b
+        assert wait_for(lambda: stats()["imported_pools"] == base), stats()
+
+
+POOL_CHOICE = (
+    "import numpy as np, gpumem\n"
+    "a = gpumem.to_device(np.arange(8, dtype=np.float32))\n"
+    "h = gpumem.share(a)\n"
+    "a.fill(0)\n"
+    "print(float(gpumem.open_shared(h).copy_to_host().sum()))\n")
+
+
+@case
+def the_default_pool_stays_selectable():
+    need_cuda("has one pool")
+    run = lambda env: subprocess.run(
+        [gmtest.GPUMEM, "-c", POOL_CHOICE], capture_output=True, text=True,
+        timeout=120, env=dict(os.environ, **env))
+    # The exportable pool shares by reference; the default pool copies.
+    assert run({}).stdout.strip() == "0.0", run({})
+    out = run({"GPUMEM_DEVICE_POOL": "exportable"})
+    assert out.stdout.strip() == "0.0", out
+    out = run({"GPUMEM_DEVICE_POOL": "default"})
+    assert out.stdout.strip() == "28.0", out
+    for name in ("GPUMEM_DEVICE_POOL", "GPUMEM_SHARE_HANDLE"):
+        out = run({name: "bogus"})
+        assert out.returncode != 0 and name in out.stderr, out
+
+
+@case
+def fabric_handles_where_the_device_has_them():
+    need_cuda("has no fabric")
+    out = subprocess.run(
+        [gmtest.GPUMEM, "-c",
+         "import gpumem\n"
+         "try:\n"
+         "    a = gpumem.shared_empty((1 << 20,))\n"
+         "    b = gpumem.open_shared(gpumem.share(a))\n"
+         "    print('fabric: pool made')\n"
+         "except gpumem.Error as e:\n"
+         "    print('fabric: refused:', e)\n"],
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, GPUMEM_SHARE_HANDLE="fabric"))
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip()
+    print("#", line)
+    assert line == "fabric: pool made" or (
+        line.startswith("fabric: refused:") and "fabric" in line[16:]), line
+
+
+FRAMEWORK_PRODUCER = {
+    "torch": (
+        "gpumem.use_pool('torch')\n"
+        "import torch\n"
+        "try:\n"
+        "    gpumem.share(torch.ones(4))\n"
+        "    print('shared a host tensor', flush=True)\n"
+        "except TypeError:\n"
+        "    print('refused', flush=True)\n"
+        "t = torch.arange(1 << 20, dtype=torch.float32, device='cuda')\n"
+        "sync = torch.cuda.synchronize\n"
+        "total = lambda x: float(x.sum().item())\n"),
+    "cupy": (
+        "import cupy\n"
+        "c0 = cupy.ones(4)\n"
+        "try:\n"
+        "    gpumem.share(c0)\n"
+        "    print('shared memory outside the pool', flush=True)\n"
+        "except gpumem.Error as e:\n"
+        "    print('refused' if \"gpumem's pool\" in str(e) else e,\n"
+        "          flush=True)\n"
+        "gpumem.use_pool('cupy')\n"
+        "t = cupy.arange(1 << 20, dtype=cupy.float32)\n"
+        "sync = cupy.cuda.runtime.deviceSynchronize\n"
+        "total = lambda x: float(x.sum())\n"),
+}
+
+FRAMEWORK_SHARE = (
+    "sync()\n"
+    "print(gpumem.share(t[16:]).hex(), flush=True)\n"
+    "sys.stdin.readline()\n"
+    "sync()\n"
+    "print(total(t[16:32]), flush=True)\n"
+    "del t\n"
+    "gc.collect()\n"
+    "sync()\n"
+    "print(gpumem.sharing_stats()['blocks'], flush=True)\n"
+    "sys.stdin.readline()\n"
+    "end = time.monotonic() + 20\n"
+    "while gpumem.sharing_stats()['blocks'] and time.monotonic() < end:\n"
+    "    time.sleep(0.02)\n"
+    "print(gpumem.sharing_stats()['blocks'], flush=True)\n")
+
+
+def framework_array_shares(library):
+    need_cuda("has no pool for other libraries")
+    import importlib.util
+    if importlib.util.find_spec(library) is None:
+        gmtest.skip(library + " is not importable")
+    script = ("import gc, sys, time, gpumem\n" + FRAMEWORK_PRODUCER[library]
+              + FRAMEWORK_SHARE)
+    producer = subprocess.Popen([gmtest.GPUMEM, "-c", script],
+                                stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert producer.stdout.readline().strip() == "refused"
+        b = gpumem.open_shared(bytes.fromhex(producer.stdout.readline()))
+        assert b.shape == ((1 << 20) - 16,) and str(b.dtype) == "float32"
+        np.testing.assert_array_equal(b[:4].copy_to_host(), [16, 17, 18, 19])
+        b[:16].fill(1)
+        gpumem.synchronize()
+        producer.stdin.write("wrote\n")
+        producer.stdin.flush()
+        # The producer's tensor sees the consumer's writes.
+        assert float(producer.stdout.readline()) == 16.0
+        # Its library freed it; the consumer's lease keeps the block.
+        assert producer.stdout.readline().strip() == "1"
+        np.testing.assert_array_equal(b[16:20].copy_to_host(),
+                                      [32, 33, 34, 35])
+        del b
+        producer.stdin.write("closed\n")
+        producer.stdin.flush()
+        assert producer.stdout.readline().strip() == "0"
+        assert producer.wait(60) == 0
+    finally:
+        if producer.poll() is None:
+            producer.kill()
+
+
+@case
+def a_torch_tensor_of_gpumems_pool_shares_by_reference():
+    framework_array_shares("torch")
+
+
+@case
+def a_cupy_array_of_gpumems_pool_shares_by_reference():
+    framework_array_shares("cupy")
+
+
 @case
 def bad_handles_are_refused_and_map_nothing():
     a, _ = filled((16,))
@@ -327,12 +628,22 @@ def many_exports_opens_and_closes_leave_nothing():
     before = stats()
     maps = len(open("/proc/self/maps").read().splitlines())
     free_before = gpumem.Device(0).mem_info()[0] if gpumem.backend == "cuda" else 0
+    fds = len(os.listdir("/proc/self/fd"))
+    books = gpumem.memory_stats()
     for i in range(2000):
-        a = gpumem.shared_empty((256,), dtype="uint8")
+        if i % 4 == 3:
+            a = gpumem.zeros((256,), dtype="uint8")   # shared where it lies
+        else:
+            a = gpumem.shared_empty((256,), dtype="uint8")
         b = gpumem.open_shared(gpumem.share(a))
         c = gpumem.open_shared(gpumem.share(b[1:])) if i % 2 else None
         del a, b, c
     assert stats() == before, (stats(), before)
+    assert len(os.listdir("/proc/self/fd")) <= fds, fds
+    after = gpumem.memory_stats()
+    for key in ("allocated_bytes", "shared_bytes", "imported_bytes",
+                "allocations"):
+        assert after[key] == books[key], (key, after[key], books[key])
     assert len(open("/proc/self/maps").read().splitlines()) <= maps + 2
     if gpumem.backend == "cuda":
         gpumem.synchronize()

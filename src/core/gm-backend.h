@@ -92,10 +92,12 @@ typedef struct gm_backend
   gm_status (*device_props) (int device, gm_device_props *props);
   gm_status (*mem_info) (int device, size_t *free_bytes, size_t *total);
 
-  /* Pool allocation, ordered on STREAM (NULL: default stream).  */
+  /* Pool allocation, ordered on STREAM (NULL: default stream); free
+     takes the NBYTES malloc was asked for.  */
   gm_status (*malloc) (int device, size_t nbytes, gm_stream *stream,
                        void **ptr);
-  gm_status (*free) (int device, void *ptr, gm_stream *stream);
+  gm_status (*free) (int device, void *ptr, size_t nbytes,
+                     gm_stream *stream);
   gm_status (*release_cached) (int device, size_t *reserved_after);
   gm_status (*reserved) (int device, size_t *bytes);
 

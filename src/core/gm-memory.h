@@ -15,18 +15,22 @@
 /* Memory accounting (memory.c): every device allocation goes through
    here, so statistics and limits hold for both backends.  */
 
-/* Who asked for a block: gpumem's own arrays, or a library allocating
-   from gpumem's pool.  The limit holds for their sum.  */
+/* Who asked for a block: gpumem's own arrays, a library allocating
+   from gpumem's pool, or another process whose block this process
+   opened (an import: memory it maps, not memory it allocated).  The
+   limit holds for their sum.  */
 typedef enum gm_mem_owner
 {
   GM_MEM_OWNER_GPUMEM,
   GM_MEM_OWNER_TORCH,
   GM_MEM_OWNER_CUPY,
   GM_MEM_OWNER_NUMBA,
+  GM_MEM_OWNER_IMPORTED,
   GM_MEM_NOWNERS
 } gm_mem_owner;
 
-/* "gpumem", "torch", "cupy", "numba", indexed by gm_mem_owner.  */
+/* "gpumem", "torch", "cupy", "numba", "imported", indexed by
+   gm_mem_owner.  */
 extern const char *const gm_mem_owner_names[GM_MEM_NOWNERS];
 
 /* One owner's books on one device.  */
@@ -48,6 +52,10 @@ typedef struct gm_mem_stats
   size_t allocations;
   size_t total_allocations;
   size_t limit;              /* SIZE_MAX: none */
+  /* Of ALLOCATED_BYTES, this process's blocks that other processes may
+     open (made shareable, or shared since): the share server's.  */
+  size_t shared_bytes;
+  size_t shared_blocks;
   gm_mem_owner_stats owners[GM_MEM_NOWNERS];
 } gm_mem_stats;
 
@@ -62,6 +70,26 @@ gm_status gm_mem_alloc_as (gm_mem_owner owner, int device, size_t nbytes,
 /* Frees what gm_mem_alloc_as returned to OWNER.  */
 gm_status gm_mem_free_as (gm_mem_owner owner, int device, void *ptr,
                           size_t nbytes, gm_stream *stream);
+/* How gm_mem_alloc_with gets memory, and gm_mem_free_with gives it
+   back, where the backend's pool is not the one asked: CTX is the
+   caller's.  */
+typedef gm_status (*gm_mem_get_fn) (void *ctx, int device, size_t nbytes,
+                                    gm_stream *stream, void **ptr);
+typedef gm_status (*gm_mem_put_fn) (void *ctx, int device, void *ptr,
+                                    size_t nbytes, gm_stream *stream);
+/* gm_mem_alloc_as with GET (CTX) instead of the backend's malloc: the
+   same limit, books, retry and history, for memory the share server
+   makes or maps.  */
+gm_status gm_mem_alloc_with (gm_mem_owner owner, int device, size_t nbytes,
+                             gm_stream *stream, gm_mem_get_fn get,
+                             void *ctx, void **ptr);
+/* gm_mem_free_as with PUT (CTX) instead of the backend's free.  */
+gm_status gm_mem_free_with (gm_mem_owner owner, int device, void *ptr,
+                            size_t nbytes, gm_stream *stream,
+                            gm_mem_put_fn put, void *ctx);
+/* Counts NBYTES of DEVICE's booked memory as shared (SHARED), or as no
+   longer shared; never fails.  */
+void gm_mem_note_shared (int device, size_t nbytes, bool shared);
 /* gm_mem_alloc_as and gm_mem_free_as for gpumem's own arrays.  */
 gm_status gm_mem_alloc (int device, size_t nbytes, gm_stream *stream,
                         void **ptr);

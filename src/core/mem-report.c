@@ -157,8 +157,10 @@ device_json (FILE *out, const gm_mem_history_copy *copy, int device,
       }
   stride = n > REPORT_POINTS ? (n + REPORT_POINTS - 1) / REPORT_POINTS : 1;
   fprintf (out, "{\"device\":%d,\"allocated_now\":%zu,\"reserved_now\":%zu,"
-           "\"peak_allocated\":%zu,\"limit\":", device, stats.allocated_bytes,
-           stats.reserved_bytes, stats.peak_allocated_bytes);
+           "\"peak_allocated\":%zu,\"shared_now\":%zu,\"imported_now\":%zu,"
+           "\"limit\":", device, stats.allocated_bytes, stats.reserved_bytes,
+           stats.peak_allocated_bytes, stats.shared_bytes,
+           stats.owners[GM_MEM_OWNER_IMPORTED].allocated_bytes);
   if (stats.limit == SIZE_MAX)
     fputs ("null", out);
   else
@@ -218,7 +220,9 @@ static const char page_tail[] =
   " const h=document.createElement('h2');h.textContent='Device '+d.device+"
   "': allocated and reserved over time (peak '+fmt(d.peak_allocated)+"
   "', now '+fmt(d.allocated_now)+' allocated, '+fmt(d.reserved_now)+"
-  "' reserved)';box.appendChild(h);\n"
+  "' reserved; of the allocated, '+fmt(d.shared_now)+' shared with "
+  "other processes, '+fmt(d.imported_now)+' opened from them)';"
+  "box.appendChild(h);\n"
   " const W=900,H=300,L=80,B=30,T=10,R=20;\n"
   " const svg=el('svg',{width:W,height:H,viewBox:'0 0 '+W+' '+H,"
   "'class':'timeline','data-device':d.device});\n"

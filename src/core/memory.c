@@ -72,7 +72,7 @@ check_device (int device)
 }
 
 const char *const gm_mem_owner_names[GM_MEM_NOWNERS] = {
-  "gpumem", "torch", "cupy", "numba"
+  "gpumem", "torch", "cupy", "numba", "imported"
 };
 
 static gm_status
@@ -211,6 +211,12 @@ out_of_memory (gm_mem_owner owner, int device, size_t nbytes, bool by_limit)
   gm_format_bytes (reserved > stats.allocated_bytes
                    ? reserved - stats.allocated_bytes : 0,
                    text[2], sizeof text[2]);
+  if (stats.shared_bytes > 0)
+    {
+      gm_format_bytes (stats.shared_bytes, text[1], sizeof text[1]);
+      APPEND (" (%s of it in %zu blocks shared with other processes)",
+              text[1], stats.shared_blocks);
+    }
   APPEND ("; the device has %zu bytes (%s) free of %zu; the pool keeps %s "
           "idle (reserved, not allocated); in use by owner:", free_bytes,
           text[1], total, text[2]);
@@ -241,9 +247,27 @@ out_of_memory (gm_mem_owner owner, int device, size_t nbytes, bool by_limit)
   return gm_error_set (GM_ERR_NOMEM, cuda_code, cuda_name, "%s", message);
 }
 
+/* The backend's pool as a gm_mem_get_fn and a gm_mem_put_fn.  */
+static gm_status
+backend_get (void *ctx, int device, size_t nbytes, gm_stream *stream,
+             void **ptr)
+{
+  (void) ctx;
+  return gm_backend_current->malloc (device, nbytes, stream, ptr);
+}
+
+static gm_status
+backend_put (void *ctx, int device, void *ptr, size_t nbytes,
+             gm_stream *stream)
+{
+  (void) ctx;
+  return gm_backend_current->free (device, ptr, nbytes, stream);
+}
+
 gm_status
-gm_mem_alloc_as (gm_mem_owner owner, int device, size_t nbytes,
-                 gm_stream *stream, void **ptr)
+gm_mem_alloc_with (gm_mem_owner owner, int device, size_t nbytes,
+                   gm_stream *stream, gm_mem_get_fn get, void *ctx,
+                   void **ptr)
 {
   gm_status status = check_device (device);
   gm_mem_frame frames[GM_MEM_STACK_DEPTH];
@@ -275,13 +299,13 @@ gm_mem_alloc_as (gm_mem_owner owner, int device, size_t nbytes,
      both pass the limit with the room for one.  */
   stats->allocated_bytes += nbytes;
   pthread_mutex_unlock (&books_lock);
-  status = gm_backend_current->malloc (device, nbytes, stream, ptr);
+  status = get (ctx, device, nbytes, stream, ptr);
   if (status == GM_ERR_NOMEM)
     {
       /* What the pool keeps idle may be what the device lacks.  */
       size_t left;
       if (gm_backend_current->release_cached (device, &left) == GM_OK)
-        status = gm_backend_current->malloc (device, nbytes, stream, ptr);
+        status = get (ctx, device, nbytes, stream, ptr);
     }
   if (__builtin_expect (history_on, 0) && status == GM_OK)
     gm_backend_current->reserved (device, &reserved);
@@ -311,8 +335,8 @@ gm_mem_alloc_as (gm_mem_owner owner, int device, size_t nbytes,
 }
 
 gm_status
-gm_mem_free_as (gm_mem_owner owner, int device, void *ptr, size_t nbytes,
-                gm_stream *stream)
+gm_mem_free_with (gm_mem_owner owner, int device, void *ptr, size_t nbytes,
+                  gm_stream *stream, gm_mem_put_fn put, void *ctx)
 {
   gm_mem_frame frames[GM_MEM_STACK_DEPTH];
   size_t nframes = 0, reserved = 0;
@@ -343,7 +367,45 @@ gm_mem_free_as (gm_mem_owner owner, int device, void *ptr, size_t nbytes,
   pthread_mutex_unlock (&books_lock);
   if (ptr == NULL)
     return GM_OK;
-  return gm_backend_current->free (device, ptr, stream);
+  return put (ctx, device, ptr, nbytes, stream);
+}
+
+gm_status
+gm_mem_alloc_as (gm_mem_owner owner, int device, size_t nbytes,
+                 gm_stream *stream, void **ptr)
+{
+  return gm_mem_alloc_with (owner, device, nbytes, stream, backend_get,
+                            NULL, ptr);
+}
+
+gm_status
+gm_mem_free_as (gm_mem_owner owner, int device, void *ptr, size_t nbytes,
+                gm_stream *stream)
+{
+  return gm_mem_free_with (owner, device, ptr, nbytes, stream, backend_put,
+                           NULL);
+}
+
+void
+gm_mem_note_shared (int device, size_t nbytes, bool shared)
+{
+  gm_mem_stats *stats;
+
+  if (device < 0 || device >= GM_MAX_DEVICES)
+    return;
+  pthread_mutex_lock (&books_lock);
+  stats = book (device);
+  if (shared)
+    {
+      stats->shared_bytes += nbytes;
+      stats->shared_blocks++;
+    }
+  else
+    {
+      stats->shared_bytes -= nbytes;
+      stats->shared_blocks--;
+    }
+  pthread_mutex_unlock (&books_lock);
 }
 
 gm_status

@@ -129,6 +129,15 @@ gm_pool_hook_alloc (gm_mem_owner owner, int device, size_t nbytes,
   if (status != GM_OK)
     return status;
   status = gm_mem_alloc_as (owner, device, nbytes, stream, ptr);
+  if (status == GM_OK)
+    {
+      status = gm_pool_blocks_add (*ptr, nbytes, owner, device);
+      if (status != GM_OK)
+        {
+          gm_mem_free_as (owner, device, *ptr, nbytes, stream);
+          *ptr = NULL;
+        }
+    }
   if (owned)
     gm_backend_current->stream_destroy (stream);
   return status;
@@ -139,12 +148,30 @@ gm_pool_hook_free (gm_mem_owner owner, int device, void *ptr, size_t nbytes,
                    void *stream_handle)
 {
   gm_status status = check_backend ();
+  gm_pool_drop_fn drop;
   gm_stream *stream;
+  void *ctx;
   bool owned;
 
   if (status != GM_OK)
     return status;
   status = stream_for (device, stream_handle, &stream, &owned);
+  if (gm_pool_blocks_remove (ptr, &drop, &ctx))
+    {
+      /* A block shared with other processes goes to the share server,
+         which frees it in the default stream's order once they have let
+         go: the work the library queued on its stream comes first.  */
+      if (status == GM_OK)
+        do
+          status = gm_backend_current->wait (device, stream, 1000000);
+        while (status == GM_ERR_NOT_READY);
+      else
+        status = gm_backend_current->device_synchronize (device);
+      drop (ctx);
+      if (owned)
+        gm_backend_current->stream_destroy (stream);
+      return status;
+    }
   if (status != GM_OK)
     {
       /* The block must still go back: in the default stream's order,

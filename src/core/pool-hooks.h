@@ -22,6 +22,40 @@ gm_status gm_pool_hook_alloc (gm_mem_owner owner, int device, size_t nbytes,
 gm_status gm_pool_hook_free (gm_mem_owner owner, int device, void *ptr,
                              size_t nbytes, void *stream_handle);
 
+/* The blocks of other libraries, by address (pool-blocks.c).  */
+
+/* A live block of another library.  */
+typedef struct gm_pool_block
+{
+  void *base;
+  size_t nbytes;
+  int device;
+  gm_mem_owner owner;
+  void *ctx;                 /* what share's MAKE returned */
+} gm_pool_block;
+
+/* Called with the block's lock held, so that the library's free waits:
+   makes the share server's record of BLOCK into *CTX.  */
+typedef gm_status (*gm_pool_share_fn) (const gm_pool_block *block,
+                                       void **ctx);
+/* Called in place of the free when the library lets go of a shared
+   block: the callee frees it (gm_mem_free_as) once no process uses it.  */
+typedef void (*gm_pool_drop_fn) (void *ctx);
+
+/* Lists the NBYTES at PTR that gm_pool_hook_alloc gave OWNER on DEVICE.
+   GM_ERR_HOST_NOMEM where the list cannot grow.  */
+gm_status gm_pool_blocks_add (void *ptr, size_t nbytes, gm_mem_owner owner,
+                              int device);
+/* Forgets the block at PTR; true when it was shared: *DROP (*CTX) then
+   stands for its free.  */
+bool gm_pool_blocks_remove (void *ptr, gm_pool_drop_fn *drop, void **ctx);
+/* Finds the listed block that contains PTR into *FOUND and, the first
+   time, calls MAKE for it and keeps DROP: every later share of the block
+   gets the same CTX.  GM_ERR_VALUE when no listed block contains PTR;
+   MAKE's error.  */
+gm_status gm_pool_blocks_share (const void *ptr, gm_pool_share_fn make,
+                                gm_pool_drop_fn drop, gm_pool_block *found);
+
 /* The two functions PyTorch's CUDAPluggableAllocator calls, through the
    shim library libgpumem-torch (torch-shim.c) that gpumem binds to them:
    NULL when the memory cannot be had (PyTorch raises its out-of-memory

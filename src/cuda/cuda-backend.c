@@ -76,7 +76,8 @@ cuda_init (void)
     return status;
   /* A bad setting is GM_ERR_VALUE, which gm_backend_init does not hide
      behind the host backend.  */
-  if (gm_cuda_copy_init () != GM_OK || gm_staging_init () != GM_OK)
+  if (gm_cuda_copy_init () != GM_OK || gm_staging_init () != GM_OK
+      || gm_cuda_pools_init () != GM_OK)
     return GM_ERR_VALUE;
   status = gm_cuda_streams_init (gm_cuda_device_count ());
   if (status == GM_OK)
@@ -108,13 +109,15 @@ cuda_shutdown (void)
   for (int d = 0; d < gm_cuda_device_count (); d++)
     if (gm_cuda_device_ready (d) && cudaSetDevice (d) == cudaSuccess)
       {
-        cudaMemPool_t pool;
+        cudaMemPool_t pools[2];
+        int npools;
 
         cudaDeviceSynchronize ();
         gm_kernels_release (d);
         gm_cuda_streams_device_done (d);
-        if (cudaDeviceGetDefaultMemPool (&pool, d) == cudaSuccess)
-          cudaMemPoolTrimTo (pool, 0);
+        npools = gm_cuda_pools_of (d, pools);
+        for (int i = 0; i < npools; i++)
+          cudaMemPoolTrimTo (pools[i], 0);
       }
   gm_cuda_streams_shutdown ();
   gm_cuda_devices_shutdown ();

@@ -26,9 +26,8 @@ static gm_device_props *props_cache;
 static bool *device_ready;
 static signed char *peer_state;   /* 0 not asked yet, 1 mapped, -1 none */
 
-/* Makes DEVICE current for this thread, setting its pool up on first
-   use: the pool keeps freed memory (release threshold: no limit) so the
-   next allocation of a like size is served without the driver.  */
+/* Makes DEVICE current for this thread, setting its pools up on first
+   use (cuda-pools.c).  */
 gm_status
 gm_cuda_use_device (int device)
 {
@@ -44,12 +43,9 @@ gm_cuda_use_device (int device)
     GM_CUDA_CHECK (cudaSetDevice (device));
   if (!device_ready[device])
     {
-      cudaMemPool_t pool;
-      uint64_t threshold = UINT64_MAX;
-      GM_CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
-      GM_CUDA_CHECK (cudaMemPoolSetAttribute (pool,
-                                              cudaMemPoolAttrReleaseThreshold,
-                                              &threshold));
+      status = gm_cuda_pool_setup (device);
+      if (status != GM_OK)
+        goto done;
       device_ready[device] = true;
     }
 done:
@@ -82,8 +78,8 @@ done:
 }
 
 /* Maps every pair of devices that can reach each other, both ways,
-   once (the first time any caller needs a peer): each device's default
-   pool gives the other read and write access (cudaMemPoolSetAccess: the
+   once (the first time any caller needs a peer): each device's pools
+   (cuda-pools.c) give the other read and write access (cudaMemPoolSetAccess: the
    pool's memory, which cudaDeviceEnablePeerAccess does not cover, now
    and later), and peer access is enabled for memory from elsewhere
    (cudaMalloc'd by another library).  Copies between such devices then
@@ -118,21 +114,23 @@ gm_cuda_map_peers (void)
   for (int owner = 0; owner < device_count; owner++)
     for (int user = 0; user < device_count; user++)
       {
-        cudaMemPool_t pool;
+        cudaMemPool_t pools[2];
         struct cudaMemAccessDesc desc;
-        cudaError_t err;
+        cudaError_t err = cudaSuccess;
+        int npools;
 
         if (peer_state[user * device_count + owner] != 1)
           continue;
         status = gm_cuda_use_device (owner);
         if (status != GM_OK)
           goto done;
-        GM_CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, owner));
+        npools = gm_cuda_pools_of (owner, pools);
         memset (&desc, 0, sizeof desc);
         desc.location.type = cudaMemLocationTypeDevice;
         desc.location.id = user;
         desc.flags = cudaMemAccessFlagsProtReadWrite;
-        err = cudaMemPoolSetAccess (pool, &desc, 1);
+        for (int i = 0; i < npools && err == cudaSuccess; i++)
+          err = cudaMemPoolSetAccess (pools[i], &desc, 1);
         if (err == cudaSuccess)
           {
             status = gm_cuda_use_device (user);

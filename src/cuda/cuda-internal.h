@@ -95,11 +95,38 @@ gm_status gm_cuda_foreign_stream_sync (void *handle);
 gm_status gm_cuda_foreign_stream_wait (int device, gm_stream *stream,
                                        void *handle);
 
+/* cuda-pools.c */
+
+/* Reads GPUMEM_DEVICE_POOL ("exportable", the default, or "default")
+   and GPUMEM_SHARE_HANDLE ("posix", the default, or "fabric"), once, at
+   start: GM_OK, or GM_ERR_VALUE naming the bad setting.  */
+gm_status gm_cuda_pools_init (void);
+/* Sets DEVICE's pools up at its first use (DEVICE current): both keep
+   freed memory; the exportable one is made when arrays come from it (a
+   device that cannot export keeps its arrays in the default pool).  */
+gm_status gm_cuda_pool_setup (int device);
+/* DEVICE's exportable pool when gpumem's allocations there come from
+   it, else NULL: they come from the device's current pool
+   (cudaMallocAsync), its default one unless another library set one.  */
+cudaMemPool_t gm_cuda_pool (int device);
+/* Whether gm_cuda_pool (DEVICE) is not NULL.  */
+bool gm_cuda_pool_exports (int device);
+/* DEVICE's exportable pool and its POSIX descriptor (the pool keeps
+   it), made on first use (DEVICE current).  GM_ERR_UNAVAILABLE saying
+   why where the device cannot export pools.  */
+gm_status gm_cuda_export_pool (int device, cudaMemPool_t *pool, int *fd);
+/* DEVICE's pools that hold gpumem's memory (the default one, and the
+   exportable one once made) into POOLS; how many.  */
+int gm_cuda_pools_of (int device, cudaMemPool_t pools[2]);
+/* Whether DEVICE's exportable pool takes fabric handles too.  */
+bool gm_cuda_pool_fabric (int device);
+
 /* cuda-memory.c */
 
 gm_status gm_cuda_malloc (int device, size_t nbytes, gm_stream *stream,
                           void **ptr);
-gm_status gm_cuda_free (int device, void *ptr, gm_stream *stream);
+gm_status gm_cuda_free (int device, void *ptr, size_t nbytes,
+                        gm_stream *stream);
 gm_status gm_cuda_reserved (int device, size_t *bytes);
 gm_status gm_cuda_release_cached (int device, size_t *reserved_after);
 gm_status gm_cuda_host_alloc (size_t nbytes, void **ptr);
@@ -139,7 +166,8 @@ void gm_cuda_nvtx_attach (void);
 
 gm_status gm_cuda_nvtx_malloc (int device, size_t nbytes, gm_stream *stream,
                                void **ptr);
-gm_status gm_cuda_nvtx_free (int device, void *ptr, gm_stream *stream);
+gm_status gm_cuda_nvtx_free (int device, void *ptr, size_t nbytes,
+                             gm_stream *stream);
 gm_status gm_cuda_nvtx_copy (void *dst, int dst_device, const void *src,
                              int src_device, size_t nbytes,
                              gm_stream *stream);

@@ -1,8 +1,8 @@
 /* cuda-memory.c -- the CUDA backend's memory: device memory from each
-   device's stream-ordered pool (cudaMallocAsync on its default pool,
-   which keeps freed memory cached, so repeated allocations cost
-   microseconds), what the pools hold, page-locked host memory, and
-   which device an address belongs to.  */
+   device's stream-ordered pool (the exportable pool of cuda-pools.c, or
+   cudaMallocAsync's current pool; both keep freed memory cached, so
+   repeated allocations cost microseconds), what the pools hold,
+   page-locked host memory, and which device an address belongs to.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -19,19 +19,26 @@ gm_status
 gm_cuda_malloc (int device, size_t nbytes, gm_stream *stream, void **ptr)
 {
   gm_status status = gm_cuda_use_device (device);
+  cudaMemPool_t pool;
 
   if (status != GM_OK)
     return status;
-  GM_CUDA_CHECK (cudaMallocAsync (ptr, nbytes, gm_cuda_handle_of (stream)));
+  pool = gm_cuda_pool (device);
+  if (pool != NULL)
+    GM_CUDA_CHECK (cudaMallocFromPoolAsync (ptr, nbytes, pool,
+                                            gm_cuda_handle_of (stream)));
+  else
+    GM_CUDA_CHECK (cudaMallocAsync (ptr, nbytes, gm_cuda_handle_of (stream)));
 done:
   return status;
 }
 
 gm_status
-gm_cuda_free (int device, void *ptr, gm_stream *stream)
+gm_cuda_free (int device, void *ptr, size_t nbytes, gm_stream *stream)
 {
   gm_status status = GM_OK;
   cudaError_t err;
+  (void) nbytes;
 
   /* A lost context took its memory with it; freeing is moot, and
      deallocs must stay quiet about it, as they must while the runtime
@@ -53,17 +60,20 @@ gm_status
 gm_cuda_reserved (int device, size_t *bytes)
 {
   gm_status status = GM_OK;
-  cudaMemPool_t pool;
-  uint64_t value = 0;
+  cudaMemPool_t pools[2];
+  int npools;
 
   *bytes = 0;
   if (gm_cuda_lost () || !gm_cuda_device_ready (device))
     return GM_OK;
-  GM_CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
-  GM_CUDA_CHECK (cudaMemPoolGetAttribute (pool,
-                                          cudaMemPoolAttrReservedMemCurrent,
-                                          &value));
-  *bytes = (size_t) value;
+  npools = gm_cuda_pools_of (device, pools);
+  for (int i = 0; i < npools; i++)
+    {
+      uint64_t value = 0;
+      GM_CUDA_CHECK (cudaMemPoolGetAttribute (
+          pools[i], cudaMemPoolAttrReservedMemCurrent, &value));
+      *bytes += (size_t) value;
+    }
 done:
   return status;
 }
@@ -72,15 +82,17 @@ gm_status
 gm_cuda_release_cached (int device, size_t *reserved_after)
 {
   gm_status status = gm_cuda_use_device (device);
-  cudaMemPool_t pool;
+  cudaMemPool_t pools[2];
+  int npools;
 
   if (status != GM_OK)
     return status;
   /* Frees queued on streams must land before the pool can give their
      memory back.  */
   GM_CUDA_CHECK (cudaDeviceSynchronize ());
-  GM_CUDA_CHECK (cudaDeviceGetDefaultMemPool (&pool, device));
-  GM_CUDA_CHECK (cudaMemPoolTrimTo (pool, 0));
+  npools = gm_cuda_pools_of (device, pools);
+  for (int i = 0; i < npools; i++)
+    GM_CUDA_CHECK (cudaMemPoolTrimTo (pools[i], 0));
   status = gm_cuda_reserved (device, reserved_after);
 done:
   return status;

@@ -243,14 +243,15 @@ gm_cuda_nvtx_malloc (int device, size_t nbytes, gm_stream *stream,
 }
 
 gm_status
-gm_cuda_nvtx_free (int device, void *ptr, gm_stream *stream)
+gm_cuda_nvtx_free (int device, void *ptr, size_t nbytes,
+                   gm_stream *stream)
 {
   gm_status status;
 
   if (!gm_nvtx_on ())
-    return gm_cuda_free (device, ptr, stream);
+    return gm_cuda_free (device, ptr, nbytes, stream);
   gm_nvtx_push (GM_NVTX_ALLOC, "free", device, GM_NVTX_NO_BYTES);
-  status = gm_cuda_free (device, ptr, stream);
+  status = gm_cuda_free (device, ptr, nbytes, stream);
   gm_nvtx_pop ();
   return status;
 }

@@ -1,8 +1,9 @@
-/* cuda-share.c -- the CUDA backend's sharing: shareable blocks come from a
-   second, exportable stream-ordered pool per device (cudaMemPoolCreate
-   with POSIX file descriptor handles), not from the default pool that
-   gpumem's other arrays use, since the default pool's handle type
-   cannot be changed.  The pool's descriptor goes to consumers through
+/* cuda-share.c -- the CUDA backend's sharing: shareable blocks come from
+   the device's exportable stream-ordered pool (cuda-pools.c), the pool
+   every gpumem allocation comes from unless GPUMEM_DEVICE_POOL=default
+   keeps arrays in the default pool, whose handle type cannot be
+   changed; any block of the exportable pool is shared where it lies
+   (adopt).  The pool's descriptor goes to consumers through
    the share server (share-server.c); a block travels as
    cudaMemPoolExportPointer's data, with an interprocess event recorded
    at export that a consumer's default stream waits for when it opens.
@@ -13,12 +14,18 @@
    with cudaFree, which completes before the lease's connection closes.
    Where the device cannot export pools (cudaDevAttrMemoryPoolSupported-
    HandleTypes lacks POSIX descriptors), allocation fails with
-   GM_ERR_UNAVAILABLE saying so.  */
+   GM_ERR_UNAVAILABLE saying so.
+
+   An imported pool is kept for the next handle of its producer, and
+   destroyed once no block of it is mapped here and its producer has
+   exited.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +38,10 @@
 #include "share.h"
 
 #define CUDA_IPC_MAX_DEVICES 64
-/* Pools imported from producers, kept for the next handle of the same
-   producer: importing a pool costs far more than importing a pointer.  */
+/* Pools imported from producers are kept for the next handle of the
+   same producer (importing a pool costs far more than importing a
+   pointer); past this many, those with no block mapped are destroyed,
+   oldest first.  */
 #define CUDA_IPC_POOL_CACHE 64
 
 /* One block's record: the event its exports record.  */
@@ -41,65 +50,22 @@ typedef struct cuda_block
   cudaEvent_t event;
 } cuda_block;
 
+/* One imported pool, in the list IMPORTED (newest first).  */
 typedef struct imported_pool
 {
+  struct imported_pool *next;
   uint32_t pid;
   uint64_t server;
   int device;
   cudaMemPool_t pool;
+  size_t blocks;             /* its pointers mapped here now */
 } imported_pool;
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
-static cudaMemPool_t export_pools[CUDA_IPC_MAX_DEVICES];
-static int export_fds[CUDA_IPC_MAX_DEVICES];
 static bool uuid_known[CUDA_IPC_MAX_DEVICES];
 static uint8_t uuids[CUDA_IPC_MAX_DEVICES][16];
-static imported_pool imported[CUDA_IPC_POOL_CACHE];
+static imported_pool *imported;
 static size_t nimported;
-
-/* DEVICE's exportable pool and its descriptor, made on first use; under
-   pools_lock, DEVICE current.  */
-static gm_status
-export_pool (int device, cudaMemPool_t *pool, int *fd)
-{
-  gm_status status = GM_OK;
-  struct cudaMemPoolProps props;
-  cudaMemPool_t created = NULL;
-  int types = 0, shared_fd = -1;
-
-  if (device >= CUDA_IPC_MAX_DEVICES)
-    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "device %d: gpumem "
-                         "shares memory of the first %d devices only",
-                         device, CUDA_IPC_MAX_DEVICES);
-  if (export_pools[device] != NULL)
-    {
-      *pool = export_pools[device];
-      *fd = export_fds[device];
-      return GM_OK;
-    }
-  GM_CUDA_CHECK (cudaDeviceGetAttribute (
-      &types, cudaDevAttrMemoryPoolSupportedHandleTypes, device));
-  if ((types & cudaMemHandleTypePosixFileDescriptor) == 0)
-    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "device %d cannot "
-                         "share pool memory between processes (its driver "
-                         "offers no POSIX descriptor handles for pools)",
-                         device);
-  memset (&props, 0, sizeof props);
-  props.allocType = cudaMemAllocationTypePinned;
-  props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = device;
-  GM_CUDA_CHECK (cudaMemPoolCreate (&created, &props));
-  GM_CUDA_CHECK (cudaMemPoolExportToShareableHandle (
-      &shared_fd, created, cudaMemHandleTypePosixFileDescriptor, 0));
-  export_pools[device] = *pool = created;
-  export_fds[device] = *fd = shared_fd;
-  created = NULL;
-done:
-  if (created != NULL)
-    cudaMemPoolDestroy (created);
-  return status;
-}
 
 static gm_status
 cuda_ipc_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr,
@@ -113,9 +79,7 @@ cuda_ipc_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr,
   *fd = -1;
   if (status != GM_OK)
     return status;
-  pthread_mutex_lock (&pools_lock);
-  status = export_pool (device, &pool, &pool_fd);
-  pthread_mutex_unlock (&pools_lock);
+  status = gm_cuda_export_pool (device, &pool, &pool_fd);
   if (status != GM_OK)
     return status;
   block = calloc (1, sizeof *block);
@@ -171,11 +135,72 @@ done:
   return status;
 }
 
+/* A block of the exportable pool, from gpumem's allocator, made
+   shareable where it lies: its record and the pool's descriptor.  */
+static gm_status
+cuda_ipc_adopt (int device, void *ptr, size_t nbytes, int *fd, void **ctx)
+{
+  gm_status status = gm_cuda_use_device (device);
+  cudaMemPool_t pool = NULL;
+  cuda_block *block = NULL;
+  int pool_fd = -1;
+  (void) ptr;
+  (void) nbytes;
+
+  *fd = -1;
+  if (status != GM_OK)
+    return status;
+  if (!gm_cuda_pool_exports (device))
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "device %d's arrays "
+                         "come from CUDA's default pool, which cannot "
+                         "export", device);
+  status = gm_cuda_export_pool (device, &pool, &pool_fd);
+  if (status != GM_OK)
+    return status;
+  block = calloc (1, sizeof *block);
+  if (block == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
+                         "no memory for a shared block's record");
+  GM_CUDA_CHECK (cudaEventCreateWithFlags (&block->event,
+                                           cudaEventInterprocess
+                                           | cudaEventDisableTiming));
+  *fd = dup (pool_fd);
+  if (*fd < 0)
+    {
+      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot share memory: "
+                             "no file descriptor left");
+      goto done;
+    }
+  *ctx = block;
+  block = NULL;
+done:
+  if (block != NULL)
+    {
+      if (block->event != NULL)
+        cudaEventDestroy (block->event);
+      free (block);
+    }
+  return status;
+}
+
+static void
+cuda_ipc_disown (int device, void *ctx)
+{
+  cuda_block *block = ctx;
+
+  if (!gm_cuda_lost () && gm_cuda_use_device (device) == GM_OK)
+    {
+      cudaError_t err = cudaEventDestroy (block->event);
+      if (err != cudaSuccess && err != cudaErrorCudartUnloading)
+        gm_cuda_status (err, "cudaEventDestroy", __FILE__, __LINE__);
+    }
+  free (block);
+}
+
 /* Called by the share server once no importer maps the block.  */
 static void
 cuda_ipc_release (int device, void *ctx, void *ptr, size_t nbytes)
 {
-  cuda_block *block = ctx;
   (void) nbytes;
 
   if (!gm_cuda_lost () && gm_cuda_use_device (device) == GM_OK)
@@ -183,49 +208,116 @@ cuda_ipc_release (int device, void *ctx, void *ptr, size_t nbytes)
       cudaError_t err = cudaFreeAsync (ptr, cudaStreamLegacy);
       if (err != cudaSuccess && err != cudaErrorCudartUnloading)
         gm_cuda_status (err, "cudaFreeAsync", __FILE__, __LINE__);
-      err = cudaEventDestroy (block->event);
-      if (err != cudaSuccess && err != cudaErrorCudartUnloading)
-        gm_cuda_status (err, "cudaEventDestroy", __FILE__, __LINE__);
     }
-  free (block);
+  cuda_ipc_disown (device, ctx);
+}
+
+/* Whether the process PID has exited.  A pid the kernel gave to another
+   process since reads as alive: the pool is then kept, never destroyed
+   under a mapping.  */
+static bool
+producer_gone (uint32_t pid)
+{
+  return kill ((pid_t) pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Destroys the imported pools with no block mapped whose producer has
+   exited, and, past CUDA_IPC_POOL_CACHE pools, the oldest with no block
+   mapped; under pools_lock.  */
+static void
+sweep_pools (void)
+{
+  imported_pool **link = &imported;
+  size_t kept = 0;
+
+  while (*link != NULL)
+    {
+      imported_pool *entry = *link;
+      if (entry->blocks == 0
+          && (kept >= CUDA_IPC_POOL_CACHE || producer_gone (entry->pid)))
+        {
+          cudaError_t err = gm_cuda_lost () ? cudaSuccess
+                            : cudaMemPoolDestroy (entry->pool);
+          if (err != cudaSuccess && err != cudaErrorCudartUnloading)
+            gm_cuda_status (err, "cudaMemPoolDestroy", __FILE__, __LINE__);
+          *link = entry->next;
+          nimported--;
+          free (entry);
+          continue;
+        }
+      kept++;
+      link = &entry->next;
+    }
 }
 
 /* The pool of HANDLE's producer on DEVICE, imported from FD (closed in
-   every case) or found among those imported before.  */
+   every case) or found among those imported before, with one more block
+   counted on it: *ENTRY.  */
 static gm_status
 producer_pool (int device, int fd, const gm_ipc_handle *handle,
-               cudaMemPool_t *pool)
+               imported_pool **out)
 {
   gm_status status = GM_OK;
+  imported_pool *entry;
+  cudaMemPool_t pool;
 
   pthread_mutex_lock (&pools_lock);
-  for (size_t i = 0; i < nimported; i++)
-    if (imported[i].pid == handle->pid && imported[i].server == handle->server
-        && imported[i].device == device)
-      {
-        *pool = imported[i].pool;
-        goto done;
-      }
-  GM_CUDA_CHECK (cudaMemPoolImportFromShareableHandle (
-      pool, (void *) (uintptr_t) fd, cudaMemHandleTypePosixFileDescriptor,
-      0));
-  if (nimported == CUDA_IPC_POOL_CACHE)
+  for (entry = imported; entry != NULL; entry = entry->next)
+    if (entry->pid == handle->pid && entry->server == handle->server
+        && entry->device == device)
+      goto done;
+  sweep_pools ();
+  entry = calloc (1, sizeof *entry);
+  if (entry == NULL)
     {
-      /* The oldest entry's pool stays imported (its pointers may still be
-         mapped); only the cache forgets it.  */
-      memmove (imported, imported + 1,
-               (CUDA_IPC_POOL_CACHE - 1) * sizeof imported[0]);
-      nimported--;
+      status = gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for an "
+                             "imported pool's record");
+      goto done;
     }
-  imported[nimported].pid = handle->pid;
-  imported[nimported].server = handle->server;
-  imported[nimported].device = device;
-  imported[nimported].pool = *pool;
+  GM_CUDA_CHECK (cudaMemPoolImportFromShareableHandle (
+      &pool, (void *) (uintptr_t) fd, cudaMemHandleTypePosixFileDescriptor,
+      0));
+  entry->pid = handle->pid;
+  entry->server = handle->server;
+  entry->device = device;
+  entry->pool = pool;
+  entry->next = imported;
+  imported = entry;
   nimported++;
 done:
+  if (status == GM_OK)
+    {
+      entry->blocks++;
+      *out = entry;
+    }
+  else if (entry != NULL && entry != imported)
+    free (entry);
   pthread_mutex_unlock (&pools_lock);
   close (fd);
   return status;
+}
+
+/* One block of ENTRY fewer mapped; its pool goes when it was the last
+   and the producer has exited.  */
+static void
+pool_block_done (imported_pool *entry)
+{
+  pthread_mutex_lock (&pools_lock);
+  entry->blocks--;
+  sweep_pools ();
+  pthread_mutex_unlock (&pools_lock);
+}
+
+static size_t
+cuda_ipc_imported_pools (void)
+{
+  size_t n;
+
+  pthread_mutex_lock (&pools_lock);
+  sweep_pools ();
+  n = nimported;
+  pthread_mutex_unlock (&pools_lock);
+  return n;
 }
 
 static gm_status
@@ -236,7 +328,7 @@ cuda_ipc_import (int device, int fd, const gm_ipc_handle *handle, void **ptr,
   struct cudaMemPoolPtrExportData data;
   cudaIpcEventHandle_t event_handle;
   cudaEvent_t event = NULL;
-  cudaMemPool_t pool;
+  imported_pool *entry = NULL;
 
   *ptr = NULL;
   *ctx = NULL;
@@ -245,12 +337,12 @@ cuda_ipc_import (int device, int fd, const gm_ipc_handle *handle, void **ptr,
       close (fd);
       return status;
     }
-  status = producer_pool (device, fd, handle, &pool);
+  status = producer_pool (device, fd, handle, &entry);
   if (status != GM_OK)
     return status;
   memcpy (&data, handle->opaque, sizeof data);
   memcpy (&event_handle, handle->opaque + 64, sizeof event_handle);
-  GM_CUDA_CHECK (cudaMemPoolImportPointer (ptr, pool, &data));
+  GM_CUDA_CHECK (cudaMemPoolImportPointer (ptr, entry->pool, &data));
   /* The first use waits for the producer's work queued before the
      export: gpumem's streams all follow the legacy default stream.  */
   GM_CUDA_CHECK (cudaIpcOpenEventHandle (&event, event_handle));
@@ -263,6 +355,10 @@ done:
       cudaFree (*ptr);
       *ptr = NULL;
     }
+  if (status != GM_OK)
+    pool_block_done (entry);
+  else
+    *ctx = entry;
   return status;
 }
 
@@ -271,7 +367,6 @@ done:
 static void
 cuda_ipc_unmap (int device, void *ctx, void *ptr, size_t nbytes)
 {
-  (void) ctx;
   (void) nbytes;
   if (!gm_cuda_lost () && gm_cuda_use_device (device) == GM_OK)
     {
@@ -279,6 +374,7 @@ cuda_ipc_unmap (int device, void *ctx, void *ptr, size_t nbytes)
       if (err != cudaSuccess && err != cudaErrorCudartUnloading)
         gm_cuda_status (err, "cudaFree", __FILE__, __LINE__);
     }
+  pool_block_done (ctx);
 }
 
 static gm_status
@@ -373,4 +469,7 @@ const gm_ipc_ops gm_cuda_ipc_ops = {
   .import = cuda_ipc_import,
   .unmap = cuda_ipc_unmap,
   .device_uuid = cuda_ipc_device_uuid,
+  .adopt = cuda_ipc_adopt,
+  .disown = cuda_ipc_disown,
+  .imported_pools = cuda_ipc_imported_pools,
 };

@@ -24,13 +24,13 @@
 #include "dlpack-abi.h"
 #include "gm.h"
 #include "host-graph.h"
+#include "host-memory.h"
 #include "host-reduce.h"
 #include "share.h"
 
-#define HOST_MAX_DEVICES 64
-/* Device allocations are aligned as cudaMalloc's are, so kernels' C
-   references see the same alignment as the CUDA kernels.  The header in
-   front of each block records its size for the accounting.  */
+#define HOST_MAX_DEVICES GM_HOST_MAX_DEVICES
+/* Device allocations are aligned as cudaMalloc's are (at least), so
+   kernels' C references see the same alignment as the CUDA kernels.  */
 #define HOST_ALIGN 256
 
 struct gm_stream
@@ -52,12 +52,6 @@ struct gm_event
 };
 
 static int host_devices = 4;
-static size_t host_reserved[HOST_MAX_DEVICES];
-/* Held while a copy, memset or kernel runs (callers may release the GIL
-   around those), and taken by free: memory freed from another thread
-   waits for the work using it to end, as cudaFreeAsync on the default
-   stream waits for the work queued before it.  */
-static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* GPUMEM_HOST_PEER_ACCESS, a boolean (gm_env_bool), true by default:
    false makes the simulated devices unable to access each other's
@@ -127,56 +121,6 @@ host_mem_info (int device, size_t *free_bytes, size_t *total)
   return GM_OK;
 }
 
-static gm_status
-host_malloc (int device, size_t nbytes, gm_stream *stream, void **ptr)
-{
-  char *block;
-  (void) stream;
-
-  if (nbytes > SIZE_MAX - 2 * HOST_ALIGN)
-    return gm_error_set (GM_ERR_NOMEM, 0, NULL, "%zu bytes is too large",
-                         nbytes);
-  block = aligned_alloc (HOST_ALIGN,
-                         (nbytes + 2 * HOST_ALIGN - 1) / HOST_ALIGN
-                         * HOST_ALIGN);
-  if (block == NULL)
-    return gm_error_set (GM_ERR_NOMEM, 0, NULL,
-                         "host memory exhausted allocating %zu bytes",
-                         nbytes);
-  memcpy (block, &nbytes, sizeof nbytes);
-  host_reserved[device] += nbytes;
-  *ptr = block + HOST_ALIGN;
-  return GM_OK;
-}
-
-static gm_status
-host_free (int device, void *ptr, gm_stream *stream)
-{
-  char *block = (char *) ptr - HOST_ALIGN;
-  size_t nbytes;
-  (void) stream;
-
-  pthread_mutex_lock (&work_lock);
-  memcpy (&nbytes, block, sizeof nbytes);
-  host_reserved[device] -= nbytes;
-  free (block);
-  pthread_mutex_unlock (&work_lock);
-  return GM_OK;
-}
-
-static gm_status
-host_reserved_bytes (int device, size_t *bytes)
-{
-  *bytes = host_reserved[device];
-  return GM_OK;
-}
-
-static gm_status
-host_release_cached (int device, size_t *reserved_after)
-{
-  *reserved_after = host_reserved[device];
-  return GM_OK;
-}
 
 static gm_status
 host_can_access_peer (int device, int peer, bool *can)
@@ -195,10 +139,10 @@ host_copy (void *dst, int dst_device, const void *src, int src_device,
     return gm_host_graph_add (stream->recording, &(gm_host_op) {
         .kind = GM_HOST_OP_COPY, .dst = dst, .src = src, .dpitch = nbytes,
         .spitch = nbytes, .width = nbytes, .height = 1});
-  pthread_mutex_lock (&work_lock);
+  pthread_mutex_lock (&gm_host_work_lock);
   if (nbytes > 0)
     memmove (dst, src, nbytes);
-  pthread_mutex_unlock (&work_lock);
+  pthread_mutex_unlock (&gm_host_work_lock);
   return GM_OK;
 }
 
@@ -213,11 +157,11 @@ host_copy2d (void *dst, size_t dpitch, int dst_device, const void *src,
     return gm_host_graph_add (stream->recording, &(gm_host_op) {
         .kind = GM_HOST_OP_COPY, .dst = dst, .src = src, .dpitch = dpitch,
         .spitch = spitch, .width = width, .height = height});
-  pthread_mutex_lock (&work_lock);
+  pthread_mutex_lock (&gm_host_work_lock);
   for (size_t row = 0; row < height && width > 0; row++)
     memmove ((char *) dst + row * dpitch, (const char *) src + row * spitch,
              width);
-  pthread_mutex_unlock (&work_lock);
+  pthread_mutex_unlock (&gm_host_work_lock);
   return GM_OK;
 }
 
@@ -230,10 +174,10 @@ host_memset (void *dst, int device, int value, size_t nbytes,
     return gm_host_graph_add (stream->recording, &(gm_host_op) {
         .kind = GM_HOST_OP_MEMSET, .dst = dst, .value = value,
         .width = nbytes, .height = 1});
-  pthread_mutex_lock (&work_lock);
+  pthread_mutex_lock (&gm_host_work_lock);
   if (nbytes > 0)
     memset (dst, value, nbytes);
-  pthread_mutex_unlock (&work_lock);
+  pthread_mutex_unlock (&gm_host_work_lock);
   return GM_OK;
 }
 
@@ -261,9 +205,9 @@ host_launch (const gm_kernel *kernel, const gm_arg *args,
         op.args[i] = args[i];
       return gm_host_graph_add (stream->recording, &op);
     }
-  pthread_mutex_lock (&work_lock);
+  pthread_mutex_lock (&gm_host_work_lock);
   kernel->run_host (args);
-  pthread_mutex_unlock (&work_lock);
+  pthread_mutex_unlock (&gm_host_work_lock);
   return GM_OK;
 }
 
@@ -286,9 +230,9 @@ host_reduce (void *dst, void *const *srcs, int n, size_t count,
         record.reduce.srcs[k] = srcs[k];
       return gm_host_graph_add (stream->recording, &record);
     }
-  pthread_mutex_lock (&work_lock);
+  pthread_mutex_lock (&gm_host_work_lock);
   gm_host_reduce_run (dst, srcs, n, count, dtype, op);
-  pthread_mutex_unlock (&work_lock);
+  pthread_mutex_unlock (&gm_host_work_lock);
   return GM_OK;
 }
 
@@ -507,7 +451,7 @@ host_graph_end (gm_stream *stream, gm_graph **graph)
 
 /* Runs GRAPH's calls in the order they were recorded, through the
    calls themselves (host_copy2d, host_memset, host_launch, host_reduce)
-   with no stream, each under work_lock as when called.  */
+   with no stream, each under gm_host_work_lock as when called.  */
 static gm_status
 host_graph_launch (gm_graph *graph, gm_stream *stream)
 {
@@ -563,10 +507,10 @@ const gm_backend gm_backend_host = {
   .device_count = host_device_count,
   .device_props = host_device_props,
   .mem_info = host_mem_info,
-  .malloc = host_malloc,
-  .free = host_free,
-  .release_cached = host_release_cached,
-  .reserved = host_reserved_bytes,
+  .malloc = gm_host_malloc,
+  .free = gm_host_free,
+  .release_cached = gm_host_release_cached,
+  .reserved = gm_host_reserved,
   .copy = host_copy,
   .copy2d = host_copy2d,
   .memset = host_memset,

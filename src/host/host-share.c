@@ -5,7 +5,7 @@
    producer exits, however it exits.  The file is sealed at its size
    (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), so no holder of its
    descriptor can make another's mapping fault, and a consumer maps only
-   a file so sealed, of exactly the block's size.  */
+   a file so sealed, of at least the block's size.  */
 
 #define _GNU_SOURCE
 #include "config.h"
@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "host-memory.h"
 #include "share.h"
 
 #define HOST_IPC_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
@@ -103,11 +104,12 @@ host_ipc_import (int device, int fd, const gm_ipc_handle *handle, void **ptr,
   (void) device;
 
   /* The size comes from the handle, which the descriptor must back
-     exactly and for good: mapping past a file's end, or a file that
-     shrinks later, would fault on touch.  */
+     whole and for good: mapping past a file's end, or a file that
+     shrinks later, would fault on touch.  A block shared where it lies
+     (adopt) is a file of whole pages, so the file may be longer.  */
   seals = fcntl (fd, F_GET_SEALS);
   if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode) || st.st_size < 0
-      || (uint64_t) st.st_size != handle->nbytes || seals < 0
+      || (uint64_t) st.st_size < handle->nbytes || seals < 0
       || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK
                                                      | F_SEAL_GROW))
     {
@@ -139,6 +141,23 @@ host_ipc_unmap (int device, void *ctx, void *ptr, size_t nbytes)
   munmap (ptr, nbytes);
 }
 
+/* Any block of the host backend's malloc becomes shareable where it
+   lies (host-backend.c).  */
+static gm_status
+host_ipc_adopt (int device, void *ptr, size_t nbytes, int *fd, void **ctx)
+{
+  (void) device;
+  *ctx = NULL;
+  return gm_host_share_in_place (ptr, nbytes, fd);
+}
+
+static void
+host_ipc_disown (int device, void *ctx)
+{
+  (void) device;
+  (void) ctx;
+}
+
 /* A simulated device is named by its index: processes on one node see
    the same host devices.  */
 static gm_status
@@ -159,4 +178,6 @@ const gm_ipc_ops gm_host_ipc_ops = {
   .import = host_ipc_import,
   .unmap = host_ipc_unmap,
   .device_uuid = host_ipc_device_uuid,
+  .adopt = host_ipc_adopt,
+  .disown = host_ipc_disown,
 };

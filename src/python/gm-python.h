@@ -330,6 +330,20 @@ int gmpy_array_check (PyObject *obj);
 /* The owner whose allocation ARRAY uses (ARRAY itself for an owner), or
    NULL for foreign memory (py-utils.c).  */
 arraypy_object *gmpy_array_owner (arraypy_object *array);
+
+/* Another library's array in gpumem's pool (use_pool), for share()
+   (py-share-pool.c).  gmpy_ipc_pool_block: the shareable block of
+   ARRAY, a DeviceArray over foreign memory, when that memory is a block
+   another library holds from gpumem's pool (made shareable on its first
+   share), and in *START the block's start; NULL without an exception
+   when it is not, NULL with one on error.  gmpy_ipc_pool_array: OBJ
+   (neither a DeviceArray nor an Event) as a DeviceArray over its memory,
+   which must be such a block: a new reference, or NULL with TypeError
+   for an object without device memory, gpumem.Error for memory outside
+   gpumem's pool.  */
+struct gm_ipc_block *gmpy_ipc_pool_block (arraypy_object *array,
+                                          const char **start);
+PyObject *gmpy_ipc_pool_array (PyObject *obj);
 /* 0 when ARRAY's memory may be used, else -1 with ValueError (freed)
    (py-utils.c).  */
 int gmpy_array_usable (arraypy_object *array);

@@ -50,7 +50,7 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
         }
       Py_DECREF (entry);
     }
-  return Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N,s:N}",
+  return Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N,s:n,s:n,s:n,s:N}",
                         "allocated_bytes", (Py_ssize_t) stats.allocated_bytes,
                         "peak_allocated_bytes",
                         (Py_ssize_t) stats.peak_allocated_bytes,
@@ -58,7 +58,12 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
                         "allocations", (Py_ssize_t) stats.allocations,
                         "total_allocations",
                         (Py_ssize_t) stats.total_allocations,
-                        "limit", limit, "owners", owners);
+                        "limit", limit,
+                        "shared_bytes", (Py_ssize_t) stats.shared_bytes,
+                        "shared_blocks", (Py_ssize_t) stats.shared_blocks,
+                        "imported_bytes", (Py_ssize_t)
+                          stats.owners[GM_MEM_OWNER_IMPORTED].allocated_bytes,
+                        "owners", owners);
 }
 
 static PyObject *
@@ -111,8 +116,11 @@ PyMethodDef gmpy_memory_methods[] = {
    "A dict of the device's memory statistics: allocated_bytes,\n"
    "peak_allocated_bytes, reserved_bytes, allocations (live),\n"
    "total_allocations, limit (None when unset), all sums over the\n"
-   "owners; owners: {'gpumem', 'torch', 'cupy', 'numba'} -> a dict of\n"
-   "that owner's allocated_bytes, peak_allocated_bytes, allocations,\n"
+   "owners; shared_bytes and shared_blocks, this process's memory that\n"
+   "other processes may open (included in allocated_bytes);\n"
+   "imported_bytes, what it opened from others (owners['imported']);\n"
+   "owners: {'gpumem', 'torch', 'cupy', 'numba', 'imported'} -> a dict\n"
+   "of that owner's allocated_bytes, peak_allocated_bytes, allocations,\n"
    "total_allocations."},
   {"set_memory_limit", (PyCFunction) (void (*) (void)) gmpy_set_memory_limit,
    METH_VARARGS | METH_KEYWORDS,

@@ -79,6 +79,47 @@ block_of (arraypy_object *array)
   return gmpy_ipc_capsule_block (array->base);
 }
 
+/* The shareable block of ARRAY's memory, made now when ARRAY's owner
+   holds memory of gpumem's pool that can be shared where it lies: the
+   owner then keeps its memory through the block (its base becomes the
+   block's capsule), so the memory stays while consumers hold it after
+   the owner lets go.  NULL without an exception where the memory cannot
+   be shared in place (foreign memory, an empty array, a pool that
+   cannot export); NULL with one on error.  */
+static gm_ipc_block *
+adopt_owner (arraypy_object *array)
+{
+  arraypy_object *owner = gmpy_array_owner (array);
+  gm_ipc_block *block;
+  PyObject *capsule;
+  gm_status status;
+
+  if (owner == NULL || owner->alloc == NULL || owner->alloc_bytes == 0)
+    return NULL;
+  /* With the GIL held: no other thread may share or free the owner
+     while its memory changes hands.  */
+  status = gm_ipc_adopt (GM_MEM_OWNER_GPUMEM, owner->device, owner->alloc,
+                         owner->alloc_bytes, &block);
+  if (status == GM_ERR_UNAVAILABLE)
+    return NULL;
+  if (status != GM_OK)
+    return (gm_ipc_block *) gmpy_raise (status);
+  capsule = gmpy_ipc_block_capsule (block);
+  if (capsule == NULL)
+    {
+      /* The capsule's failure dropped the block, and its memory with
+         it: the owner holds nothing now.  */
+      owner->alloc = NULL;
+      owner->alloc_bytes = 0;
+      owner->released = true;
+      return NULL;
+    }
+  owner->alloc = NULL;
+  owner->alloc_bytes = 0;
+  owner->base = capsule;
+  return block;
+}
+
 /* A copy of ARRAY, C-contiguous, in a new shareable block: new
    reference or NULL.  */
 static PyObject *
@@ -121,12 +162,15 @@ shared_copy (arraypy_object *array)
   return copy;
 }
 
-/* The handle of ARRAY as bytes; a copy in shareable memory is made when
-   ARRAY lies elsewhere, and kept for its first consumer.  UNTIL_OPENED
-   keeps the block for the first consumer even when the producer lets go
-   first; the NALLOW uids ALLOW may open it too.  ARRAY is held from the
-   first check on, so that free () in another thread leaves its memory
-   (and its block) until the handle is made.  New reference or NULL.  */
+/* The handle of ARRAY as bytes.  ARRAY's memory is shared where it lies:
+   a block of its own (shared_empty), its owner's memory of gpumem's
+   pool (adopted now), or a block another library holds of gpumem's pool
+   (use_pool); memory outside them is first copied into a shareable
+   block, kept for its first consumer.  UNTIL_OPENED keeps the block for
+   the first consumer even when the producer lets go first; the NALLOW
+   uids ALLOW may open it too.  ARRAY is held from the first check on,
+   so that free () in another thread leaves its memory (and its block)
+   until the handle is made.  New reference or NULL.  */
 static PyObject *
 share_array (arraypy_object *array, bool until_opened, const uint32_t *allow,
              size_t nallow)
@@ -137,7 +181,7 @@ share_array (arraypy_object *array, bool until_opened, const uint32_t *allow,
   gm_stream *stream;
   PyObject *copy = NULL, *result = NULL, *held, *held_copy = NULL;
   gm_status status;
-  arraypy_object *bottom;
+  const char *start = NULL;
   bool readonly = array->readonly;
   size_t size;
 
@@ -145,6 +189,12 @@ share_array (arraypy_object *array, bool until_opened, const uint32_t *allow,
   if (gmpy_array_usable (array) < 0)
     goto done;
   block = block_of (array);
+  if (block == NULL && (block = adopt_owner (array)) == NULL
+      && PyErr_Occurred ())
+    goto done;
+  if (block == NULL && (block = gmpy_ipc_pool_block (array, &start)) == NULL
+      && PyErr_Occurred ())
+    goto done;
   if (block == NULL)
     {
       copy = shared_copy (array);
@@ -157,14 +207,19 @@ share_array (arraypy_object *array, bool until_opened, const uint32_t *allow,
     }
   if (gmpy_array_pending_stream (array, &stream) < 0)
     goto done;
-  /* The view, element 0's offset counted from the start of the block
-     (where the wrapped array at the bottom of the view chain starts).  */
+  if (start == NULL)
+    {
+      /* The wrapped array at the bottom of the view chain starts at the
+         block's start.  */
+      arraypy_object *bottom = array;
+      while (bottom->base != NULL && gmpy_array_check (bottom->base))
+        bottom = (arraypy_object *) bottom->base;
+      start = bottom->data;
+    }
+  /* The view, element 0's offset counted from the start of the block.  */
   memset (&handle, 0, sizeof handle);
-  bottom = array;
-  while (bottom->base != NULL && gmpy_array_check (bottom->base))
-    bottom = (arraypy_object *) bottom->base;
   handle.object = GM_IPC_OBJECT_ARRAY;
-  handle.offset = (uint64_t) (array->data - bottom->data);
+  handle.offset = (uint64_t) (array->data - start);
   handle.dtype = (uint8_t) array->dtype;
   handle.readonly = readonly;
   handle.ndim = (uint8_t) array->ndim;
@@ -291,8 +346,15 @@ gmpy_ipc_share (PyObject *obj, bool until_opened, const uint32_t *allow,
   if (PyObject_TypeCheck (obj, gmpy_state_get ()->event_type))
     return gmpy_event_share (obj, until_opened, allow, nallow);
   if (!gmpy_array_check (obj))
-    return PyErr_Format (PyExc_TypeError, "share() takes a DeviceArray or "
-                         "an Event, not %.200s", Py_TYPE (obj)->tp_name);
+    {
+      PyObject *wrapped = gmpy_ipc_pool_array (obj), *result;
+      if (wrapped == NULL)
+        return NULL;
+      result = share_array ((arraypy_object *) wrapped, until_opened, allow,
+                            nallow);
+      Py_DECREF (wrapped);
+      return result;
+    }
   return share_array ((arraypy_object *) obj, until_opened, allow, nallow);
 }
 
@@ -392,9 +454,10 @@ ipcpy_sharing_stats (PyObject *module, PyObject *unused)
   (void) unused;
 
   gm_ipc_counts (&blocks, &leases, &imports);
-  return Py_BuildValue ("{s:n,s:n,s:n}", "blocks", (Py_ssize_t) blocks,
+  return Py_BuildValue ("{s:n,s:n,s:n,s:n}", "blocks", (Py_ssize_t) blocks,
                         "leases", (Py_ssize_t) leases, "imports",
-                        (Py_ssize_t) imports);
+                        (Py_ssize_t) imports, "imported_pools",
+                        (Py_ssize_t) gm_ipc_imported_pools ());
 }
 
 /* gpumem._reduce_shared(obj): multiprocessing's reducer of DeviceArray
@@ -432,11 +495,15 @@ static PyMethodDef ipcpy_methods[] = {
    "Only processes of this user, root, the users of GPUMEM_SHARE_ALLOW\n"
    "and those ALLOW names (uids or user names) may open it, and only as\n"
    "it was made: a handle with any byte changed is refused.\n"
-   "An array not made by shared_empty (or a view of one) is first\n"
-   "copied once into shareable memory, which is kept for the handle's\n"
-   "first consumer.  until_opened=True keeps a shared_empty block for\n"
-   "one more consumer (one for each such handle) even when this process\n"
-   "lets go of it first; unshare(handle) lets go of it sooner."},
+   "Any gpumem array, views included, shares its own memory, and so\n"
+   "does another library's array (a tensor, a CuPy array) allocated\n"
+   "from gpumem's pool (use_pool), found by its pointer; other\n"
+   "libraries' arrays raise gpumem.Error.  A DeviceArray over foreign\n"
+   "memory (or CUDA's default pool, GPUMEM_DEVICE_POOL=default) is\n"
+   "first copied once into shareable memory, kept for the handle's\n"
+   "first consumer.  until_opened=True keeps the block for one more\n"
+   "consumer (one for each such handle) even when this process lets go\n"
+   "of it first; unshare(handle) lets go of it sooner."},
   {"unshare", ipcpy_unshare, METH_O,
    "unshare(handle, /)\n--\n\n"
    "Revoke a handle share() made in this process: it opens nowhere from\n"
@@ -456,7 +523,8 @@ static PyMethodDef ipcpy_methods[] = {
   {"sharing_stats", ipcpy_sharing_stats, METH_NOARGS,
    "sharing_stats()\n--\n\n"
    "This process's shared blocks (made here, not yet released), the\n"
-   "leases other processes hold on them, and the handles it has open."},
+   "leases other processes hold on them, the handles it has open, and\n"
+   "the pools of other processes it keeps imported (CUDA backend)."},
   {"_reduce_shared", ipcpy_reduce_shared, METH_O,
    "multiprocessing's reducer of DeviceArray: open_shared and a handle."},
   {NULL, NULL, 0, NULL}

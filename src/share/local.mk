@@ -8,5 +8,6 @@ noinst_LTLIBRARIES += src/share/libgm-share.la
 src_share_libgm_share_la_SOURCES = \
 	src/share/share.h src/share/share-handle.c src/share/share-server.c \
 	src/share/share-client.c src/share/share-records.c \
-	src/share/share-settings.c src/share/share-process.c
+	src/share/share-settings.c src/share/share-process.c \
+	src/share/share-books.c
 src_share_libgm_share_la_CPPFLAGS = $(GM_CORE_CPPFLAGS) -I$(top_srcdir)/src/share

@@ -349,7 +349,8 @@ gm_ipc_open (const gm_ipc_handle *handle, gm_ipc_import **out, void **base,
                                                      : GM_IPC_REPLY_NOMEM);
       goto done;
     }
-  status = ops->import (device, fd, handle, &import->ptr, &import->ctx);
+  status = gm_ipc_books_import (ops, device, fd, handle, &import->ptr,
+                                &import->ctx);
 
 done:
   if (status != GM_OK)
@@ -376,8 +377,8 @@ gm_ipc_close (gm_ipc_import *import)
     {
       /* Unmapped before the lease ends: the producer may free as soon as
          it sees the connection close.  */
-      import->ops->unmap (import->device, import->ctx, import->ptr,
-                          import->nbytes);
+      gm_ipc_books_unmap (import->ops, import->device, import->ctx,
+                          import->ptr, import->nbytes);
       close (import->conn);
     }
   free (import);

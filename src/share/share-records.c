@@ -42,6 +42,8 @@ struct gm_ipc_block
   size_t nbytes;
   size_t leases;
   bool producer_holds;
+  bool adopted;              /* memory of the backend's pool (share-books.c) */
+  gm_mem_owner owner;        /* an adopted block's */
   size_t pending_opens;      /* until_opened shares not opened yet */
   size_t exporting;          /* gm_ipc_export calls under way */
   share_record *shares;
@@ -87,7 +89,8 @@ release_if_unused (gm_ipc_block *block)
       free (block->shares);
       block->shares = next;
     }
-  server_ops->release (block->device, block->ctx, block->ptr, block->nbytes);
+  gm_ipc_books_release (server_ops, block->device, block->ctx, block->ptr,
+                        block->nbytes, block->adopted, block->owner);
   close (block->fd);
   free (block);
 }
@@ -224,27 +227,11 @@ gm_ipc_forget_blocks (void)
   nleases = 0;
 }
 
-gm_status
-gm_ipc_block_add (const gm_ipc_ops *ops, int device, size_t nbytes,
-                  gm_stream *stream, gm_ipc_block **out, void **ptr)
+/* Lists BLOCK, whose memory and descriptor are set, as DEVICE's block of
+   NBYTES held by its producer.  */
+static void
+list_block (gm_ipc_block *block, int device, size_t nbytes)
 {
-  gm_ipc_block *block;
-  gm_status status;
-
-  block = calloc (1, sizeof *block);
-  if (block == NULL)
-    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
-                         "no memory for a shared block's record");
-  pthread_mutex_lock (&gm_ipc_lock);
-  server_ops = ops;
-  pthread_mutex_unlock (&gm_ipc_lock);
-  status = ops->alloc (device, nbytes, stream, &block->ptr, &block->fd,
-                       &block->ctx);
-  if (status != GM_OK)
-    {
-      free (block);
-      return status;
-    }
   block->device = device;
   block->nbytes = nbytes;
   block->pid = getpid ();
@@ -253,8 +240,69 @@ gm_ipc_block_add (const gm_ipc_ops *ops, int device, size_t nbytes,
   block->next = blocks;
   blocks = block;
   pthread_mutex_unlock (&gm_ipc_lock);
+}
+
+/* A new block record for OPS's memory, or NULL with the error set.  */
+static gm_ipc_block *
+new_block (const gm_ipc_ops *ops)
+{
+  gm_ipc_block *block = calloc (1, sizeof *block);
+
+  if (block == NULL)
+    {
+      gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
+                    "no memory for a shared block's record");
+      return NULL;
+    }
+  pthread_mutex_lock (&gm_ipc_lock);
+  server_ops = ops;
+  pthread_mutex_unlock (&gm_ipc_lock);
+  return block;
+}
+
+gm_status
+gm_ipc_block_add (const gm_ipc_ops *ops, int device, size_t nbytes,
+                  gm_stream *stream, gm_ipc_block **out, void **ptr)
+{
+  gm_ipc_block *block = new_block (ops);
+  gm_status status;
+
+  if (block == NULL)
+    return GM_ERR_HOST_NOMEM;
+  status = gm_ipc_books_alloc (ops, device, nbytes, stream, &block->ptr,
+                               &block->fd, &block->ctx);
+  if (status != GM_OK)
+    {
+      free (block);
+      return status;
+    }
+  list_block (block, device, nbytes);
   *out = block;
   *ptr = block->ptr;
+  return GM_OK;
+}
+
+gm_status
+gm_ipc_block_adopt (const gm_ipc_ops *ops, gm_mem_owner owner, int device,
+                    void *ptr, size_t nbytes, gm_ipc_block **out)
+{
+  gm_ipc_block *block = new_block (ops);
+  gm_status status;
+
+  if (block == NULL)
+    return GM_ERR_HOST_NOMEM;
+  status = ops->adopt (device, ptr, nbytes, &block->fd, &block->ctx);
+  if (status != GM_OK)
+    {
+      free (block);
+      return status;
+    }
+  block->ptr = ptr;
+  block->adopted = true;
+  block->owner = owner;
+  gm_mem_note_shared (device, nbytes, true);
+  list_block (block, device, nbytes);
+  *out = block;
   return GM_OK;
 }
 
@@ -402,8 +450,8 @@ gm_ipc_drop (gm_ipc_block *block)
       /* A copy inherited through fork: the parent owns the block; only
          this process's mapping, descriptor and copy of the record go
          (the child lists none of the parent's blocks).  */
-      if (ops != NULL && ops->kind == GM_IPC_KIND_HOST)
-        ops->unmap (block->device, NULL, block->ptr, block->nbytes);
+      gm_ipc_books_forget (ops, block->device, block->ptr, block->nbytes,
+                           block->adopted);
       close (block->fd);
       while (block->shares != NULL)
         {

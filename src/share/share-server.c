@@ -486,3 +486,23 @@ gm_ipc_alloc (int device, size_t nbytes, gm_stream *stream,
     return status;
   return gm_ipc_block_add (ops, device, nbytes, stream, out, ptr);
 }
+
+gm_status
+gm_ipc_adopt (gm_mem_owner owner, int device, void *ptr, size_t nbytes,
+              gm_ipc_block **out)
+{
+  const gm_ipc_ops *ops = producer_ops ();
+  gm_status status;
+
+  if (ops == NULL || ops->adopt == NULL)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "the %s backend "
+                         "cannot share memory between processes",
+                         gm_backend_current ? gm_backend_current->name
+                                            : "(none)");
+  pthread_mutex_lock (&gm_ipc_lock);
+  status = gm_ipc_server_start ();
+  pthread_mutex_unlock (&gm_ipc_lock);
+  if (status != GM_OK)
+    return status;
+  return gm_ipc_block_adopt (ops, owner, device, ptr, nbytes, out);
+}

@@ -142,6 +142,19 @@ typedef struct gm_ipc_ops
   void (*unmap) (int device, void *ctx, void *ptr, size_t nbytes);
   /* The 16 bytes that name DEVICE across processes.  */
   gm_status (*device_uuid) (int device, uint8_t uuid[16]);
+  /* Makes the NBYTES at PTR, a block of the backend's malloc on DEVICE,
+     shareable where they lie, contents kept: *FD and *CTX as alloc's.
+     The memory stays the backend's, freed by its free after disown.
+     GM_ERR_UNAVAILABLE where that memory's pool cannot export.  NULL
+     where the backend cannot.  */
+  gm_status (*adopt) (int device, void *ptr, size_t nbytes, int *fd,
+                      void **ctx);
+  /* Lets go of what adopt made, not of the memory.  Never fails.  */
+  void (*disown) (int device, void *ctx);
+  /* How many pools of other processes this process keeps imported,
+     after letting go of those no longer needed; NULL where the backend
+     imports none.  */
+  size_t (*imported_pools) (void);
 } gm_ipc_ops;
 
 /* The backends' sharing (host-share.c, cuda-share.c).  */
@@ -154,6 +167,14 @@ extern const gm_ipc_ops gm_cuda_ipc_ops;
    (share-records.c).  */
 typedef struct gm_ipc_block gm_ipc_block;
 typedef struct gm_ipc_import gm_ipc_import;
+
+/* Makes the NBYTES at PTR on DEVICE, from gm_mem_alloc_as for OWNER,
+   shareable (ops->adopt) and hands them to the share server as *BLOCK,
+   which frees them with gm_mem_free_as once the producer and every
+   lease have let go (gm_ipc_drop).  GM_ERR_UNAVAILABLE where that memory
+   cannot be shared; the memory is then the caller's as before.  */
+gm_status gm_ipc_adopt (gm_mem_owner owner, int device, void *ptr,
+                        size_t nbytes, gm_ipc_block **block);
 
 /* Allocates NBYTES of shareable memory on DEVICE ordered on STREAM with
    the current backend: *PTR, and *BLOCK for gm_ipc_export and
@@ -216,14 +237,40 @@ gm_status gm_ipc_open (const gm_ipc_handle *handle, gm_ipc_import **import,
 /* Unmaps IMPORT and ends its lease.  Never fails.  */
 void gm_ipc_close (gm_ipc_import *import);
 
+/* The memory books of sharing (share-books.c): the backend's ops
+   wrapped so that every shareable block is booked as gpumem's (and
+   limited, and counted as shared) and every import as the imported
+   owner's (memory.c).  */
+gm_status gm_ipc_books_alloc (const gm_ipc_ops *ops, int device,
+                              size_t nbytes, gm_stream *stream, void **ptr,
+                              int *fd, void **ctx);
+/* Frees a listed block: ops->release, or for an ADOPTED one ops->disown
+   and gm_mem_free_as for OWNER.  */
+void gm_ipc_books_release (const gm_ipc_ops *ops, int device, void *ctx,
+                           void *ptr, size_t nbytes, bool adopted,
+                           gm_mem_owner owner);
+/* Lets go of a block inherited through fork (the parent's): this
+   process's mapping and its books only.  */
+void gm_ipc_books_forget (const gm_ipc_ops *ops, int device, void *ptr,
+                          size_t nbytes, bool adopted);
+gm_status gm_ipc_books_import (const gm_ipc_ops *ops, int device, int fd,
+                               const gm_ipc_handle *handle, void **ptr,
+                               void **ctx);
+void gm_ipc_books_unmap (const gm_ipc_ops *ops, int device, void *ctx,
+                         void *ptr, size_t nbytes);
+
+/* The backend's imported pools (ops->imported_pools; 0 without).  */
+size_t gm_ipc_imported_pools (void);
+
 /* Blocks and leases this process's server holds (for tests and stats).  */
 void gm_ipc_counts (size_t *blocks, size_t *leases, size_t *imports);
 
 /* Beneath the server, its books and the consumer, in this order:
    the settings (share-settings.c), what a process keeps once
-   (share-process.c), the books (share-records.c), then the server
-   (share-server.c) and the consumer (share-client.c), each calling only
-   the files before it.  */
+   (share-process.c), the memory books of sharing (share-books.c), the
+   server's records (share-records.c), then the server (share-server.c)
+   and the consumer (share-client.c), each calling only the files
+   before it.  */
 
 /* The settings (share-settings.c).  Whether UID may share with this
    process, either way: its own, root, or a user of GPUMEM_SHARE_ALLOW.
@@ -260,6 +307,12 @@ void gm_ipc_server_identity (uint64_t *name, uint32_t *uid);
 gm_status gm_ipc_block_add (const gm_ipc_ops *ops, int device,
                             size_t nbytes, gm_stream *stream,
                             gm_ipc_block **block, void **ptr);
+/* Lists the NBYTES at PTR on DEVICE, OWNER's memory of the backend's
+   pool, made shareable by OPS->adopt (gm_ipc_adopt's *BLOCK), once the
+   server runs.  */
+gm_status gm_ipc_block_adopt (const gm_ipc_ops *ops, gm_mem_owner owner,
+                              int device, void *ptr, size_t nbytes,
+                              gm_ipc_block **block);
 /* When HANDLE names a share of this process's server: opens it without
    a connection (*OWN true, *BLOCK and *PTR the block and its memory),
    or fails as the server would answer.  *OWN false otherwise.  */
