@@ -1,6 +1,7 @@
 /* env.c -- settings read from the environment: one parser for each kind
    of value, so that every variable of a kind accepts the same spellings
-   and refuses the rest alike.  */
+   and refuses the rest alike; and the files found beside gpumem's own
+   code, where a wheel puts them.  */
 
 #define _GNU_SOURCE
 #include "config.h"

@@ -1,5 +1,5 @@
 /* gm-env.h -- settings read from the environment (env.c): one parser for
-   each kind of value.  */
+   each kind of value; the files beside gpumem's own code.  */
 
 #ifndef GM_ENV_H
 #define GM_ENV_H
