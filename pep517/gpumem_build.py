@@ -18,7 +18,18 @@ The wheel holds
                                     returns this folder
     gpumem-stubs/*.pyi              the type stubs (PEP 561), which mypy
                                     and pyright find beside the module
+    gpumem-lib/libgpumem-torch.so   the PyTorch allocator shim, which the
+                                    module finds beside itself
+    gpumem-lib/pkgconfig/gpumem.pc  pkg-config's description of the
+                                    headers (no library: an extension
+                                    takes gpumem's C API from its capsule)
+    gpumem-VERSION.data/data/share/man/   the manual pages, which pip
+                                    puts in the environment's share/man
     gpumem-VERSION.dist-info/       METADATA, WHEEL, RECORD
+
+The metadata's optional extras (EXTRAS) name NVIDIA's wheels of the
+libraries the module opens at run time: gpumem[jit] installs NVRTC,
+which the module finds in site-packages (src/plugin/jit.c).
 
 Config settings (pip install -C KEY=VALUE, python -m build -C...):
     configure-args  more arguments for configure, split as the shell
@@ -48,8 +59,11 @@ SUMMARY = ("GPU memory owned by Python, handed to native CUDA kernels "
            "(the extension module of the gpumem program)")
 REQUIRES_PYTHON = ">=3.9"
 REQUIRES_DIST = ["numpy"]
+EXTRAS = {"jit": ["nvidia-cuda-nvrtc>=13,<14"]}
 INCLUDE_FOLDER = "gpumem-include"
 STUBS_FOLDER = "gpumem-stubs"
+LIB_FOLDER = "gpumem-lib"
+MAN_PAGES = ["man/gpumem.1", "man/gpumem-kernels.7", "man/gpumem-capi.3"]
 
 
 class BuildError(RuntimeError):
@@ -71,6 +85,10 @@ def _metadata():
              f"Version: {_version()}", f"Summary: {SUMMARY}",
              f"Requires-Python: {REQUIRES_PYTHON}"]
     lines += [f"Requires-Dist: {req}" for req in REQUIRES_DIST]
+    for extra, reqs in EXTRAS.items():
+        lines.append(f"Provides-Extra: {extra}")
+        lines += [f'Requires-Dist: {req}; extra == "{extra}"'
+                  for req in reqs]
     lines.append("Description-Content-Type: text/markdown")
     with open("README.md", encoding="utf-8") as f:
         readme = f.read()
@@ -179,6 +197,28 @@ def _dist_info_name():
     return f"{NAME}-{_version()}.dist-info"
 
 
+def _pkg_config(builddir):
+    """gpumem.pc for the wheel's gpumem-lib/pkgconfig: the headers beside
+    it, found from the file's own place, and the configured kernels'
+    nvcc code-generation flags (nvcc_arch) from the build's gpumem.pc."""
+    nvcc_arch = ""
+    with open(os.path.join(builddir, "gpumem.pc"), encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("nvcc_arch="):
+                nvcc_arch = line.split("=", 1)[1].strip()
+    return ("# gpumem.pc -- pkg-config's description of a pip-installed\n"
+            "# gpumem's headers (PKG_CONFIG_PATH=SITE-PACKAGES/gpumem-lib/"
+            "pkgconfig).\n# A wheel has no libgpumem: an extension takes "
+            "gpumem's C API from the\n# module's capsule "
+            "(gpumem/extension.h).\n"
+            "prefix=${pcfiledir}/../..\n"
+            f"includedir=${{prefix}}/{INCLUDE_FOLDER}\n"
+            "pyexecdir=${prefix}\n"
+            f"nvcc_arch={nvcc_arch}\n\n"
+            f"Name: {NAME}\nDescription: {SUMMARY}\n"
+            f"Version: {_version()}\nCflags: -I${{includedir}}\nLibs:\n")
+
+
 # The PEP 517 hooks.
 
 def get_requires_for_build_wheel(config_settings=None):
@@ -225,11 +265,25 @@ def build_wheel(wheel_directory, config_settings=None,
         # install puts in pyexecdir and includedir/gpumem.
         _run(["make", f"-j{_jobs()}", "install-pyexecLTLIBRARIES",
               "install-nodist_gpumemstubsDATA",
-              "install-gpumemincludeHEADERS", f"DESTDIR={stage}",
-              "pyexecdir=/wheel", f"gpumemstubsdir=/wheel/{STUBS_FOLDER}",
-              f"gpumemincludedir=/wheel/{INCLUDE_FOLDER}/gpumem"],
+              "install-gpumemincludeHEADERS", "install-pkglibLTLIBRARIES",
+              f"DESTDIR={stage}", "pyexecdir=/wheel",
+              f"gpumemstubsdir=/wheel/{STUBS_FOLDER}",
+              f"gpumemincludedir=/wheel/{INCLUDE_FOLDER}/gpumem",
+              f"pkglibdir=/wheel/{LIB_FOLDER}"],
              builddir, "make")
         root = os.path.join(stage, "wheel")
+        pkgconfig = os.path.join(root, LIB_FOLDER, "pkgconfig")
+        os.makedirs(pkgconfig)
+        with open(os.path.join(pkgconfig, "gpumem.pc"), "w",
+                  encoding="utf-8") as f:
+            f.write(_pkg_config(builddir))
+        # The manual pages as the sources have them (gpumem.1 names
+        # installed paths as PREFIX/...), for the environment's share/man.
+        data = f"{NAME}-{_version()}.data/data/share/man"
+        for page in MAN_PAGES:
+            section = os.path.join(root, data, "man" + page[-1])
+            os.makedirs(section, exist_ok=True)
+            shutil.copy(os.path.join(srcdir, page), section)
         files = []
         for folder, _, names in os.walk(root):
             for filename in names:
@@ -242,9 +296,11 @@ def build_wheel(wheel_directory, config_settings=None,
         if "gpumem" + suffix not in files:
             raise BuildError(f"make installed no gpumem{suffix} "
                              f"(installed: {files})")
-        if f"{STUBS_FOLDER}/__init__.pyi" not in files:
-            raise BuildError(f"make installed no {STUBS_FOLDER}/__init__.pyi "
-                             f"(installed: {files})")
+        for needed in (f"{STUBS_FOLDER}/__init__.pyi",
+                       f"{LIB_FOLDER}/libgpumem-torch.so"):
+            if needed not in files:
+                raise BuildError(f"make installed no {needed} "
+                                 f"(installed: {files})")
         wheel_name = f"{NAME}-{_version()}-{'-'.join(tag)}.whl"
         dist_info = _dist_info_name()
         record = []

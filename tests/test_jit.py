@@ -545,7 +545,9 @@ def bad_arguments_before_nvrtc():
          "        gpumem.jit(src, 'scale', s, arch=arch)\n"
          "    except Exception as e:\n"
          "        print(type(e).__name__, isinstance(e, gpumem.Error),\n"
-         "              'not available' in str(e))\n", SCALE, SCALE_SIG],
+         "              'not available' in str(e)\n"
+         "              and \"pip install 'gpumem[jit]'\" in str(e))\n",
+         SCALE, SCALE_SIG],
         capture_output=True, text=True, timeout=120,
         env=dict(os.environ, GPUMEM_NVRTC="/no/such/libnvrtc.so"))
     assert proc.returncode == 0, proc.stderr

@@ -1,13 +1,18 @@
 /* env.c -- settings read from the environment: one parser for each kind
    of value, so that every variable of a kind accepts the same spellings
-   and refuses the rest alike.  */
+   and refuses the rest alike; and the files found beside gpumem's own
+   code, where a wheel puts them.  */
 
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include "config.h"
 
+#include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "gm.h"
 
@@ -95,4 +100,29 @@ gm_env_switch_size (const char *name, size_t on_value, size_t min, size_t max,
   return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s='%s' is neither a switch "
                        "(1, yes, true, on; 0, no, false, off) nor a count "
                        "from %zu to %zu", name, getenv (name), min, max);
+}
+
+bool
+gm_env_beside_self (const char *relative, char *buf, size_t size)
+{
+  Dl_info info;
+  const char *slash;
+  int length;
+
+  if (size > 0)
+    buf[0] = '\0';
+  if (dladdr ((void *) gm_env_beside_self, &info) == 0
+      || info.dli_fname == NULL
+      || (slash = strrchr (info.dli_fname, '/')) == NULL)
+    return false;
+  length = snprintf (buf, size, "%.*s/%s",
+                     (int) (slash - info.dli_fname), info.dli_fname,
+                     relative);
+  if (length < 0 || (size_t) length >= size || access (buf, F_OK) != 0)
+    {
+      if (size > 0)
+        buf[0] = '\0';
+      return false;
+    }
+  return true;
 }

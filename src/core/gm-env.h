@@ -1,5 +1,5 @@
 /* gm-env.h -- settings read from the environment (env.c): one parser for
-   each kind of value.  */
+   each kind of value; the files beside gpumem's own code.  */
 
 #ifndef GM_ENV_H
 #define GM_ENV_H
@@ -33,5 +33,13 @@ gm_status gm_env_size (const char *name, size_t fallback, size_t min,
    else.  */
 gm_status gm_env_switch_size (const char *name, size_t on_value, size_t min,
                               size_t max, size_t *value);
+
+/* Where gpumem's code was installed, for the files a wheel carries
+   beside it: the path RELATIVE names from the folder of the shared
+   object that holds this function (the extension module, libgpumem or
+   the program), into BUF of SIZE bytes.  True when a file is there;
+   false (BUF then empty) when none is, the path does not fit, or the
+   object cannot be named.  */
+bool gm_env_beside_self (const char *relative, char *buf, size_t size);
 
 #endif /* GM_ENV_H */

@@ -87,11 +87,17 @@ gm_jit_nvrtc (int *major, int *minor)
   static const char *const fallbacks[] = {
     "libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"
   };
+  /* NVIDIA's NVRTC wheels in the site-packages folder of a pip-installed
+     module: nvidia-cuda-nvrtc (CUDA 13 on), nvidia-cuda-nvrtc-cu12.  */
+  static const char *const wheels[] = {
+    "nvidia/cu13/lib/libnvrtc.so.13", "nvidia/cuda_nvrtc/lib/libnvrtc.so.12"
+  };
+  char wheel_paths[2][4096];
   const char *tried[8];
   int ntried = 0;
   const char *env = getenv ("GPUMEM_NVRTC");
   void *handle = NULL;
-  char list[1024] = "";
+  char list[2048] = "";
 
   if (nvrtc_loaded)
     {
@@ -103,6 +109,10 @@ gm_jit_nvrtc (int *major, int *minor)
     tried[ntried++] = env;
   else
     {
+      for (size_t i = 0; i < sizeof wheels / sizeof wheels[0]; i++)
+        if (gm_env_beside_self (wheels[i], wheel_paths[i],
+                                sizeof wheel_paths[i]))
+          tried[ntried++] = wheel_paths[i];
 #ifdef GM_NVRTC_LIBRARY
       tried[ntried++] = GM_NVRTC_LIBRARY;
 #endif
@@ -118,8 +128,10 @@ gm_jit_nvrtc (int *major, int *minor)
                   i ? ", " : "", tried[i]);
       return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "NVRTC, CUDA's "
                            "run-time compiler, is not available (tried %s): "
-                           "install it (the CUDA toolkit has it) or name "
-                           "the library in GPUMEM_NVRTC", list);
+                           "pip install 'gpumem[jit]' (NVIDIA's "
+                           "nvidia-cuda-nvrtc wheel), install the CUDA "
+                           "toolkit, or name the library in GPUMEM_NVRTC",
+                           list);
     }
   if (nvrtc_api_bind (&nvrtc, handle) != 0
       || nvrtc.Version (&nvrtc.major, &nvrtc.minor) != NVRTC_SUCCESS)

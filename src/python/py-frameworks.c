@@ -202,7 +202,8 @@ gmpy_pool_block (PyObject *module, PyObject *args)
 
 /* Opens the shim library PyTorch will open by the same path and binds it
    to gpumem's pool; the path in TORCH_SHIM_PATH.  The path is
-   GPUMEM_TORCH_SHIM (read here, its one reader) or the installed
+   GPUMEM_TORCH_SHIM (read here, its one reader), else the wheel's
+   gpumem-lib/libgpumem-torch.so beside the module, else the installed
    $(pkglibdir)/libgpumem-torch.so.  0, or -1 with gpumem.Error.  */
 static int
 torch_shim_bind (void)
@@ -210,10 +211,15 @@ torch_shim_bind (void)
   typedef void (*bind_fn) (void *(*) (size_t, int, void *),
                            void (*) (void *, size_t, int, void *));
   const char *path = getenv ("GPUMEM_TORCH_SHIM");
+  char beside[sizeof torch_shim_path];
   bind_fn bind;
 
   if (torch_shim != NULL)
     return 0;
+  if ((path == NULL || *path == '\0')
+      && gm_env_beside_self ("gpumem-lib/libgpumem-torch.so", beside,
+                             sizeof beside))
+    path = beside;
   if (path == NULL || *path == '\0')
     path = GM_PKGLIBDIR "/libgpumem-torch.so";
   if (strlen (path) >= sizeof torch_shim_path)
