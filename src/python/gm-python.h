@@ -325,10 +325,11 @@ typedef struct arraypy_object
   int64_t *dl_strides;
 } arraypy_object;
 
-/* Whether OBJ is a DeviceArray (py-utils.c).  */
+/* Whether OBJ is a DeviceArray (py-array-core.c, as all the array's
+   helpers below).  */
 int gmpy_array_check (PyObject *obj);
 /* The owner whose allocation ARRAY uses (ARRAY itself for an owner), or
-   NULL for foreign memory (py-utils.c).  */
+   NULL for foreign memory.  */
 arraypy_object *gmpy_array_owner (arraypy_object *array);
 
 /* Another library's array in gpumem's pool (use_pool), for share()
@@ -345,7 +346,7 @@ struct gm_ipc_block *gmpy_ipc_pool_block (arraypy_object *array,
                                           const char **start);
 PyObject *gmpy_ipc_pool_array (PyObject *obj);
 /* 0 when ARRAY's memory may be used, else -1 with ValueError (freed)
-   (py-utils.c).  */
+   (py-array-core.c).  */
 int gmpy_array_usable (arraypy_object *array);
 
 /* The DeviceArray core (py-array-core.c): what the type's methods and the
@@ -538,7 +539,8 @@ int gmpy_cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
    Python code a call runs after gmpy_devbuf_get (an argument's __index__
    or __array__, a signal handler, another thread while the GIL is
    released) may have freed its DeviceArray.  Check again after any such
-   code, right before the memory is handed to the backend (py-utils.c).  */
+   code, right before the memory is handed to the backend
+   (py-array-core.c).  */
 int gmpy_devbuf_usable (const gmpy_devbuf *buf);
 
 /* gpumem.asarray (OBJ) (py-asarray.c): OBJ itself when a DeviceArray,
@@ -711,11 +713,11 @@ typedef struct gmpy_graph_rec
   struct gmpy_graph_rec *next; /* in the list of live recordings */
 } gmpy_graph_rec;
 
-/* The recording open in this thread (py-utils.c, which gmpy_wait
-   consults), or NULL.  */
+/* The recording open in this thread (py-utils.c, which gmpy_wait and
+   gmpy_graph_refuse consult), or NULL.  */
 extern _Thread_local gmpy_graph_rec *gmpy_graph_capture;
 /* -1 with gpumem.Error saying that WHAT cannot be captured when a
-   recording is open in this thread; 0 otherwise.  */
+   recording is open in this thread; 0 otherwise (py-utils.c).  */
 int gmpy_graph_refuse (const char *what);
 /* Opens REC (zeroed but for NAME) as this thread's recording: 0, or -1
    with an exception (one is open already).  */

@@ -1,8 +1,10 @@
 /* py-array-core.c -- the DeviceArray object's core, beneath the files
    of its methods (py-index.c, py-array-copy.c, the interop files) and
-   its type (py-array.c).
+   its type (py-array.c): every helper of the array itself is here.
 
-   Making arrays (new owners, views, arrays over foreign memory), their
+   Whether an object is a DeviceArray and whether its memory may still
+   be used, its owner and the array that keeps its books; making
+   arrays (new owners, views, arrays over foreign memory), their
    strides, the stream whose work last wrote them, and the life of their
    memory: an owner frees its allocation once, when free () was called
    or the object goes, and not before the last DLPack export and the
@@ -11,6 +13,45 @@
 #include "gm-python.h"
 
 #include <string.h>
+
+int
+gmpy_array_check (PyObject *obj)
+{
+  return PyObject_TypeCheck (obj, gmpy_state_get ()->array_type);
+}
+
+arraypy_object *
+gmpy_array_owner (arraypy_object *array)
+{
+  if (array->base == NULL)
+    return array;
+  if (gmpy_array_check (array->base))
+    return (arraypy_object *) array->base;
+  return NULL;
+}
+
+int
+gmpy_array_usable (arraypy_object *array)
+{
+  arraypy_object *owner = gmpy_array_owner (array);
+
+  if (array->released || (owner != NULL && owner->released))
+    {
+      PyErr_SetString (PyExc_ValueError,
+                       "this DeviceArray's memory was freed (free() or the "
+                       "end of its with block); it cannot be used");
+      return -1;
+    }
+  return 0;
+}
+
+int
+gmpy_devbuf_usable (const gmpy_devbuf *buf)
+{
+  if (buf->array == NULL)
+    return 0;
+  return gmpy_array_usable ((arraypy_object *) buf->array);
+}
 
 size_t
 gmpy_array_nbytes (const arraypy_object *array)

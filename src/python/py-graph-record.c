@@ -46,15 +46,6 @@ rec_error (gmpy_graph_rec *rec, const char *what, const char *why)
 }
 
 int
-gmpy_graph_refuse (const char *what)
-{
-  if (gmpy_graph_capture == NULL)
-    return 0;
-  return rec_error (gmpy_graph_capture, what, "do it before or after the "
-                    "`with gpumem.graph()` block (docs/graphs.md)");
-}
-
-int
 gmpy_graph_rec_begin (gmpy_graph_rec *rec)
 {
   int ndev = gm_backend_current->device_count ();

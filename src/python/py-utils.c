@@ -1,10 +1,9 @@
 /* py-utils.c -- the helpers beneath gpumem's Python layer: what every py-*.c
    file shares.  The module's state, the one bridge from a gm_status to a
    Python exception (gmpy_raise), waiting on the backend without the GIL
-   (gmpy_wait), the fast-call argument parser, the readers of size,
-   shape, dtype and rank arguments, and whether a DeviceArray (or the device
-   buffer read from one) may still be used.  It calls no other py-*.c
-   file.  */
+   (gmpy_wait), refusing it and what else a graph recording cannot take
+   (gmpy_graph_refuse), the fast-call argument parser, the readers of
+   size, shape, dtype and rank arguments.  It calls no other py-*.c file.  */
 
 #include "gm-python.h"
 
@@ -85,6 +84,17 @@ gmpy_raise_int (gm_status status)
 }
 
 _Thread_local gmpy_graph_rec *gmpy_graph_capture;
+
+int
+gmpy_graph_refuse (const char *what)
+{
+  if (gmpy_graph_capture == NULL)
+    return 0;
+  PyErr_Format (module_state->error, "gpumem.graph %R: %s cannot be "
+                "captured: do it before or after the `with gpumem.graph()` "
+                "block (docs/graphs.md)", gmpy_graph_capture->name, what);
+  return -1;
+}
 
 int
 gmpy_wait (int device, gm_stream *stream)
@@ -522,45 +532,4 @@ gmpy_shape_tuple (int ndim, const Py_ssize_t *dims)
       PyTuple_SET_ITEM (shape, i, dim);
     }
   return shape;
-}
-
-/* DeviceArrays as every file that takes them sees them.  */
-
-int
-gmpy_array_check (PyObject *obj)
-{
-  return PyObject_TypeCheck (obj, gmpy_state_get ()->array_type);
-}
-
-arraypy_object *
-gmpy_array_owner (arraypy_object *array)
-{
-  if (array->base == NULL)
-    return array;
-  if (gmpy_array_check (array->base))
-    return (arraypy_object *) array->base;
-  return NULL;
-}
-
-int
-gmpy_array_usable (arraypy_object *array)
-{
-  arraypy_object *owner = gmpy_array_owner (array);
-
-  if (array->released || (owner != NULL && owner->released))
-    {
-      PyErr_SetString (PyExc_ValueError,
-                       "this DeviceArray's memory was freed (free() or the "
-                       "end of its with block); it cannot be used");
-      return -1;
-    }
-  return 0;
-}
-
-int
-gmpy_devbuf_usable (const gmpy_devbuf *buf)
-{
-  if (buf->array == NULL)
-    return 0;
-  return gmpy_array_usable ((arraypy_object *) buf->array);
 }
