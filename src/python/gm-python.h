@@ -16,6 +16,9 @@
 #include "gm-interp.h"
 #include "graph-deps.h"
 
+/* Where a call goes, decided once a call (py-dispatch.h).  */
+typedef struct gmpy_dispatch gmpy_dispatch;
+
 /* The module's state.  The program embeds one interpreter, which imports
    gpumem once; gmpy_state () returns that module's state to C helpers
    that have no module object at hand.  */
@@ -238,11 +241,10 @@ PyObject *gmpy_current_stream_fn (PyObject *module, PyObject *args,
                                   PyObject *kwargs);
 
 /* The thread's stream context (py-stream-context.c).  */
-/* Reads a stream= argument into *STREAM.  None (or NULL) gives, when
-   DEVICE >= 0, the current stream of DEVICE in this thread (the
-   innermost `with stream:` block's, see gmpy_stream_current), else NULL:
-   the default stream.  If DEVICE is >= 0 a given stream must belong to
-   it.  0 or -1.  */
+/* The stream gmpy_dispatch_get (OBJ, DEVICE) gives, in *STREAM: the
+   given one, else, when DEVICE >= 0, the current stream of DEVICE in
+   this thread (see gmpy_stream_current), else NULL: the default stream
+   (py-dispatch.c).  0 or -1.  */
 int gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream);
 /* The Stream of the innermost open `with stream:` block of DEVICE in
    this thread, or None: a new reference, NULL with an exception.  */
@@ -368,12 +370,13 @@ PyObject *gmpy_array_view (arraypy_object *source, Py_ssize_t offset,
 PyObject *gmpy_array_wrap (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
                            int device, void *data, bool readonly,
                            PyObject *base);
-/* Records that work queued on STREAM_OBJ (a gpumem.Stream; NULL or None
-   stands for the current stream of OBJ's device, see
-   gmpy_stream_current, and records nothing when there is none: the
-   default stream's work completes before the call returns) writes OBJ's
-   memory, when OBJ is a DeviceArray.  */
-void gmpy_array_note_stream (PyObject *obj, PyObject *stream_obj);
+/* Records that the work of a call dispatched as D writes OBJ's memory,
+   when OBJ is a DeviceArray and D names a gpumem.Stream (stream= or a
+   `with stream:` block's); nothing else is recorded: the default
+   stream's work completes before the call returns.  D NULL, for C
+   callers that hold no dispatch: the dispatch of a call on OBJ's device
+   naming no stream.  */
+void gmpy_array_note_stream (PyObject *obj, const gmpy_dispatch *d);
 /* The gpumem stream whose work writing ARRAY's memory is still pending,
    in *STREAM; NULL when none is.  0, or -1 with an exception.  */
 int gmpy_array_pending_stream (arraypy_object *array, gm_stream **stream);
@@ -567,17 +570,24 @@ PyObject *gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
                               Py_ssize_t nargs, PyObject *kwnames);
 PyObject *gmpy_copy (PyObject *module, PyObject *const *args,
                      Py_ssize_t nargs, PyObject *kwnames);
-/* The copy engine (py-copy-engine.c).  */
+/* The copy engine (py-copy-engine.c).  Each checks the whole copy
+   once (counts against both sides, dtypes, a writable destination)
+   before the first byte moves, and sends it where D says.  */
 /* Host -> device: the first COUNT elements of host object SRC (all of
    them when COUNT < 0, counted as NumPy counts them), converted to DST's
    dtype as NumPy's same_kind casting allows, into DST.  */
 int gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
-                              Py_ssize_t count, gm_stream *stream,
+                              Py_ssize_t count, const gmpy_dispatch *d,
                               const char *src_name);
 /* Device -> host: COUNT elements of SRC into writable host object DST.  */
 int gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
-                              Py_ssize_t count, gm_stream *stream,
+                              Py_ssize_t count, const gmpy_dispatch *d,
                               const char *dst_name);
+/* Device -> device (gpumem.copy): COUNT elements (< 0: all of SRC) of
+   equal dtypes; a stream D names must be on DST's or SRC's device.  */
+int gmpy_copy_device_to_device (const gmpy_devbuf *dst,
+                                const gmpy_devbuf *src, Py_ssize_t count,
+                                const gmpy_dispatch *d);
 /* Runs BACKEND->copy for large copies in chunks, without the GIL,
    checking for Ctrl-C between chunks.  0 or -1.  */
 int gmpy_backend_copy (void *dst, int dst_device, const void *src,
@@ -592,7 +602,7 @@ int gmpy_backend_copy (void *dst, int dst_device, const void *src,
    complete on return, on every backend.  0 or -1.  */
 int gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
                        void *dst, int dst_device, const void *src,
-                       int src_device, size_t nbytes, gm_stream *stream);
+                       int src_device, size_t nbytes, const gmpy_dispatch *d);
 /* What gmpy_copy_enter holds for the copies of one call.  */
 typedef struct gmpy_copy_hold
 {
@@ -621,145 +631,7 @@ int gmpy_copy_usable (const gmpy_copy_hold *hold);
    memory goes now if free () was called meanwhile.  Keeps any pending
    exception; never fails.  */
 void gmpy_copy_leave (gmpy_copy_hold *hold);
-/* Raises ValueError: WHAT asked for COUNT elements but SIDE ("source",
-   "destination") has only SIZE.  Returns -1.  */
-int gmpy_count_error (const char *what, Py_ssize_t count, const char *side,
-                      Py_ssize_t size);
 
-/* gpumem.concurrent (py-concurrent.c): the open block of this thread
-   queues calls that name no stream.  */
-int gmpy_concurrent_init (PyObject *module, gmpy_state *state);
-/* Whether a block is open in this thread.  */
-bool gmpy_concurrent_active (void);
-/* The open block's stream for DEVICE (made at first use) in *STREAM, or
-   NULL when no block is open.  0 or -1.  */
-int gmpy_concurrent_stream (int device, gm_stream **stream);
-/* Queues a copy of NBYTES host bytes at SRC to DST on DEVICE in the
-   open block, reading SRC before it returns (through DEVICE's bounce
-   buffer).  1 when queued; 0 when no block is open or the copy is too
-   large for the bounce buffer (the caller copies synchronously); -1
-   with ValueError when SRC is the destination of a queued copy into
-   host memory, or another exception.  */
-int gmpy_concurrent_from_host (int device, void *dst, const void *src,
-                               size_t nbytes);
-/* Queues a copy of NBYTES at SRC on DEVICE into host memory DST, which
-   VIEW exports, landing when the block's wait() returns or it ends.  1
-   when queued (the block then owns VIEW and releases it); 0 as for
-   gmpy_concurrent_from_host (VIEW stays the caller's); -1 with an
-   exception.  */
-int gmpy_concurrent_to_host (Py_buffer *view, void *dst, const void *src,
-                             int device, size_t nbytes);
-/* Queues a copy of NBYTES from SRC on SRC_DEVICE to DST on DST_DEVICE
-   (two devices) in the open block: on the destination's stream, after
-   the work queued for the source's device, which then waits for it.
-   1 when queued; 0 when no block is open or the backend's streams
-   cannot be ordered so (the caller copies synchronously); -1 with an
-   exception.  */
-int gmpy_concurrent_peer_copy (void *dst, int dst_device, const void *src,
-                               int src_device, size_t nbytes);
-/* For a launch on DEVICE in the open block that uses arrays of the
-   NPEERS devices PEERS (other than DEVICE): the block's stream of DEVICE
-   in *STREAM, ordered after the block's work on the peers; or NULL when
-   no block is open, or when the backend cannot order streams (the
-   peers' work is then waited for, and the caller launches
-   synchronously).  0 or -1.  */
-int gmpy_concurrent_launch_stream (int device, const int *peers, int npeers,
-                                   gm_stream **stream);
-/* After such a launch queued on the block's stream of DEVICE: the
-   peers' later work in the block waits for it.  0 or -1.  */
-int gmpy_concurrent_after_launch (int device, const int *peers, int npeers);
-/* 0, or -1 with ValueError when host memory [PTR, PTR + NBYTES)
-   overlaps the destination of a copy the open block has not landed.  */
-int gmpy_concurrent_check_pending (const void *ptr, size_t nbytes);
-/* Waits (as gmpy_wait) for the open block's work on DEVICE, if any.
-   0 or -1.  */
-int gmpy_concurrent_join (int device);
-
-/* gpumem.graph: calls recorded once and replayed.  The recorder
-   (py-graph-record.c) is what the call sites consult; the Python type
-   (py-graph.c) begins, ends and replays a recording.  */
-
-/* A host copy of a graph: NBYTES between the host object HOST's memory
-   at BUF (LEN bytes there at capture; ROOT, the array that owns it, had
-   ROOT_BUF and ROOT_LEN) and STAGING, page-locked memory of the graph's,
-   which the recorded device copy reads or writes.  TO_DEVICE: BUF is
-   copied into STAGING before each replay; else STAGING into BUF after
-   it.  */
-typedef struct gmpy_graph_stage
-{
-  PyObject *host, *root;
-  char *buf, *root_buf;
-  Py_ssize_t len, root_len;
-  char *staging;
-  size_t nbytes;
-  bool to_device;
-} gmpy_graph_stage;
-
-typedef struct gmpy_graph_rec
-{
-  PyObject *name;              /* a str, for messages */
-  int ndev;
-  gm_stream **streams;         /* per device: made at its first call */
-  gm_graph **graphs;           /* per device, once captured */
-  gmpy_graph_stage *stages;
-  size_t nstages, stages_cap;
-  char **arenas;               /* the page-locked blocks stages use */
-  size_t narenas, arenas_cap, arena_used, arena_size;
-  PyObject *held;              /* a list: the DeviceArrays the calls use */
-  gm_graph_deps deps;          /* which calls wait for which */
-  bool capturing, ready;
-  bool replaying;              /* a thread is in a replay, which waits
-                                  without the GIL: staging is in use */
-  struct gmpy_graph_rec *next; /* in the list of live recordings */
-} gmpy_graph_rec;
-
-/* The recording open in this thread (py-utils.c, which gmpy_wait and
-   gmpy_graph_refuse consult), or NULL.  */
-extern _Thread_local gmpy_graph_rec *gmpy_graph_capture;
-/* -1 with gpumem.Error saying that WHAT cannot be captured when a
-   recording is open in this thread; 0 otherwise (py-utils.c).  */
-int gmpy_graph_refuse (const char *what);
-/* Opens REC (zeroed but for NAME) as this thread's recording: 0, or -1
-   with an exception (one is open already).  */
-int gmpy_graph_rec_begin (gmpy_graph_rec *rec);
-/* Closes this thread's recording REC: each device's capture ends and
-   becomes a graph.  When DISCARD (the block raised) or on error, what
-   was recorded is let go.  0 or -1 with an exception.  */
-int gmpy_graph_rec_end (gmpy_graph_rec *rec, bool discard);
-/* Frees what REC holds (graphs, streams, staging, references) and takes
-   it off the list of live recordings.  */
-void gmpy_graph_rec_clear (gmpy_graph_rec *rec);
-/* Visits REC's references for the garbage collector.  */
-int gmpy_graph_rec_traverse (gmpy_graph_rec *rec, visitproc visit,
-                             void *arg);
-/* The recording stream of DEVICE for the next call, in *STREAM: a call
-   on the arrays ARRAYS (N of them, NULL entries skipped), which the
-   graph then holds, touching the NACCESS ranges ACCESS; the stream is
-   told which earlier calls this one waits for (graph-deps.h), so queue
-   the call at once.  -1 with gpumem.Error when an array is on another
-   device.  */
-int gmpy_graph_stream (int device, PyObject *const *arrays, int n,
-                       const gm_graph_access *access, size_t naccess,
-                       gm_stream **stream);
-/* A tuple: for each call REC recorded, in order, the tuple of the
-   numbers of the earlier calls it waits for.  */
-PyObject *gmpy_graph_rec_dependencies (const gmpy_graph_rec *rec);
-/* Records a copy of NBYTES between device memory (DEV, of DEVICE) and
-   the host memory VIEW exports: TO_DEVICE from VIEW's start into DEV,
-   else from DEV into VIEW's start.  0 or -1 with an exception
-   (ValueError when DEV's DeviceArray was freed meanwhile).  */
-int gmpy_graph_host_copy (const gmpy_devbuf *dev, const Py_buffer *view,
-                          size_t nbytes, bool to_device);
-/* Records a copy of NBYTES from SRC to DST, device memory of one device
-   (BUFS: the DeviceArrays behind them, when known).  0 or -1.  */
-int gmpy_graph_device_copy (const gmpy_devbuf *dst_buf,
-                            const gmpy_devbuf *src_buf, void *dst,
-                            int dst_device, const void *src, int src_device,
-                            size_t nbytes);
-/* 0 when no live graph uses ARRAY's memory, else -1 with gpumem.Error
-   naming the graph (free () is refused).  */
-int gmpy_graph_check_free (arraypy_object *array);
-/* The type gpumem.graph (py-graph.c).  */
-int gmpy_graph_init (PyObject *module, gmpy_state *state);
+#include "py-dispatch.h"
 
 #endif /* GM_PYTHON_H */

@@ -23,6 +23,7 @@ src_python_libgm_python_la_SOURCES = \
 	src/python/py-utils.c src/python/py-nvtx.c \
 	src/python/py-plugin.c src/python/py-jit.c \
 	src/python/py-capi.c include/gpumem/extension.h \
+	src/python/py-dispatch.c src/python/py-dispatch.h \
 	src/python/py-concurrent.c src/python/py-graph-record.c \
 	src/python/py-graph.c src/python/py-frameworks.c \
 	src/python/py-share.c src/python/py-share-event.c \

@@ -479,6 +479,7 @@ gmpy_array_fill_value (arraypy_object *array, PyObject *value)
   size_t itemsize = gm_dtypes[array->dtype].itemsize;
   unsigned char pattern[16];
   PyObject *scalar, *ndim;
+  gmpy_dispatch d;
   gm_stream *stream;
   Py_buffer buf;
   long dims;
@@ -514,11 +515,12 @@ gmpy_array_fill_value (arraypy_object *array, PyObject *value)
   memcpy (pattern, buf.buf, itemsize);
   PyBuffer_Release (&buf);
   if (gmpy_array_usable (array) < 0
-      || gmpy_stream_arg (Py_None, array->device, &stream) < 0)
+      || gmpy_dispatch_get (NULL, array->device, &d) < 0)
     {
       Py_DECREF (scalar);
       return -1;
     }
+  stream = d.stream;
   if (array->contiguous)
     {
       gmpy_copy_hold hold;
@@ -536,7 +538,7 @@ gmpy_array_fill_value (arraypy_object *array, PyObject *value)
                                        "value");
   Py_DECREF (scalar);
   if (rc == 0)
-    gmpy_array_note_stream ((PyObject *) array, Py_None);
+    gmpy_array_note_stream ((PyObject *) array, &d);
   return rc;
 }
 
@@ -626,11 +628,11 @@ gmpy_array_assign (arraypy_object *dst, arraypy_object *src,
   /* Through host memory: SRC is read whole before DST is written, so
      overlapping views assign as NumPy's do.  */
   {
-    gm_stream *src_stream;
-    if (gmpy_stream_arg (Py_None, src->device, &src_stream) < 0)
+    gmpy_dispatch src_d;
+    if (gmpy_dispatch_get (NULL, src->device, &src_d) < 0)
       return -1;
     /* Complete on return, whatever the stream: HOST is read next.  */
-    host = gmpy_array_strided_to_host (src, src_stream);
+    host = gmpy_array_strided_to_host (src, src_d.stream);
   }
   if (host == NULL)
     return -1;
@@ -643,11 +645,13 @@ PyObject *
 gmpy_array_copy (PyObject *self, PyObject *unused)
 {
   arraypy_object *array = (arraypy_object *) self, *copy;
+  gmpy_dispatch d;
   gm_stream *stream;
 
   if (gmpy_array_usable (array) < 0
-      || gmpy_stream_arg (Py_None, array->device, &stream) < 0)
+      || gmpy_dispatch_get (NULL, array->device, &d) < 0)
     return NULL;
+  stream = d.stream;
   copy = gmpy_array_new (array->ndim, array->shape, array->dtype,
                          array->device, stream);
   if (copy == NULL)
@@ -668,12 +672,12 @@ gmpy_array_copy (PyObject *self, PyObject *unused)
       if (rc < 0)
         Py_CLEAR (copy);
       else
-        gmpy_array_note_stream ((PyObject *) copy, Py_None);
+        gmpy_array_note_stream ((PyObject *) copy, &d);
     }
   else if (gmpy_array_assign (copy, array, stream) < 0)
     Py_CLEAR (copy);
   else
-    gmpy_array_note_stream ((PyObject *) copy, Py_None);
+    gmpy_array_note_stream ((PyObject *) copy, &d);
   return (PyObject *) copy;
 }
 
@@ -689,6 +693,7 @@ gmpy_copy_strided (PyObject *dst, PyObject *src, PyObject *count,
 {
   arraypy_object *view;
   Py_ssize_t n = -1;
+  gmpy_dispatch d;
   gm_stream *stream;
   PyObject *host;
   int rc;
@@ -710,8 +715,9 @@ gmpy_copy_strided (PyObject *dst, PyObject *src, PyObject *count,
           return -1;
         }
     }
-  if (gmpy_stream_arg (stream_obj, view->device, &stream) < 0)
+  if (gmpy_dispatch_get (stream_obj, view->device, &d) < 0)
     return -1;
+  stream = d.stream;
   /* Between devices: through host memory, complete on return.  */
   if (gmpy_array_check (dst) && gmpy_array_check (src)
       && ((arraypy_object *) dst)->device != ((arraypy_object *) src)->device)
@@ -752,7 +758,7 @@ gmpy_copy_strided (PyObject *dst, PyObject *src, PyObject *count,
         {
           if (gmpy_array_assign (a, b, stream) < 0)
             return -1;
-          gmpy_array_note_stream (dst, stream_obj);
+          gmpy_array_note_stream (dst, &d);
           return 1;
         }
     }
@@ -767,7 +773,7 @@ gmpy_copy_strided (PyObject *dst, PyObject *src, PyObject *count,
   rc = gmpy_array_strided_from_host ((arraypy_object *) dst, host, false,
                                      false, stream, "src");
   if (rc == 0)
-    gmpy_array_note_stream (dst, stream_obj);
+    gmpy_array_note_stream (dst, &d);
   Py_DECREF (host);
   return rc < 0 ? -1 : 1;
 }

@@ -268,30 +268,28 @@ books_of (arraypy_object *array)
 }
 
 void
-gmpy_array_note_stream (PyObject *obj, PyObject *stream_obj)
+gmpy_array_note_stream (PyObject *obj, const gmpy_dispatch *d)
 {
+  gmpy_dispatch current;
   arraypy_object *books;
-  PyObject *current = NULL;
 
   if (!gmpy_array_check (obj))
     return;
-  if (stream_obj == NULL || stream_obj == Py_None)
+  if (d == NULL)
     {
-      /* The work went to the current stream of a with block, if any.  */
-      current = gmpy_stream_current (((arraypy_object *) obj)->device);
-      if (current == NULL)
+      /* A C caller's work went to the current stream of OBJ's device.  */
+      if (gmpy_dispatch_get (NULL, ((arraypy_object *) obj)->device,
+                             &current) < 0)
         {
           PyErr_WriteUnraisable (obj);
           return;
         }
-      stream_obj = current;
+      d = &current;
     }
-  if (PyObject_TypeCheck (stream_obj, gmpy_state_get ()->stream_type))
-    {
-      books = books_of ((arraypy_object *) obj);
-      Py_XSETREF (books->last_stream, Py_NewRef (stream_obj));
-    }
-  Py_XDECREF (current);
+  if (d->stream_obj == NULL)
+    return;
+  books = books_of ((arraypy_object *) obj);
+  Py_XSETREF (books->last_stream, Py_NewRef (d->stream_obj));
 }
 
 int

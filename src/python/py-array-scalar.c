@@ -17,12 +17,12 @@ static PyObject *
 element (arraypy_object *array)
 {
   PyObject *host, *value;
-  gm_stream *stream;
+  gmpy_dispatch d;
 
   if (gmpy_array_usable (array) < 0
-      || gmpy_stream_arg (Py_None, array->device, &stream) < 0)
+      || gmpy_dispatch_get (NULL, array->device, &d) < 0)
     return NULL;
-  host = gmpy_array_strided_to_host (array, stream);
+  host = gmpy_array_strided_to_host (array, d.stream);
   if (host == NULL)
     return NULL;
   value = PyObject_CallMethod (host, "item", NULL);

@@ -179,25 +179,25 @@ arraypy_copy_to_host (PyObject *self, PyObject *args, PyObject *kwargs)
   gmpy_state *state = gmpy_state_get ();
   PyObject *out = Py_None, *stream_obj = Py_None, *shape;
   gmpy_devbuf src;
-  gm_stream *stream;
+  gmpy_dispatch d;
   bool joined = false;
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|OO:copy_to_host",
                                     keywords, &out, &stream_obj)
       || gmpy_array_usable (array) < 0
-      || gmpy_stream_arg (stream_obj, array->device, &stream) < 0)
+      || gmpy_dispatch_get (stream_obj, array->device, &d) < 0)
     return NULL;
   if (!array->contiguous)
-    return strided_to_host (array, out, stream);
+    return strided_to_host (array, out, d.stream);
   if (gmpy_devbuf_get (self, &src, "self") < 0)
     return NULL;
   if (out == Py_None)
     {
       /* A new array is read at once: inside a gpumem.concurrent() block
          it is filled on the block's stream and waited for.  */
-      if (stream == NULL && gmpy_concurrent_active ())
+      if (d.mode == GMPY_CONCURRENT)
         {
-          if (gmpy_concurrent_stream (array->device, &stream) < 0)
+          if (gmpy_dispatch_stream (&d, array->device, NULL) < 0)
             return NULL;
           joined = true;
         }
@@ -228,7 +228,7 @@ arraypy_copy_to_host (PyObject *self, PyObject *args, PyObject *kwargs)
           return NULL;
         }
     }
-  if (gmpy_copy_device_to_host (out, &src, array->size, stream, "out") < 0
+  if (gmpy_copy_device_to_host (out, &src, array->size, &d, "out") < 0
       || (joined && gmpy_concurrent_join (array->device) < 0))
     {
       Py_DECREF (out);
@@ -244,20 +244,20 @@ arraypy_copy_from_host (PyObject *self, PyObject *args, PyObject *kwargs)
   arraypy_object *array = (arraypy_object *) self;
   PyObject *src, *stream_obj = Py_None, *src_size;
   gmpy_devbuf dst;
-  gm_stream *stream;
+  gmpy_dispatch d;
   Py_ssize_t n;
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|O:copy_from_host",
                                     keywords, &src, &stream_obj)
       || gmpy_array_usable (array) < 0
-      || gmpy_stream_arg (stream_obj, array->device, &stream) < 0)
+      || gmpy_dispatch_get (stream_obj, array->device, &d) < 0)
     return NULL;
   if (!array->contiguous)
     {
-      if (gmpy_array_strided_from_host (array, src, false, false, stream,
+      if (gmpy_array_strided_from_host (array, src, false, false, d.stream,
                                         "src") < 0)
         return NULL;
-      gmpy_array_note_stream (self, stream_obj);
+      gmpy_array_note_stream (self, &d);
       Py_RETURN_NONE;
     }
   if (gmpy_devbuf_get (self, &dst, "self") < 0)
@@ -276,9 +276,9 @@ arraypy_copy_from_host (PyObject *self, PyObject *args, PyObject *kwargs)
                     array->size);
       return NULL;
     }
-  if (gmpy_copy_host_to_device (&dst, src, n, stream, "src") < 0)
+  if (gmpy_copy_host_to_device (&dst, src, n, &d, "src") < 0)
     return NULL;
-  gmpy_array_note_stream (self, stream_obj);
+  gmpy_array_note_stream (self, &d);
   Py_RETURN_NONE;
 }
 
@@ -590,7 +590,7 @@ gmpy_to_device (PyObject *module, PyObject *args, PyObject *kwargs)
   PyObject *np_array, *dtype_obj, *shape_obj;
   Py_ssize_t dims[GM_MAX_NDIM];
   arraypy_object *array = NULL;
-  gm_stream *stream;
+  gmpy_dispatch d;
   gm_dtype dtype;
   gmpy_devbuf dst;
   int ndim, device;
@@ -598,7 +598,7 @@ gmpy_to_device (PyObject *module, PyObject *args, PyObject *kwargs)
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OO:to_device", keywords,
                                     &host, &device_obj, &stream_obj)
       || gmpy_device_arg (device_obj, &device) < 0
-      || gmpy_stream_arg (stream_obj, device, &stream) < 0)
+      || gmpy_dispatch_get (stream_obj, device, &d) < 0)
     return NULL;
   np_array = PyObject_CallMethod (state->numpy, "asarray", "O", host);
   if (np_array == NULL)
@@ -609,7 +609,7 @@ gmpy_to_device (PyObject *module, PyObject *args, PyObject *kwargs)
       || gmpy_dtype_arg (dtype_obj, &dtype) < 0
       || gmpy_shape_arg (shape_obj, gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
     goto done;
-  array = gmpy_array_new (ndim, dims, dtype, device, stream);
+  array = gmpy_array_new (ndim, dims, dtype, device, d.stream);
   if (array == NULL)
     goto done;
   dst.data = array->data;
@@ -618,11 +618,11 @@ gmpy_to_device (PyObject *module, PyObject *args, PyObject *kwargs)
   dst.device = device;
   dst.readonly = false;
   dst.array = (PyObject *) array;
-  if (gmpy_copy_host_to_device (&dst, np_array, array->size, stream, "host")
+  if (gmpy_copy_host_to_device (&dst, np_array, array->size, &d, "host")
       < 0)
     Py_CLEAR (array);
   else
-    gmpy_array_note_stream ((PyObject *) array, stream_obj);
+    gmpy_array_note_stream ((PyObject *) array, &d);
 done:
   Py_DECREF (np_array);
   Py_XDECREF (dtype_obj);

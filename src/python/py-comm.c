@@ -96,7 +96,8 @@ array_arg (PyObject *obj, bool writes, const char *fname, gm_comm_call *call,
   return 0;
 }
 
-/* Reads OBJ, the stream= argument, into CALL->stream for CALL->device.
+/* Reads OBJ, the stream= argument, into CALL->stream for CALL->device,
+   and where the call goes into *D.
    Inside a gpumem.concurrent() block a collective without one takes the
    block's stream of its device: NCCL queues it there, after the block's
    work on the device and before the block's later calls, and the block's
@@ -104,24 +105,22 @@ array_arg (PyObject *obj, bool writes, const char *fname, gm_comm_call *call,
    waits for all the device's work first (the block's included) and is
    complete on return.  0 or -1.  */
 static int
-stream_arg (PyObject *obj, gm_comm_call *call)
+stream_arg (PyObject *obj, gm_comm_call *call, gmpy_dispatch *d)
 {
   if (gmpy_graph_refuse ("a collective (gpumem.comm)") < 0
-      || gmpy_stream_arg (obj, call->device, &call->stream) < 0)
+      || gmpy_dispatch_get (obj, call->device, d) < 0)
     return -1;
-  if (call->stream == NULL && gmpy_concurrent_active ())
-    return gmpy_concurrent_stream (call->device, &call->stream);
-  return 0;
+  return gmpy_dispatch_stream (d, call->device, &call->stream);
 }
 
 /* The arguments every collective on an array takes: the array, the
    root (a broadcast, a gather) or the reduction's op (allreduce), and
-   the stream.  Sets CALL's fields and ARG; 0, or -1 with an exception
-   set.  */
+   the stream.  Sets CALL's fields, ARG and where the call goes, *D; 0,
+   or -1 with an exception set.  */
 static int
 collective_args (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                  const char *name, gm_comm_call *call, PyObject *arg[3],
-                 int64_t dims[GM_MAX_NDIM])
+                 int64_t dims[GM_MAX_NDIM], gmpy_dispatch *d)
 {
   static const char *const rooted[] = {"a", "root", "stream", NULL};
   static const char *const reduced[] = {"a", "op", "stream", NULL};
@@ -141,7 +140,7 @@ collective_args (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
   writes = reduce || (call->kind == GM_COMM_BCAST
                       && gm_comm_rank () != call->root);
   if (array_arg (arg[0], writes, name, call, dims) < 0
-      || stream_arg (arg[2], call) < 0)
+      || stream_arg (arg[2], call, d) < 0)
     return -1;
   return 0;
 }
@@ -161,15 +160,17 @@ commpy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
               PyObject *kwnames)
 {
   PyObject *arg[3] = {NULL, NULL, NULL};
+  gmpy_dispatch d = {.stream_obj = NULL};
   int64_t dims[GM_MAX_NDIM];
   gm_comm_call call = {.kind = GM_COMM_BCAST};
 
-  if (collective_args (args, nargs, kwnames, "bcast", &call, arg, dims) < 0)
+  if (collective_args (args, nargs, kwnames, "bcast", &call, arg, dims, &d)
+      < 0)
     call.refused = true;
   if (run (&call, arg[0]) < 0)
     return NULL;
   if (gm_comm_rank () != call.root)
-    gmpy_array_note_stream (arg[0], arg[2]);
+    gmpy_array_note_stream (arg[0], &d);
   Py_RETURN_NONE;
 }
 
@@ -178,12 +179,13 @@ commpy_allreduce (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                   PyObject *kwnames)
 {
   PyObject *arg[3] = {NULL, NULL, NULL};
+  gmpy_dispatch d = {.stream_obj = NULL};
   int64_t dims[GM_MAX_NDIM];
   gm_comm_call call = {.kind = GM_COMM_ALLREDUCE};
   gm_status status;
 
-  if (collective_args (args, nargs, kwnames, "allreduce", &call, arg, dims)
-      < 0)
+  if (collective_args (args, nargs, kwnames, "allreduce", &call, arg, dims,
+                       &d) < 0)
     call.refused = true;
   else if ((status = gm_comm_op_check (call.dtype, call.op)) != GM_OK)
     {
@@ -192,7 +194,7 @@ commpy_allreduce (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     }
   if (run (&call, arg[0]) < 0)
     return NULL;
-  gmpy_array_note_stream (arg[0], arg[2]);
+  gmpy_array_note_stream (arg[0], &d);
   Py_RETURN_NONE;
 }
 
@@ -234,11 +236,13 @@ commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                PyObject *kwnames)
 {
   PyObject *arg[3] = {NULL, NULL, NULL};
+  gmpy_dispatch d = {.stream_obj = NULL};
   int64_t dims[GM_MAX_NDIM];
   gm_comm_call call = {.kind = GM_COMM_GATHER};
   arraypy_object *result = NULL;
 
-  if (collective_args (args, nargs, kwnames, "gather", &call, arg, dims) < 0)
+  if (collective_args (args, nargs, kwnames, "gather", &call, arg, dims, &d)
+      < 0)
     call.refused = true;
   else if (gm_comm_rank () == call.root)
     {
@@ -255,7 +259,7 @@ commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     }
   if (result == NULL)
     Py_RETURN_NONE;
-  gmpy_array_note_stream ((PyObject *) result, arg[2]);
+  gmpy_array_note_stream ((PyObject *) result, &d);
   return (PyObject *) result;
 }
 

@@ -74,8 +74,10 @@ gmpy_copy_leave (gmpy_copy_hold *hold)
 int
 gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
                    void *dst, int dst_device, const void *src,
-                   int src_device, size_t nbytes, gm_stream *stream)
+                   int src_device, size_t nbytes, const gmpy_dispatch *d)
 {
+  gm_stream *stream = d->stream;
+  gmpy_dispatch plain;
   size_t done = 0;
   gmpy_copy_hold hold;
   int result = -1;
@@ -83,13 +85,12 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
   /* Copies on a stream are asynchronous: enqueue them whole.  */
   size_t chunk = stream != NULL ? nbytes : COPY_CHUNK;
 
-  /* Inside a gpumem.graph() block the copy is recorded
-     (py-graph-record.c); one on a stream of its own is refused.  */
-  if (nbytes > 0 && gmpy_graph_capture != NULL)
+  /* A recorded copy goes to the recorder (py-graph-record.c); one on a
+     stream of its own is refused.  */
+  if (nbytes > 0 && d->mode == GMPY_GRAPH)
     {
-      if (stream != NULL)
-        return gmpy_graph_refuse ("a copy with stream= (or in a `with "
-                                  "stream:` block)");
+      if (gmpy_dispatch_record (d, "a copy") < 0)
+        return -1;
       if ((dst_buf != NULL && gmpy_devbuf_usable (dst_buf) < 0)
           || (src_buf != NULL && gmpy_devbuf_usable (src_buf) < 0))
         return -1;
@@ -115,11 +116,12 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
           PyErr_NoMemory ();
           return -1;
         }
+      gmpy_dispatch_of (NULL, &plain);
       result = gmpy_guarded_copy (NULL, src_buf, between, -1, src,
-                                  src_device, nbytes, NULL);
+                                  src_device, nbytes, &plain);
       if (result == 0)
         result = gmpy_guarded_copy (dst_buf, NULL, dst, dst_device,
-                                    between, -1, nbytes, NULL);
+                                    between, -1, nbytes, &plain);
       PyMem_RawFree (between);
       return result;
     }
@@ -131,8 +133,7 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
      gmpy_concurrent_to_host, or what the block declines) stays
      synchronous, waiting below for the block's work on the devices
      involved.  */
-  if (stream == NULL && nbytes > 0 && gmpy_concurrent_active ()
-      && dst_device >= 0)
+  if (d->mode == GMPY_CONCURRENT && nbytes > 0 && dst_device >= 0)
     {
       int queued = 0;
 
@@ -144,8 +145,12 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
       else if (src_device != dst_device)
         queued = gmpy_concurrent_peer_copy (dst, dst_device, src, src_device,
                                             nbytes);
-      else if (gmpy_concurrent_stream (dst_device, &stream) < 0)
-        return -1;
+      else
+        {
+          gmpy_dispatch block = *d;
+          if (gmpy_dispatch_stream (&block, dst_device, &stream) < 0)
+            return -1;
+        }
       if (queued < 0)
         return -1;
       if (queued > 0)
@@ -199,8 +204,11 @@ int
 gmpy_backend_copy (void *dst, int dst_device, const void *src,
                    int src_device, size_t nbytes, gm_stream *stream)
 {
+  gmpy_dispatch d;
+
+  gmpy_dispatch_of (stream, &d);
   return gmpy_guarded_copy (NULL, NULL, dst, dst_device, src, src_device,
-                            nbytes, stream);
+                            nbytes, &d);
 }
 
 /* Raises TypeError unless FROM may be cast to TO under NumPy's
@@ -229,21 +237,78 @@ check_same_kind (PyObject *from, PyObject *to, const char *what)
   return 0;
 }
 
-int
-gmpy_count_error (const char *what, Py_ssize_t count, const char *side,
-                  Py_ssize_t size)
+/* Resolves *COUNT, the elements the copy WHAT moves (< 0: all of the
+   source), and checks it against each side whose number of elements is
+   known (-1: not yet, or checked already): the device side first (the
+   destination when DEVICE_IS_DST), then the other.  Each side is
+   checked once a call: a count given is checked against the side known
+   first, the other side when its size is read.  0, or -1 with
+   ValueError.  */
+static int
+copy_count (const char *what, Py_ssize_t *count, bool device_is_dst,
+            Py_ssize_t device_n, Py_ssize_t other_n)
 {
-  PyErr_Format (PyExc_ValueError,
-                "%s: %zd elements asked for, but the %s has only %zd",
-                what, count, side, size);
-  return -1;
+  const char *sides[2] = {device_is_dst ? "destination" : "source",
+                          device_is_dst ? "source" : "destination"};
+  Py_ssize_t sizes[2] = {device_n, other_n};
+  Py_ssize_t source_n = device_is_dst ? other_n : device_n;
+
+  if (*count < 0 && source_n >= 0)
+    *count = source_n;
+  for (int i = 0; i < 2; i++)
+    if (*count >= 0 && sizes[i] >= 0 && *count > sizes[i])
+      {
+        PyErr_Format (PyExc_ValueError,
+                      "%s: %zd elements asked for, but the %s has only %zd",
+                      what, *count, sides[i], sizes[i]);
+        return -1;
+      }
+  return 0;
+}
+
+int
+gmpy_copy_device_to_device (const gmpy_devbuf *dst, const gmpy_devbuf *src,
+                            Py_ssize_t count, const gmpy_dispatch *d)
+{
+  if (dst->dtype != src->dtype)
+    {
+      PyErr_Format (PyExc_TypeError, "copy: device arrays of different "
+                    "dtypes (%s from %s); device copies need equal dtypes",
+                    gm_dtypes[dst->dtype].name, gm_dtypes[src->dtype].name);
+      return -1;
+    }
+  if (copy_count ("copy", &count, false, src->size, dst->size) < 0)
+    return -1;
+  if (dst->readonly)
+    {
+      PyErr_SetString (PyExc_ValueError, "copy: dst is read-only");
+      return -1;
+    }
+  if (d->stream_obj != NULL)
+    {
+      int sdev = ((streampy_object *) d->stream_obj)->device;
+      if (sdev != dst->device && sdev != src->device)
+        {
+          PyErr_Format (PyExc_ValueError, "copy: the stream is on device "
+                        "%d, the arrays on %d and %d", sdev, dst->device,
+                        src->device);
+          return -1;
+        }
+    }
+  return gmpy_guarded_copy (dst, src, dst->data, dst->device, src->data,
+                            src->device,
+                            (size_t) count * gm_dtypes[dst->dtype].itemsize,
+                            d);
 }
 
 int
 gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
-                          Py_ssize_t count, gm_stream *stream,
+                          Py_ssize_t count, const gmpy_dispatch *d,
                           const char *src_name)
 {
+  /* A count given is checked against the destination now, before the
+     source is looked at; all of the source, once it is counted.  */
+  Py_ssize_t dst_unchecked = count < 0 ? dst->size : -1;
   gmpy_state *state = gmpy_state_get ();
   size_t itemsize = gm_dtypes[dst->dtype].itemsize;
   PyObject *array = NULL, *flat = NULL, *contiguous = NULL, *dtype = NULL;
@@ -257,8 +322,8 @@ gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
                                          "read-only");
       return -1;
     }
-  if (count > dst->size)
-    return gmpy_count_error (src_name, count, "destination", dst->size);
+  if (copy_count (src_name, &count, true, dst->size, -1) < 0)
+    return -1;
 
   if (PyObject_CheckBuffer (src)
       && PyObject_GetBuffer (src, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
@@ -268,21 +333,15 @@ gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
           == (int) dst->dtype)
         {
           Py_ssize_t n = view.len / view.itemsize;
-          if (count < 0)
-            count = n;
-          if (count > dst->size)
-            result = gmpy_count_error (src_name, count, "destination",
-                                       dst->size);
-          else if (count > n)
-            result = gmpy_count_error (src_name, count, "source", n);
-          else if (stream == NULL && count > 0
-                   && gmpy_graph_capture != NULL)
+          if (copy_count (src_name, &count, true, dst_unchecked, n) < 0)
+            result = -1;
+          else if (count > 0 && d->mode == GMPY_GRAPH && d->stream == NULL)
             result = gmpy_graph_host_copy (dst, &view,
                                            (size_t) count * itemsize, true);
           else
             result = gmpy_guarded_copy (dst, NULL, dst->data, dst->device,
                                         view.buf, -1,
-                                        (size_t) count * itemsize, stream);
+                                        (size_t) count * itemsize, d);
           PyBuffer_Release (&view);
           return result;
         }
@@ -309,20 +368,8 @@ gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
   src_size = PyObject_Size (flat);
   if (src_size < 0)
     goto done;
-  if (count < 0)
-    {
-      count = src_size;
-      if (count > dst->size)
-        {
-          gmpy_count_error (src_name, count, "destination", dst->size);
-          goto done;
-        }
-    }
-  if (count > src_size)
-    {
-      gmpy_count_error (src_name, count, "source", src_size);
-      goto done;
-    }
+  if (copy_count (src_name, &count, true, dst_unchecked, src_size) < 0)
+    goto done;
   {
     PyObject *head = PySequence_GetSlice (flat, 0, count);
     if (head == NULL)
@@ -335,7 +382,7 @@ gmpy_copy_host_to_device (const gmpy_devbuf *dst, PyObject *src,
       || PyObject_GetBuffer (contiguous, &view, PyBUF_C_CONTIGUOUS) < 0)
     goto done;
   result = gmpy_guarded_copy (dst, NULL, dst->data, dst->device, view.buf,
-                              -1, (size_t) count * itemsize, stream);
+                              -1, (size_t) count * itemsize, d);
   PyBuffer_Release (&view);
 done:
   Py_XDECREF (array);
@@ -347,7 +394,7 @@ done:
 
 int
 gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
-                          Py_ssize_t count, gm_stream *stream,
+                          Py_ssize_t count, const gmpy_dispatch *d,
                           const char *dst_name)
 {
   gmpy_state *state = gmpy_state_get ();
@@ -358,8 +405,8 @@ gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
   Py_buffer view;
   int result = -1, writeable, is_ndarray;
 
-  if (count > src->size)
-    return gmpy_count_error (dst_name, count, "source", src->size);
+  if (copy_count (dst_name, &count, false, src->size, -1) < 0)
+    return -1;
 
   if (PyObject_CheckBuffer (dst)
       && PyObject_GetBuffer (dst, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS
@@ -371,13 +418,12 @@ gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
           Py_ssize_t n = view.len / view.itemsize;
           int queued = 0;
 
-          if (count > n)
-            result = gmpy_count_error (dst_name, count, "destination", n);
-          else if (stream == NULL && count > 0
-                   && gmpy_graph_capture != NULL)
+          if (copy_count (dst_name, &count, false, -1, n) < 0)
+            result = -1;
+          else if (count > 0 && d->mode == GMPY_GRAPH && d->stream == NULL)
             result = gmpy_graph_host_copy (src, &view,
                                            (size_t) count * itemsize, false);
-          else if (stream == NULL && gmpy_concurrent_active ()
+          else if (d->mode == GMPY_CONCURRENT
                    && (queued = gmpy_devbuf_usable (src) < 0 ? -1
                        : gmpy_concurrent_to_host (&view, view.buf,
                                                   src->data, src->device,
@@ -392,7 +438,7 @@ gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
           else
             result = gmpy_guarded_copy (NULL, src, view.buf, -1, src->data,
                                         src->device,
-                                        (size_t) count * itemsize, stream);
+                                        (size_t) count * itemsize, d);
           PyBuffer_Release (&view);
           return result;
         }
@@ -457,11 +503,8 @@ gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
   }
   if (dst_size < 0)
     goto done;
-  if (count > dst_size)
-    {
-      gmpy_count_error (dst_name, count, "destination", dst_size);
-      goto done;
-    }
+  if (copy_count (dst_name, &count, false, -1, dst_size) < 0)
+    goto done;
   staging = PyObject_CallMethod (state->numpy, "empty", "nO", count,
                                  state->np_dtypes[src->dtype]);
   if (staging == NULL
@@ -469,7 +512,7 @@ gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
                                                | PyBUF_WRITABLE) < 0)
     goto done;
   result = gmpy_guarded_copy (NULL, src, view.buf, -1, src->data,
-                              src->device, (size_t) count * itemsize, stream);
+                              src->device, (size_t) count * itemsize, d);
   PyBuffer_Release (&view);
   if (result < 0)
     goto done;

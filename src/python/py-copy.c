@@ -1,7 +1,8 @@
 /* py-copy.c -- the module's copy functions: copy, copy_to_gpu and
    copy_from_gpu.  They read their arguments (DeviceArrays, CUDA Array
-   Interface objects, host arrays) and hand the bytes to the copy engine
-   (py-copy-engine.c).  */
+   Interface objects, host arrays), ask where the call goes
+   (gmpy_dispatch_get) and hand the bytes to the copy engine
+   (py-copy-engine.c), which checks the copy itself.  */
 
 #include "gm-python.h"
 
@@ -12,6 +13,7 @@ gmpy_copy_to_gpu (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   static const char *const names[] = {"src", "dest", "size", NULL};
   PyObject *arg[3];
   gmpy_devbuf dest;
+  gmpy_dispatch d;
   Py_ssize_t size;
   int found;
 
@@ -34,8 +36,10 @@ gmpy_copy_to_gpu (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                        "gpumem.copy(dest, src, size) between device arrays");
       return NULL;
     }
+  /* No stream=, and no `with stream:` block's stream (device -1).  */
   if (gmpy_size_arg (arg[2], "size", &size) < 0
-      || gmpy_copy_host_to_device (&dest, arg[0], size, NULL, "copy_to_gpu")
+      || gmpy_dispatch_get (NULL, -1, &d) < 0
+      || gmpy_copy_host_to_device (&dest, arg[0], size, &d, "copy_to_gpu")
            < 0)
     return NULL;
   Py_RETURN_NONE;
@@ -48,6 +52,7 @@ gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
   static const char *const names[] = {"src", "dest", "size", NULL};
   PyObject *arg[3];
   gmpy_devbuf src;
+  gmpy_dispatch d;
   Py_ssize_t size;
   int found;
 
@@ -72,7 +77,8 @@ gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
       return NULL;
     }
   if (gmpy_size_arg (arg[2], "size", &size) < 0
-      || gmpy_copy_device_to_host (arg[1], &src, size, NULL,
+      || gmpy_dispatch_get (NULL, -1, &d) < 0
+      || gmpy_copy_device_to_host (arg[1], &src, size, &d,
                                    "copy_from_gpu: dest")
            < 0)
     return NULL;
@@ -86,7 +92,8 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   static const char *const names[] = {"dst", "src", "count", "stream", NULL};
   PyObject *arg[4];
   gmpy_devbuf dst, src;
-  gm_stream *stream;
+  gmpy_dispatch d;
+  streampy_object *stream;
   Py_ssize_t count = -1;
   int dst_dev, src_dev;
 
@@ -107,69 +114,23 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   if (arg[2] != NULL && arg[2] != Py_None
       && gmpy_size_arg (arg[2], "count", &count) < 0)
     return NULL;
-  if ((arg[3] == NULL || arg[3] == Py_None) && (dst_dev || src_dev))
-    {
-      /* Without stream=: the current stream of the destination's device
-         (else the source's), when a with block set one.  Borrowed: that
-         block's list holds it for the length of this call.  */
-      PyObject *current = gmpy_stream_current (dst_dev ? dst.device
-                                                       : src.device);
-      if (current == NULL)
-        return NULL;
-      arg[3] = current;
-      Py_DECREF (current);
-    }
-  if (gmpy_stream_arg (arg[3], -1, &stream) < 0)
+  /* Without stream=: the current stream of the destination's device
+     (else the source's), when a with block set one.  */
+  if (gmpy_dispatch_any_device (arg[3], dst_dev ? dst.device
+                                        : src_dev ? src.device : -1, &d) < 0)
     return NULL;
+  stream = (streampy_object *) d.stream_obj;
 
   if (dst_dev && src_dev)
     {
-      size_t nbytes;
-      if (dst.dtype != src.dtype)
-        {
-          PyErr_Format (PyExc_TypeError, "copy: device arrays of different "
-                        "dtypes (%s from %s); device copies need equal dtypes",
-                        gm_dtypes[dst.dtype].name, gm_dtypes[src.dtype].name);
-          return NULL;
-        }
-      if (count < 0)
-        count = src.size;
-      if (count > src.size)
-        {
-          gmpy_count_error ("copy", count, "source", src.size);
-          return NULL;
-        }
-      if (count > dst.size)
-        {
-          gmpy_count_error ("copy", count, "destination", dst.size);
-          return NULL;
-        }
-      if (dst.readonly)
-        {
-          PyErr_SetString (PyExc_ValueError, "copy: dst is read-only");
-          return NULL;
-        }
-      if (stream != NULL)
-        {
-          int sdev = ((streampy_object *) arg[3])->device;
-          if (sdev != dst.device && sdev != src.device)
-            {
-              PyErr_Format (PyExc_ValueError, "copy: the stream is on device "
-                            "%d, the arrays on %d and %d", sdev, dst.device,
-                            src.device);
-              return NULL;
-            }
-        }
-      nbytes = (size_t) count * gm_dtypes[dst.dtype].itemsize;
-      if (gmpy_guarded_copy (&dst, &src, dst.data, dst.device, src.data,
-                             src.device, nbytes, stream) < 0)
+      if (gmpy_copy_device_to_device (&dst, &src, count, &d) < 0)
         return NULL;
-      gmpy_array_note_stream (arg[0], arg[3]);
+      gmpy_array_note_stream (arg[0], &d);
       Py_RETURN_NONE;
     }
   if (dst_dev)
     {
-      if (stream != NULL && ((streampy_object *) arg[3])->device != dst.device)
+      if (stream != NULL && stream->device != dst.device)
         {
           PyErr_SetString (PyExc_ValueError, "copy: the stream is not on the "
                                              "destination's device");
@@ -177,22 +138,20 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         }
       /* COUNT < 0: all of the source, counted where it is read (one
          look at the source, not two).  */
-      if (gmpy_copy_host_to_device (&dst, arg[1], count, stream, "copy") < 0)
+      if (gmpy_copy_host_to_device (&dst, arg[1], count, &d, "copy") < 0)
         return NULL;
-      gmpy_array_note_stream (arg[0], arg[3]);
+      gmpy_array_note_stream (arg[0], &d);
       Py_RETURN_NONE;
     }
   if (src_dev)
     {
-      if (stream != NULL && ((streampy_object *) arg[3])->device != src.device)
+      if (stream != NULL && stream->device != src.device)
         {
           PyErr_SetString (PyExc_ValueError, "copy: the stream is not on the "
                                              "source's device");
           return NULL;
         }
-      if (count < 0)
-        count = src.size;
-      if (gmpy_copy_device_to_host (arg[0], &src, count, stream, "copy") < 0)
+      if (gmpy_copy_device_to_host (arg[0], &src, count, &d, "copy") < 0)
         return NULL;
       Py_RETURN_NONE;
     }

@@ -204,8 +204,10 @@ graphpy_replay_with (graphpy_object *graph, PyObject *stream_obj)
                         "without stream= returns)", rec->name);
           return NULL;
         }
-      if (gmpy_stream_arg (stream_obj, device, &stream) < 0)
+      gmpy_dispatch d;
+      if (gmpy_dispatch_get (stream_obj, device, &d) < 0)
         return NULL;
+      stream = d.stream;
     }
   for (size_t i = 0; i < rec->nstages; i++)
     if (stage_check (graph, &rec->stages[i],

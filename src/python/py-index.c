@@ -273,13 +273,13 @@ gmpy_array_ass_subscript (PyObject *self, PyObject *key, PyObject *value)
     }
   if (gmpy_array_check (value))
     {
-      gm_stream *stream;
-      if (gmpy_stream_arg (Py_None, ((arraypy_object *) view)->device,
-                           &stream) == 0)
-        rc = gmpy_array_assign ((arraypy_object *) view, (arraypy_object *) value,
-                            stream);
+      gmpy_dispatch d;
+      if (gmpy_dispatch_get (NULL, ((arraypy_object *) view)->device, &d)
+          == 0)
+        rc = gmpy_array_assign ((arraypy_object *) view,
+                                (arraypy_object *) value, d.stream);
       if (rc == 0)
-        gmpy_array_note_stream (view, Py_None);
+        gmpy_array_note_stream (view, &d);
     }
   else
     {
@@ -290,13 +290,13 @@ gmpy_array_ass_subscript (PyObject *self, PyObject *key, PyObject *value)
         rc = gmpy_array_fill_value ((arraypy_object *) view, value);
       else if (dims > 0)
         {
-          gm_stream *stream;
+          gmpy_dispatch d;
           arraypy_object *target = (arraypy_object *) view;
-          if (gmpy_stream_arg (Py_None, target->device, &stream) == 0)
+          if (gmpy_dispatch_get (NULL, target->device, &d) == 0)
             rc = gmpy_array_strided_from_host (target, value, true, true,
-                                               stream, "value");
+                                               d.stream, "value");
           if (rc == 0)
-            gmpy_array_note_stream (view, Py_None);
+            gmpy_array_note_stream (view, &d);
         }
     }
   Py_XDECREF (ndim);

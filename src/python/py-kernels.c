@@ -214,6 +214,7 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   gm_launch_cfg cfg = {{0, 0, 0}, {0, 0, 0}, 0, 0};
   const char *first_pointer = NULL;
   PyObject *grid, *block, *stream_obj;
+  gmpy_dispatch d;
   gm_stream *stream;
   gm_status status;
   int device = -1, n = kernel->nparams, waited = 0;
@@ -356,26 +357,23 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
           return NULL;
         }
     }
-  if (gmpy_stream_arg (stream_obj, device, &stream) < 0)
+  if (gmpy_dispatch_get (stream_obj, device, &d) < 0)
     return NULL;
-  /* Inside a gpumem.concurrent() block the launch is queued on the
-     block's stream of its device, after the block's work on the devices
-     of its other arrays (or, where streams cannot be ordered so, it
-     waits for that work and is complete on return).  */
-  /* Inside a gpumem.graph() block the launch is recorded on the
-     recording's stream of its device, which holds its arrays.  */
-  if (gmpy_graph_capture != NULL)
+  stream = d.stream;
+  /* A recorded launch goes on the recording's stream of its device,
+     which holds its arrays.  A launch queued in a gpumem.concurrent()
+     block goes on the block's stream of its device, after the block's
+     work on the devices of its other arrays (or, where streams cannot
+     be ordered so, it waits for that work and is complete on
+     return).  */
+  if (d.mode == GMPY_GRAPH)
     {
       PyObject *arrays[GM_MAX_KERNEL_PARAMS];
       gm_graph_access access[GM_MAX_KERNEL_PARAMS];
       size_t naccess = 0;
 
-      if (stream != NULL)
-        {
-          gmpy_graph_refuse ("a launch with stream= (or in a `with "
-                             "stream:` block)");
-          return NULL;
-        }
+      if (gmpy_dispatch_record (&d, "a launch") < 0)
+        return NULL;
       /* The kernel touches the arrays given, at most: their extents,
          written unless the registry says the kernel only reads.  */
       for (int i = 0; i < n; i++)
@@ -395,7 +393,7 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
           < 0)
         return NULL;
     }
-  else if (stream == NULL && gmpy_concurrent_active ())
+  else if (d.mode == GMPY_CONCURRENT)
     {
       if (gmpy_concurrent_launch_stream (device, peers, npeers, &stream) < 0)
         return NULL;
@@ -432,7 +430,7 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   for (int i = 0; stream != NULL && i < n; i++)
     if (kernel->params[i].kind == GM_PARAM_OUT
         || kernel->params[i].kind == GM_PARAM_INOUT)
-      gmpy_array_note_stream (arg[i], stream_obj);
+      gmpy_array_note_stream (arg[i], &d);
   Py_RETURN_NONE;
 }
 

@@ -3,9 +3,10 @@
 
    A `with stream:` block makes its stream the current one of its
    device in this thread until the block ends; blocks nest, innermost
-   last.  Calls read their stream= argument with gmpy_stream_arg, which
-   without one asks gmpy_stream_current; gpumem.concurrent() asks
-   whether any block is open (gmpy_stream_context_open).  The Stream
+   last.  The dispatch of a call (py-dispatch.c) asks
+   gmpy_stream_current when the call names no stream; gpumem.concurrent()
+   and gpumem.graph() ask whether any block is open
+   (gmpy_stream_context_open).  The Stream
    type (py-stream.c) opens and closes the blocks.  */
 
 #include "gm-python.h"
@@ -106,43 +107,6 @@ gmpy_stream_context_open (void)
     if (PyList_Check (stack) && PyList_GET_SIZE (stack) > 0)
       return true;
   return false;
-}
-
-int
-gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream)
-{
-  gmpy_state *state = gmpy_state_get ();
-  streampy_object *s;
-
-  *stream = NULL;
-  if ((obj == NULL || obj == Py_None) && device >= 0)
-    {
-      PyObject *current = gmpy_stream_current (device);
-      if (current == NULL)
-        return -1;
-      /* The `with` block's list keeps the stream alive.  */
-      if (current != Py_None)
-        *stream = ((streampy_object *) current)->stream;
-      Py_DECREF (current);
-      return 0;
-    }
-  if (obj == NULL || obj == Py_None)
-    return 0;
-  if (!PyObject_TypeCheck (obj, state->stream_type))
-    {
-      PyErr_Format (PyExc_TypeError, "stream must be None or a "
-                    "gpumem.Stream, not %.100s", Py_TYPE (obj)->tp_name);
-      return -1;
-    }
-  s = (streampy_object *) obj;
-  if (device >= 0 && s->device != device)
-    {
-      PyErr_Format (PyExc_ValueError, "the stream is on device %d, the "
-                    "data on device %d", s->device, device);
-      return -1;
-    }
-  *stream = s->stream;
-  return 0;
 }
 
 int

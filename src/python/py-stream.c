@@ -393,14 +393,14 @@ eventpy_record (PyObject *self, PyObject *args, PyObject *kwargs)
   static char *keywords[] = {"stream", NULL};
   eventpy_object *e = (eventpy_object *) self;
   PyObject *stream_obj = Py_None;
-  gm_stream *stream;
+  gmpy_dispatch d;
   gm_status status;
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:record", keywords,
                                     &stream_obj)
-      || gmpy_stream_arg (stream_obj, e->device, &stream) < 0)
+      || gmpy_dispatch_get (stream_obj, e->device, &d) < 0)
     return NULL;
-  status = gm_backend_current->event_record (e->event, stream);
+  status = gm_backend_current->event_record (e->event, d.stream);
   if (status != GM_OK)
     return gmpy_raise (status);
   e->recorded = true;
