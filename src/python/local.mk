@@ -36,6 +36,7 @@ endif
 nodist_src_python_libgm_python_la_SOURCES = src/python/frameworks-py.h
 src_python_libgm_python_la_CPPFLAGS = $(GM_PYTHON_CPPFLAGS)
 GM_PYTHON_CPPFLAGS = $(GM_CORE_CPPFLAGS) -I$(top_srcdir)/src/python \
+	-I$(top_srcdir)/src/engine \
 	-I$(top_builddir)/src/python -I$(top_srcdir)/src/comm -I$(top_srcdir)/src/share \
 	-I$(top_srcdir)/src/plugin $(PYTHON_CFLAGS) \
 	-DGM_INCLUDEDIR=\"$(includedir)\" -DGM_PKGLIBDIR=\"$(pkglibdir)\" \

@@ -4,149 +4,35 @@
    Inside `with gpumem.concurrent() as block:` the calls of this thread
    that name no stream are queued, not waited for: each device's on a
    stream of the block's own, in the order they were made, so devices
-   work while the script queues work for the next one.  Copies from host
-   memory read it when the call is made (small ones into a page-locked
-   bounce buffer of the device; larger ones are synchronous); copies
-   into host memory go into the device's bounce buffer and land in the
-   destination when block.wait() returns or the block ends, which wait
-   for every device's work.  A bounce buffer per device keeps the
-   devices from waiting on each other; none is allocated per call once
-   the first round has sized them.
+   work while the script queues work for the next one.  The queue itself
+   is plain C beneath this layer (src/engine/queue.c): its streams, its
+   bounce buffers, the copies into host memory that land when
+   block.wait() returns or the block ends.  This file is its Python
+   face: the block type, the waits (without the GIL, answering Ctrl-C),
+   and the buffer exports that keep host destinations in place until
+   they land.
 
-   The streams and bounce buffers (an "engine") outlive the block: a
-   block takes a free engine when it opens and gives it back when it
-   ends, so a block per iteration costs no stream creation.  Engines are
+   A block takes a queue when it opens and gives it back when it ends,
+   so a block per iteration costs no stream creation; the queues are
    freed when the interpreter ends.  */
 
 #include "gm-python.h"
 
-#include <string.h>
-
-/* Copies of more than this between host memory and a device are
-   synchronous inside a block (the bounce buffers stay small).  */
-#define CC_BOUNCE_MAX ((size_t) 64 << 20)
-#define CC_BOUNCE_MIN ((size_t) 64 << 10)
-#define CC_ALIGN 256
-
-typedef struct cc_device
-{
-  gm_stream *stream;          /* made at first use */
-  char *bounce;               /* page-locked, BOUNCE_SIZE bytes */
-  size_t bounce_size;
-  size_t bounce_used;         /* taken since the last wait */
-  char **spent;               /* outgrown bounce buffers still in flight */
-  int nspent, spent_cap;
-  bool busy;                  /* work queued since the last wait */
-} cc_device;
-
-/* A copy into host memory waiting to land: NBYTES from the bounce
-   buffer at SRC into DST, which VIEW (a buffer export held until then)
-   keeps alive and in place.  */
-typedef struct cc_landing
-{
-  char *dst;
-  const char *src;
-  size_t nbytes;
-  Py_buffer view;
-} cc_landing;
-
-typedef struct cc_engine
-{
-  int ndev;
-  cc_device *dev;
-  cc_landing *landings;
-  size_t nlandings, landings_cap;
-  struct cc_engine *next;      /* in the free list */
-} cc_engine;
+#include "queue.h"
 
 typedef struct concurrentpy_object
 {
   PyObject_HEAD
-  cc_engine *engine;           /* while open */
-  bool shared;                 /* nested: the engine is the outer block's */
+  gm_queue *queue;             /* while open */
+  bool shared;                 /* nested: the queue is the outer block's */
   struct concurrentpy_object *outer;   /* the block open before, or NULL */
 } concurrentpy_object;
 
-/* The innermost open block of this thread.  Only touched with the GIL
-   held; per thread, since a block orders the calls of one thread.  */
+/* The innermost open block of this thread (its queue is the thread's,
+   gm_queue_current).  Only touched with the GIL held.  */
 static _Thread_local concurrentpy_object *current_block;
-/* Engines not in use, and whether the exit hook that frees them is
-   registered.  Guarded by the GIL.  */
-static cc_engine *free_engines;
+/* Whether the exit hook that frees the queues is registered.  */
 static bool atexit_registered;
-
-static void
-engine_destroy (cc_engine *engine)
-{
-  for (int d = 0; d < engine->ndev; d++)
-    {
-      cc_device *dev = &engine->dev[d];
-      if (dev->stream != NULL)
-        gm_backend_current->stream_destroy (dev->stream);
-      if (dev->bounce != NULL)
-        gm_backend_current->host_free (dev->bounce);
-      for (int i = 0; i < dev->nspent; i++)
-        gm_backend_current->host_free (dev->spent[i]);
-      PyMem_RawFree (dev->spent);
-    }
-  PyMem_RawFree (engine->dev);
-  PyMem_RawFree (engine->landings);
-  PyMem_RawFree (engine);
-}
-
-/* Py_AtExit hook: the backend is still up (it ends after Python).  */
-static void
-free_all_engines (void)
-{
-  while (free_engines != NULL)
-    {
-      cc_engine *engine = free_engines;
-      free_engines = engine->next;
-      if (gm_backend_current != NULL)
-        engine_destroy (engine);
-    }
-}
-
-static cc_engine *
-engine_take (void)
-{
-  cc_engine *engine = free_engines;
-  int ndev = gm_backend_current->device_count ();
-
-  if (engine != NULL)
-    {
-      free_engines = engine->next;
-      engine->next = NULL;
-      return engine;
-    }
-  if (!atexit_registered && Py_AtExit (free_all_engines) == 0)
-    atexit_registered = true;
-  engine = PyMem_RawCalloc (1, sizeof *engine);
-  if (engine != NULL)
-    engine->dev = PyMem_RawCalloc ((size_t) ndev, sizeof *engine->dev);
-  if (engine == NULL || engine->dev == NULL)
-    {
-      PyMem_RawFree (engine);
-      PyErr_NoMemory ();
-      return NULL;
-    }
-  engine->ndev = ndev;
-  return engine;
-}
-
-static void
-engine_give_back (cc_engine *engine)
-{
-  engine->next = free_engines;
-  free_engines = engine;
-}
-
-/* The engine of this thread's open block, or NULL.  */
-static cc_engine *
-active_engine (void)
-{
-  return current_block != NULL ? current_block->engine : NULL;
-}
 
 bool
 gmpy_concurrent_active (void)
@@ -154,264 +40,115 @@ gmpy_concurrent_active (void)
   return current_block != NULL;
 }
 
-/* DEVICE's state in ENGINE with its stream made: 0 or -1.  */
-static int
-device_ready (cc_engine *engine, int device, cc_device **out)
-{
-  cc_device *dev = &engine->dev[device];
-
-  if (dev->stream == NULL)
-    {
-      gm_status status = gm_backend_current->stream_create (device,
-                                                            &dev->stream);
-      if (status != GM_OK)
-        {
-          dev->stream = NULL;
-          return gmpy_raise_int (status);
-        }
-    }
-  dev->busy = true;
-  *out = dev;
-  return 0;
-}
-
 int
 gmpy_concurrent_stream (int device, gm_stream **stream)
 {
-  cc_engine *engine = active_engine ();
-  cc_device *dev = NULL;
-
-  *stream = NULL;
-  if (engine == NULL)
-    return 0;
-  if (device_ready (engine, device, &dev) < 0)
-    return -1;
-  *stream = dev->stream;
-  return 0;
-}
-
-/* NBYTES of DEV's bounce buffer in *PTR; NULL when the copy is too large
-   for one (the caller copies synchronously).  An outgrown buffer may
-   still be in use by queued copies: it is kept until the next wait.
-   0 or -1.  */
-static int
-bounce_take (cc_device *dev, size_t nbytes, char **ptr)
-{
-  size_t need = (nbytes + CC_ALIGN - 1) / CC_ALIGN * CC_ALIGN;
-  size_t size;
-  void *fresh;
+  gm_queue *queue = gm_queue_current ();
   gm_status status;
 
-  *ptr = NULL;
-  if (nbytes > CC_BOUNCE_MAX)
+  *stream = NULL;
+  if (queue == NULL)
     return 0;
-  if (dev->bounce != NULL && dev->bounce_size - dev->bounce_used >= need)
-    {
-      *ptr = dev->bounce + dev->bounce_used;
-      dev->bounce_used += need;
-      return 0;
-    }
-  size = dev->bounce_size * 2;
-  if (size < CC_BOUNCE_MIN)
-    size = CC_BOUNCE_MIN;
-  while (size < need)
-    size *= 2;
-  if (dev->bounce != NULL)
-    {
-      if (dev->nspent == dev->spent_cap)
-        {
-          int cap = dev->spent_cap ? 2 * dev->spent_cap : 4;
-          char **grown = PyMem_RawRealloc (dev->spent,
-                                           (size_t) cap * sizeof *grown);
-          if (grown == NULL)
-            {
-              PyErr_NoMemory ();
-              return -1;
-            }
-          dev->spent = grown;
-          dev->spent_cap = cap;
-        }
-      dev->spent[dev->nspent++] = dev->bounce;
-      dev->bounce = NULL;
-      dev->bounce_size = dev->bounce_used = 0;
-    }
-  status = gm_backend_current->host_alloc (size, &fresh);
-  if (status != GM_OK)
-    return gmpy_raise_int (status);
-  dev->bounce = fresh;
-  dev->bounce_size = size;
-  dev->bounce_used = need;
-  *ptr = dev->bounce;
-  return 0;
-}
-
-/* Whether [PTR, PTR + NBYTES) overlaps host memory a queued copy of
-   ENGINE will write: ValueError then (-1), else 0.  */
-static int
-check_not_pending (cc_engine *engine, const char *ptr, size_t nbytes)
-{
-  for (size_t i = 0; i < engine->nlandings; i++)
-    {
-      const cc_landing *l = &engine->landings[i];
-      if (ptr < l->dst + l->nbytes && l->dst < ptr + nbytes)
-        {
-          PyErr_SetString (PyExc_ValueError,
-                           "this host memory is the destination of a copy "
-                           "queued in the open gpumem.concurrent() block: it "
-                           "is filled when the block ends or its wait() "
-                           "returns; read it after that");
-          return -1;
-        }
-    }
-  return 0;
+  status = gm_queue_stream (queue, device, stream);
+  return status == GM_OK ? 0 : gmpy_raise_int (status);
 }
 
 int
 gmpy_concurrent_check_pending (const void *ptr, size_t nbytes)
 {
-  cc_engine *engine = active_engine ();
+  gm_queue *queue = gm_queue_current ();
+  gm_status status;
 
-  return engine != NULL ? check_not_pending (engine, ptr, nbytes) : 0;
+  if (queue == NULL)
+    return 0;
+  status = gm_queue_check_pending (queue, ptr, nbytes);
+  return status == GM_OK ? 0 : gmpy_raise_int (status);
 }
 
 int
 gmpy_concurrent_from_host (int device, void *dst, const void *src,
                            size_t nbytes)
 {
-  cc_engine *engine = active_engine ();
-  cc_device *dev = NULL;
-  char *bounce;
+  gm_queue *queue = gm_queue_current ();
   gm_status status;
+  bool queued;
 
-  if (engine == NULL || nbytes == 0)
+  if (queue == NULL)
     return 0;
-  if (check_not_pending (engine, src, nbytes) < 0
-      || device_ready (engine, device, &dev) < 0
-      || bounce_take (dev, nbytes, &bounce) < 0)
-    return -1;
-  if (bounce == NULL)
-    return 0;
-  /* The source is read now: the script may change it once the call
-     returns, as after a synchronous copy.  */
-  memcpy (bounce, src, nbytes);
-  status = gm_backend_current->copy (dst, device, bounce, -1, nbytes,
-                                     dev->stream);
+  status = gm_queue_from_host (queue, device, dst, src, nbytes, &queued);
   if (status != GM_OK)
     return gmpy_raise_int (status);
-  return 1;
+  return queued;
+}
+
+/* Lets go of a landed copy's destination: the buffer export
+   gmpy_concurrent_to_host kept.  */
+static void
+release_view (void *owner)
+{
+  PyBuffer_Release ((Py_buffer *) owner);
+  PyMem_Free (owner);
 }
 
 int
 gmpy_concurrent_to_host (Py_buffer *view, void *dst, const void *src,
                          int device, size_t nbytes)
 {
-  cc_engine *engine = active_engine ();
-  cc_device *dev = NULL;
-  cc_landing *landing;
-  char *bounce;
+  gm_queue *queue = gm_queue_current ();
+  Py_buffer *kept;
   gm_status status;
+  bool queued;
 
-  if (engine == NULL || nbytes == 0)
+  if (queue == NULL || nbytes == 0)
     return 0;
-  if (device_ready (engine, device, &dev) < 0
-      || bounce_take (dev, nbytes, &bounce) < 0)
-    return -1;
-  if (bounce == NULL)
-    return 0;
-  if (engine->nlandings == engine->landings_cap)
+  kept = PyMem_Malloc (sizeof *kept);
+  if (kept == NULL)
     {
-      size_t cap = engine->landings_cap ? 2 * engine->landings_cap : 16;
-      cc_landing *grown = PyMem_RawRealloc (engine->landings,
-                                            cap * sizeof *grown);
-      if (grown == NULL)
-        {
-          PyErr_NoMemory ();
-          return -1;
-        }
-      engine->landings = grown;
-      engine->landings_cap = cap;
+      PyErr_NoMemory ();
+      return -1;
     }
-  status = gm_backend_current->copy (bounce, -1, src, device, nbytes,
-                                     dev->stream);
+  *kept = *view;
+  status = gm_queue_to_host (queue, dst, src, device, nbytes, kept, &queued);
+  if (status != GM_OK || !queued)
+    PyMem_Free (kept);
   if (status != GM_OK)
     return gmpy_raise_int (status);
-  landing = &engine->landings[engine->nlandings++];
-  landing->dst = dst;
-  landing->src = bounce;
-  landing->nbytes = nbytes;
-  landing->view = *view;
-  return 1;
-}
-
-/* Makes the open block's stream of WAITER wait, without blocking the
-   host, for the work queued so far on its stream of DEVICE.  The
-   streams are ordered through their handles, as another library's
-   would be (foreign_stream_wait records an event and makes the handle
-   wait for it).  1 when done; 0 when the backend's streams have no
-   handles (its work is done during each call: nothing to order); -1
-   with an exception.  */
-static int
-order_after (cc_engine *engine, int waiter, int device)
-{
-  const gm_backend *backend = gm_backend_current;
-  cc_device *later = NULL, *earlier = NULL;
-  void *handle;
-  gm_status status;
-
-  if (device_ready (engine, waiter, &later) < 0
-      || device_ready (engine, device, &earlier) < 0)
-    return -1;
-  handle = backend->stream_handle (later->stream);
-  if (handle == NULL || backend->stream_handle (earlier->stream) == NULL)
-    return 0;
-  status = backend->foreign_stream_wait (device, earlier->stream, handle);
-  if (status != GM_OK)
-    return gmpy_raise_int (status);
-  return 1;
+  return queued;
 }
 
 int
 gmpy_concurrent_peer_copy (void *dst, int dst_device, const void *src,
                            int src_device, size_t nbytes)
 {
-  cc_engine *engine = active_engine ();
-  cc_device *to = NULL;
+  gm_queue *queue = gm_queue_current ();
   gm_status status;
-  int ordered;
+  bool queued;
 
-  if (engine == NULL || nbytes == 0)
+  if (queue == NULL)
     return 0;
-  /* The copy waits for the work queued for the source's device (which
-     may write SRC), and that device's later work waits for the copy
-     (which reads SRC).  Where streams cannot be ordered, the caller's
-     synchronous copy is as good.  */
-  ordered = order_after (engine, dst_device, src_device);
-  if (ordered <= 0)
-    return ordered;
-  if (device_ready (engine, dst_device, &to) < 0)
-    return -1;
-  status = gm_backend_current->copy (dst, dst_device, src, src_device,
-                                     nbytes, to->stream);
+  status = gm_queue_peer_copy (queue, dst, dst_device, src, src_device,
+                               nbytes, &queued);
   if (status != GM_OK)
     return gmpy_raise_int (status);
-  return order_after (engine, src_device, dst_device) < 0 ? -1 : 1;
+  return queued;
 }
 
 int
 gmpy_concurrent_launch_stream (int device, const int *peers, int npeers,
                                gm_stream **stream)
 {
-  cc_engine *engine = active_engine ();
+  gm_queue *queue = gm_queue_current ();
 
   *stream = NULL;
-  if (engine == NULL)
+  if (queue == NULL)
     return 0;
   for (int i = 0; i < npeers; i++)
     {
-      int ordered = order_after (engine, device, peers[i]);
-      if (ordered < 0)
-        return -1;
-      if (ordered == 0)
+      bool ordered;
+      gm_status status = gm_queue_order (queue, device, peers[i], &ordered);
+      if (status != GM_OK)
+        return gmpy_raise_int (status);
+      if (!ordered)
         {
           /* No stream order: wait for the peers' work instead, and
              launch synchronously.  */
@@ -427,29 +164,29 @@ gmpy_concurrent_launch_stream (int device, const int *peers, int npeers,
 int
 gmpy_concurrent_after_launch (int device, const int *peers, int npeers)
 {
-  cc_engine *engine = active_engine ();
+  gm_queue *queue = gm_queue_current ();
 
-  for (int i = 0; engine != NULL && i < npeers; i++)
-    if (order_after (engine, peers[i], device) < 0)
-      return -1;
+  for (int i = 0; queue != NULL && i < npeers; i++)
+    {
+      bool ordered;
+      gm_status status = gm_queue_order (queue, peers[i], device, &ordered);
+      if (status != GM_OK)
+        return gmpy_raise_int (status);
+    }
   return 0;
 }
 
 int
 gmpy_concurrent_join (int device)
 {
-  cc_engine *engine = active_engine ();
-  cc_device *dev = NULL;
+  gm_queue *queue = gm_queue_current ();
+  gm_stream *stream = queue != NULL ? gm_queue_busy_stream (queue, device)
+                                    : NULL;
 
-  if (engine == NULL || device < 0 || device >= engine->ndev)
-    return 0;
-  dev = &engine->dev[device];
-  if (dev->stream == NULL || !dev->busy)
-    return 0;
-  return gmpy_wait (device, dev->stream);
+  return stream != NULL ? gmpy_wait (device, stream) : 0;
 }
 
-/* Waits for every device's work in ENGINE, then lands the host copies
+/* Waits for every device's work in QUEUE, then lands the host copies
    (when all the work succeeded), releases their buffers and resets the
    bounce buffers.  INTERRUPTIBLE (wait()): Ctrl-C raises
    KeyboardInterrupt at once and leaves everything queued (the block's
@@ -459,21 +196,21 @@ gmpy_concurrent_join (int device)
    as the block is left.  0, or -1 with the first exception set (the
    work's error, or KeyboardInterrupt).  */
 static int
-engine_drain (cc_engine *engine, bool interruptible)
+queue_drain (gm_queue *queue, bool interruptible)
 {
   PyObject *exc_type = NULL, *exc_value = NULL, *exc_tb = NULL;
   bool failed = false;
 
-  for (int d = 0; d < engine->ndev; d++)
+  for (int d = 0; d < gm_queue_devices (queue); d++)
     {
-      cc_device *dev = &engine->dev[d];
+      gm_stream *stream = gm_queue_busy_stream (queue, d);
       bool interrupted;
 
-      if (dev->stream == NULL || !dev->busy)
+      if (stream == NULL)
         continue;
-      if (gmpy_wait (d, dev->stream) == 0)
+      if (gmpy_wait (d, stream) == 0)
         {
-          dev->busy = false;
+          gm_queue_idle (queue, d);
           continue;
         }
       interrupted = PyErr_ExceptionMatches (PyExc_KeyboardInterrupt);
@@ -489,28 +226,13 @@ engine_drain (cc_engine *engine, bool interruptible)
           gm_status status;
           Py_BEGIN_ALLOW_THREADS
           do
-            status = gm_backend_current->wait (d, dev->stream, 50000);
+            status = gm_backend_current->wait (d, stream, 50000);
           while (status == GM_ERR_NOT_READY);
           Py_END_ALLOW_THREADS
         }
-      dev->busy = false;
+      gm_queue_idle (queue, d);
     }
-  for (size_t i = 0; i < engine->nlandings; i++)
-    {
-      cc_landing *l = &engine->landings[i];
-      if (!failed)
-        memcpy (l->dst, l->src, l->nbytes);
-      PyBuffer_Release (&l->view);
-    }
-  engine->nlandings = 0;
-  for (int d = 0; d < engine->ndev; d++)
-    {
-      cc_device *dev = &engine->dev[d];
-      dev->bounce_used = 0;
-      for (int i = 0; i < dev->nspent; i++)
-        gm_backend_current->host_free (dev->spent[i]);
-      dev->nspent = 0;
-    }
+  gm_queue_land (queue, failed, release_view);
   if (exc_type != NULL)
     {
       PyErr_Restore (exc_type, exc_value, exc_tb);
@@ -559,7 +281,7 @@ concurrentpy_enter (PyObject *self, PyObject *unused)
 {
   concurrentpy_object *block = (concurrentpy_object *) self;
 
-  if (block->engine != NULL)
+  if (block->queue != NULL)
     {
       PyErr_SetString (PyExc_RuntimeError, "this gpumem.concurrent() block "
                        "is already open; make a new one for another with");
@@ -578,19 +300,26 @@ concurrentpy_enter (PyObject *self, PyObject *unused)
   if (current_block != NULL)
     {
       /* Nested: the same streams, so the order of the calls holds.  */
-      block->engine = current_block->engine;
+      block->queue = current_block->queue;
       block->shared = true;
     }
   else
     {
-      block->engine = engine_take ();
-      if (block->engine == NULL)
-        return NULL;
+      gm_status status;
+      if (!atexit_registered && Py_AtExit (gm_queue_free_all) == 0)
+        atexit_registered = true;
+      status = gm_queue_take (&block->queue);
+      if (status != GM_OK)
+        {
+          block->queue = NULL;
+          return gmpy_raise (status);
+        }
       block->shared = false;
     }
   block->outer = current_block;
   Py_INCREF (self);               /* the thread's list holds it */
   current_block = block;
+  gm_queue_set_current (block->queue);
   return Py_NewRef (self);
 }
 
@@ -612,12 +341,13 @@ concurrentpy_exit (PyObject *self, PyObject *args)
   /* Whatever ended the block, its work ends before the block does: the
      memory it uses may be freed right after.  A wait error is raised
      unless the body raised already (that exception goes on).  */
-  result = engine_drain (block->engine, false);
+  result = queue_drain (block->queue, false);
   current_block = block->outer;
+  gm_queue_set_current (current_block != NULL ? current_block->queue : NULL);
   block->outer = NULL;
   if (!block->shared)
-    engine_give_back (block->engine);
-  block->engine = NULL;
+    gm_queue_give_back (block->queue);
+  block->queue = NULL;
   Py_DECREF (self);
   if (result < 0 && exc_type == Py_None)
     return NULL;
@@ -630,15 +360,15 @@ concurrentpy_wait (PyObject *self, PyObject *unused)
 {
   concurrentpy_object *block = (concurrentpy_object *) self;
 
-  if (block->engine == NULL || current_block == NULL
-      || current_block->engine != block->engine)
+  if (block->queue == NULL || current_block == NULL
+      || current_block->queue != block->queue)
     {
       PyErr_SetString (PyExc_RuntimeError, "wait() needs the block open in "
                        "this thread (inside its with statement)");
       return NULL;
     }
   if (gmpy_graph_refuse ("concurrent().wait() (a synchronization)") < 0
-      || engine_drain (block->engine, true) < 0)
+      || queue_drain (block->queue, true) < 0)
     return NULL;
   Py_RETURN_NONE;
 }
@@ -646,14 +376,14 @@ concurrentpy_wait (PyObject *self, PyObject *unused)
 static PyObject *
 concurrentpy_get_open (PyObject *self, void *closure)
 {
-  return PyBool_FromLong (((concurrentpy_object *) self)->engine != NULL);
+  return PyBool_FromLong (((concurrentpy_object *) self)->queue != NULL);
 }
 
 static PyObject *
 concurrentpy_repr (PyObject *self)
 {
   return PyUnicode_FromFormat ("<gpumem.concurrent block, %s>",
-                               ((concurrentpy_object *) self)->engine
+                               ((concurrentpy_object *) self)->queue
                                  ? "open" : "closed");
 }
 

@@ -1,0 +1,7 @@
+## src/engine: the engines beneath the Python layer, plain C that any C
+## caller may use: the concurrent queue (queue.c).  Core's flags: no
+## Python, no CUDA, no MPI headers.
+noinst_LTLIBRARIES += src/engine/libgm-engine.la
+src_engine_libgm_engine_la_SOURCES = \
+	src/engine/queue.h src/engine/queue.c
+src_engine_libgm_engine_la_CPPFLAGS = $(GM_CORE_CPPFLAGS)
