@@ -6,6 +6,8 @@
 #ifndef GM_PY_DISPATCH_H
 #define GM_PY_DISPATCH_H
 
+#include "recorder.h"
+
 /* Where a call goes (py-dispatch.c).  Every call that moves bytes or
    launches work asks gmpy_dispatch_get once, after reading its stream=
    argument, and follows the answer instead of asking which block is
@@ -143,19 +145,15 @@ typedef struct gmpy_graph_stage
   bool to_device;
 } gmpy_graph_stage;
 
+/* A recording: the recorder beneath (src/engine/recorder.c: streams,
+   graphs, staging, dependencies) and what Python holds for it.  */
 typedef struct gmpy_graph_rec
 {
   PyObject *name;              /* a str, for messages */
-  int ndev;
-  gm_stream **streams;         /* per device: made at its first call */
-  gm_graph **graphs;           /* per device, once captured */
+  gm_recorder recorder;
   gmpy_graph_stage *stages;
   size_t nstages, stages_cap;
-  char **arenas;               /* the page-locked blocks stages use */
-  size_t narenas, arenas_cap, arena_used, arena_size;
   PyObject *held;              /* a list: the DeviceArrays the calls use */
-  gm_graph_deps deps;          /* which calls wait for which */
-  bool capturing, ready;
   bool replaying;              /* a thread is in a replay, which waits
                                   without the GIL: staging is in use */
   struct gmpy_graph_rec *next; /* in the list of live recordings */

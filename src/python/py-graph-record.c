@@ -1,11 +1,13 @@
-/* py-graph-record.c -- the recorder behind gpumem.graph: what the call
-   sites consult while a `with gpumem.graph()` block is open in their
-   thread.
+/* py-graph-record.c -- the recording behind gpumem.graph: what the
+   call sites dispatched to a recording (GMPY_GRAPH) call while a `with
+   gpumem.graph()` block is open in their thread.
 
-   Each device the recorded calls use gets a stream of the recording's
-   own, which the backend records (graph_begin) instead of running what
-   is queued on it; the block's end turns each into a graph (graph_end).
-   Kernels and copies within one device are queued there.  A copy
+   The recorder itself is plain C beneath this layer
+   (src/engine/recorder.c): a recording stream per device, its graphs,
+   its page-locked staging and which calls wait for which.  This file
+   holds what Python owns for it and checks what a graph may take.
+   Kernels and copies within one device are queued on the recording
+   stream of their device.  A copy
    between device memory and a NumPy array goes through STAGING, page-
    locked memory of the recording's: the device copy reads or writes
    the staging, and at each replay the host copies the array into it
@@ -28,11 +30,6 @@
 
 #include <string.h>
 
-/* Stages take page-locked memory from blocks of this size (a larger
-   stage gets a block of its own), aligned as device copies like.  */
-#define REC_ARENA ((size_t) 64 << 10)
-#define REC_ALIGN 256
-
 /* Every recording whose graph lives (or is being captured), for
    gmpy_graph_check_free.  Guarded by the GIL.  */
 static gmpy_graph_rec *live_recordings;
@@ -48,7 +45,7 @@ rec_error (gmpy_graph_rec *rec, const char *what, const char *why)
 int
 gmpy_graph_rec_begin (gmpy_graph_rec *rec)
 {
-  int ndev = gm_backend_current->device_count ();
+  gm_status status;
 
   if (gmpy_graph_capture != NULL)
     {
@@ -64,18 +61,15 @@ gmpy_graph_rec_begin (gmpy_graph_rec *rec)
                        "that block first");
       return -1;
     }
-  rec->streams = PyMem_RawCalloc ((size_t) ndev, sizeof *rec->streams);
-  rec->graphs = PyMem_RawCalloc ((size_t) ndev, sizeof *rec->graphs);
   rec->held = PyList_New (0);
-  if (rec->streams == NULL || rec->graphs == NULL || rec->held == NULL)
+  if (rec->held == NULL)
+    return -1;
+  status = gm_recorder_begin (&rec->recorder);
+  if (status != GM_OK)
     {
-      gmpy_graph_rec_clear (rec);
-      if (!PyErr_Occurred ())
-        PyErr_NoMemory ();
-      return -1;
+      Py_CLEAR (rec->held);
+      return gmpy_raise_int (status);
     }
-  rec->ndev = ndev;
-  rec->capturing = true;
   rec->next = live_recordings;
   live_recordings = rec;
   gmpy_graph_capture = rec;
@@ -86,17 +80,7 @@ gmpy_graph_rec_begin (gmpy_graph_rec *rec)
 static void
 rec_drop (gmpy_graph_rec *rec)
 {
-  for (int d = 0; d < rec->ndev; d++)
-    {
-      if (rec->graphs != NULL && rec->graphs[d] != NULL)
-        gm_backend_current->graph_destroy (rec->graphs[d]);
-      if (rec->streams != NULL && rec->streams[d] != NULL)
-        gm_backend_current->stream_destroy (rec->streams[d]);
-    }
-  PyMem_RawFree (rec->streams);
-  PyMem_RawFree (rec->graphs);
-  rec->streams = NULL;
-  rec->graphs = NULL;
+  gm_recorder_drop (&rec->recorder);
   for (size_t i = 0; i < rec->nstages; i++)
     {
       Py_XDECREF (rec->stages[i].host);
@@ -105,43 +89,24 @@ rec_drop (gmpy_graph_rec *rec)
   PyMem_RawFree (rec->stages);
   rec->stages = NULL;
   rec->nstages = rec->stages_cap = 0;
-  for (size_t i = 0; i < rec->narenas; i++)
-    gm_backend_current->host_free (rec->arenas[i]);
-  PyMem_RawFree (rec->arenas);
-  rec->arenas = NULL;
-  rec->narenas = rec->arenas_cap = rec->arena_used = rec->arena_size = 0;
   Py_CLEAR (rec->held);
-  gm_graph_deps_free (&rec->deps);
-  rec->ready = false;
 }
 
 int
 gmpy_graph_rec_end (gmpy_graph_rec *rec, bool discard)
 {
-  gm_status first = GM_OK;
+  gm_status status;
 
   if (gmpy_graph_capture == rec)
     gmpy_graph_capture = NULL;
-  rec->capturing = false;
-  /* Every capture ends, whatever failed, so that the streams work.  */
-  for (int d = 0; d < rec->ndev; d++)
-    if (rec->streams[d] != NULL)
-      {
-        gm_status status = gm_backend_current->graph_end (rec->streams[d],
-                                                          &rec->graphs[d]);
-        if (status != GM_OK && first == GM_OK)
-          {
-            first = status;
-            if (!discard)
-              gmpy_raise (status);
-          }
-      }
-  if (first != GM_OK || discard)
+  status = gm_recorder_end (&rec->recorder);
+  if (status != GM_OK || discard)
     {
+      if (status != GM_OK && !discard)
+        gmpy_raise (status);
       rec_drop (rec);
       return discard ? 0 : -1;
     }
-  rec->ready = true;
   return 0;
 }
 
@@ -173,41 +138,12 @@ gmpy_graph_rec_traverse (gmpy_graph_rec *rec, visitproc visit, void *arg)
   return 0;
 }
 
-/* DEVICE's recording stream of REC, begun at first use.  0 or -1.  */
+/* Holds the N ARRAYS (NULL entries skipped) of a call on DEVICE for
+   REC's graph: 0, or -1 with gpumem.Error when one is on another
+   device.  */
 static int
-rec_device_stream (gmpy_graph_rec *rec, int device, gm_stream **out)
+hold_arrays (gmpy_graph_rec *rec, int device, PyObject *const *arrays, int n)
 {
-  gm_status status;
-
-  if (rec->streams[device] == NULL)
-    {
-      gm_stream *stream = NULL;
-
-      status = gm_backend_current->stream_create (device, &stream);
-      if (status == GM_OK)
-        {
-          status = gm_backend_current->graph_begin (stream);
-          if (status != GM_OK)
-            gm_backend_current->stream_destroy (stream);
-        }
-      if (status != GM_OK)
-        return gmpy_raise_int (status);
-      rec->streams[device] = stream;
-    }
-  *out = rec->streams[device];
-  return 0;
-}
-
-int
-gmpy_graph_stream (int device, PyObject *const *arrays, int n,
-                   const gm_graph_access *access, size_t naccess,
-                   gm_stream **stream)
-{
-  gmpy_graph_rec *rec = gmpy_graph_capture;
-  const size_t *after;
-  size_t index, nafter;
-  gm_status status;
-
   for (int i = 0; i < n; i++)
     {
       if (arrays[i] == NULL)
@@ -225,19 +161,28 @@ gmpy_graph_stream (int device, PyObject *const *arrays, int n,
       if (PyList_Append (rec->held, arrays[i]) < 0)
         return -1;
     }
-  if (rec_device_stream (rec, device, stream) < 0)
+  return 0;
+}
+
+int
+gmpy_graph_stream (int device, PyObject *const *arrays, int n,
+                   const gm_graph_access *access, size_t naccess,
+                   gm_stream **stream)
+{
+  gmpy_graph_rec *rec = gmpy_graph_capture;
+  gm_status status;
+
+  if (hold_arrays (rec, device, arrays, n) < 0)
     return -1;
-  status = gm_graph_deps_add (&rec->deps, device, access, naccess, &index,
-                              &after, &nafter);
-  if (status == GM_OK && gm_backend_current->graph_order != NULL)
-    status = gm_backend_current->graph_order (*stream, after, nafter);
+  status = gm_recorder_stream (&rec->recorder, device, access, naccess,
+                               stream);
   return status == GM_OK ? 0 : gmpy_raise_int (status);
 }
 
 PyObject *
 gmpy_graph_rec_dependencies (const gmpy_graph_rec *rec)
 {
-  const gm_graph_deps *deps = &rec->deps;
+  const gm_graph_deps *deps = &rec->recorder.deps;
   PyObject *all = PyTuple_New ((Py_ssize_t) deps->ncalls);
 
   for (size_t i = 0; all != NULL && i < deps->ncalls; i++)
@@ -260,44 +205,6 @@ gmpy_graph_rec_dependencies (const gmpy_graph_rec *rec)
         PyTuple_SET_ITEM (all, (Py_ssize_t) i, one);
     }
   return all;
-}
-
-/* NBYTES of REC's page-locked staging in *PTR.  0 or -1.  */
-static int
-rec_staging (gmpy_graph_rec *rec, size_t nbytes, char **ptr)
-{
-  size_t need = (nbytes + REC_ALIGN - 1) / REC_ALIGN * REC_ALIGN;
-  gm_status status;
-  void *block;
-
-  if (rec->narenas > 0 && rec->arena_used + need <= rec->arena_size)
-    {
-      *ptr = rec->arenas[rec->narenas - 1] + rec->arena_used;
-      rec->arena_used += need;
-      return 0;
-    }
-  if (rec->narenas == rec->arenas_cap)
-    {
-      size_t cap = rec->arenas_cap ? 2 * rec->arenas_cap : 4;
-      char **arenas = PyMem_RawRealloc (rec->arenas, cap * sizeof *arenas);
-      if (arenas == NULL)
-        {
-          PyErr_NoMemory ();
-          return -1;
-        }
-      rec->arenas = arenas;
-      rec->arenas_cap = cap;
-    }
-  status = gm_backend_current->host_alloc (need > REC_ARENA ? need
-                                                            : REC_ARENA,
-                                           &block);
-  if (status != GM_OK)
-    return gmpy_raise_int (status);
-  rec->arenas[rec->narenas++] = block;
-  rec->arena_size = need > REC_ARENA ? need : REC_ARENA;
-  rec->arena_used = need;
-  *ptr = block;
-  return 0;
 }
 
 /* The object that owns the memory HOST exports: the last object of its
@@ -396,8 +303,12 @@ gmpy_graph_host_copy (const gmpy_devbuf *dev, const Py_buffer *view,
       rec->stages = stages;
       rec->stages_cap = cap;
     }
-  if (rec_staging (rec, nbytes, &stage.staging) < 0)
-    goto fail;
+  status = gm_recorder_staging (&rec->recorder, nbytes, &stage.staging);
+  if (status != GM_OK)
+    {
+      gmpy_raise (status);
+      goto fail;
+    }
   access[0].ptr = dev->data;
   access[0].nbytes = nbytes;
   access[0].write = to_device;
@@ -435,9 +346,6 @@ gmpy_graph_device_copy (const gmpy_devbuf *dst_buf,
   gmpy_graph_rec *rec = gmpy_graph_capture;
   PyObject *arrays[2] = {dst_buf != NULL ? dst_buf->array : NULL,
                          src_buf != NULL ? src_buf->array : NULL};
-  gm_graph_access access[2] = {{dst, nbytes, true},
-                                {src, nbytes, false}};
-  gm_stream *stream;
   gm_status status;
 
   if (dst_device < 0 || src_device < 0)
@@ -448,10 +356,10 @@ gmpy_graph_device_copy (const gmpy_devbuf *dst_buf,
   if (dst_device != src_device)
     return rec_error (rec, "a copy between two devices", "a graph runs on "
                       "each device apart; copy between devices outside it");
-  if (gmpy_graph_stream (dst_device, arrays, 2, access, 2, &stream) < 0)
+  if (hold_arrays (rec, dst_device, arrays, 2) < 0)
     return -1;
-  status = gm_backend_current->copy (dst, dst_device, src, src_device,
-                                     nbytes, stream);
+  status = gm_recorder_copy (&rec->recorder, dst_device, dst, dst_device,
+                             src, src_device, nbytes);
   return status == GM_OK ? 0 : gmpy_raise_int (status);
 }
 

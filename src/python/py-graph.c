@@ -105,7 +105,7 @@ graphpy_exit (PyObject *self, PyObject *args)
 
   if (PyTuple_GET_SIZE (args) > 0)
     exc_type = PyTuple_GET_ITEM (args, 0);
-  if (!graph->rec.capturing)
+  if (!graph->rec.recorder.capturing)
     {
       PyErr_SetString (PyExc_RuntimeError, "this gpumem.graph() is not "
                        "being captured");
@@ -166,8 +166,8 @@ only_device (const graphpy_object *graph)
 {
   int device = -1;
 
-  for (int d = 0; d < graph->rec.ndev; d++)
-    if (graph->rec.graphs[d] != NULL)
+  for (int d = 0; d < graph->rec.recorder.ndev; d++)
+    if (graph->rec.recorder.graphs[d] != NULL)
       {
         if (device >= 0)
           return -1;
@@ -183,12 +183,13 @@ graphpy_replay_with (graphpy_object *graph, PyObject *stream_obj)
   gm_stream *stream = NULL;
   int failed = 0;
 
-  if (!rec->ready)
+  if (!rec->recorder.ready)
     {
       PyErr_Format (PyExc_RuntimeError, "gpumem.graph %R: %s", rec->name,
-                    rec->capturing ? "a replay inside its own capture"
-                                   : "nothing captured (the with block "
-                                     "never ran, raised or failed)");
+                    rec->recorder.capturing
+                      ? "a replay inside its own capture"
+                      : "nothing captured (the with block never ran, "
+                        "raised or failed)");
       return NULL;
     }
   if (gmpy_graph_refuse ("a replay of another graph") < 0)
@@ -215,8 +216,8 @@ graphpy_replay_with (graphpy_object *graph, PyObject *stream_obj)
       return NULL;
   /* Work an open concurrent() block queued on these devices goes first,
      as it would for the calls recorded.  */
-  for (int d = 0; d < rec->ndev; d++)
-    if (rec->graphs[d] != NULL && gmpy_concurrent_join (d) < 0)
+  for (int d = 0; d < rec->recorder.ndev; d++)
+    if (rec->recorder.graphs[d] != NULL && gmpy_concurrent_join (d) < 0)
       return NULL;
   /* From here to the end the staging is this thread's; the waits let
      other threads run, and one may call the graph too.  */
@@ -231,13 +232,14 @@ graphpy_replay_with (graphpy_object *graph, PyObject *stream_obj)
     if (rec->stages[i].to_device)
       memcpy (rec->stages[i].staging, rec->stages[i].buf,
               rec->stages[i].nbytes);
-  for (int d = 0; d < rec->ndev; d++)
-    if (rec->graphs[d] != NULL)
+  for (int d = 0; d < rec->recorder.ndev; d++)
+    if (rec->recorder.graphs[d] != NULL)
       {
         /* Without stream=, on the device's default stream: after the
            work queued before on any of gpumem's streams.  */
-        gm_status status = gm_backend_current->graph_launch (rec->graphs[d],
-                                                             stream);
+        gm_status status
+          = gm_backend_current->graph_launch (rec->recorder.graphs[d],
+                                              stream);
         if (status != GM_OK)
           {
             gmpy_raise (status);
@@ -253,8 +255,8 @@ graphpy_replay_with (graphpy_object *graph, PyObject *stream_obj)
       Py_RETURN_NONE;
     }
   /* Every device launched is waited for, also after an error.  */
-  for (int d = 0; d < rec->ndev; d++)
-    if (rec->graphs[d] != NULL)
+  for (int d = 0; d < rec->recorder.ndev; d++)
+    if (rec->recorder.graphs[d] != NULL)
       {
         if (!failed)
           failed = gmpy_wait (d, NULL) < 0;
@@ -328,8 +330,9 @@ graphpy_get_devices (PyObject *self, void *closure)
   gmpy_graph_rec *rec = &((graphpy_object *) self)->rec;
   PyObject *list = PyList_New (0);
 
-  for (int d = 0; list != NULL && rec->graphs != NULL && d < rec->ndev; d++)
-    if (rec->graphs[d] != NULL)
+  for (int d = 0; list != NULL && rec->recorder.graphs != NULL
+                  && d < rec->recorder.ndev; d++)
+    if (rec->recorder.graphs[d] != NULL)
       {
         PyObject *index = PyLong_FromLong (d);
         if (index == NULL || PyList_Append (list, index) < 0)
@@ -366,8 +369,8 @@ graphpy_repr (PyObject *self)
   gmpy_graph_rec *rec = &((graphpy_object *) self)->rec;
 
   return PyUnicode_FromFormat ("<gpumem.graph %R, %s>", rec->name,
-                               rec->capturing ? "capturing"
-                               : rec->ready ? "ready" : "empty");
+                               rec->recorder.capturing ? "capturing"
+                               : rec->recorder.ready ? "ready" : "empty");
 }
 
 static PyMethodDef graphpy_methods[] = {
