@@ -12,14 +12,12 @@
 
 #include "gm-python.h"
 
-#include <stdint.h>
+#include "chunked-copy.h"
 
-/* Large copies move in chunks of this size, without the GIL, so that
-   Ctrl-C is answered between chunks (some 10 ms apart at the pageable
-   copy's speed; larger pieces keep its pipeline full longer).  */
-#define COPY_CHUNK ((size_t) 256 << 20)
-/* Copies smaller than this take tens of microseconds at most and keep
-   the GIL: releasing and retaking it would cost more than it frees.  */
+/* Chunks smaller than this take tens of microseconds at most and keep
+   the GIL: releasing and retaking it would cost more than it frees.
+   Larger ones (src/engine/chunked-copy.c cuts them) run without it,
+   and Ctrl-C is answered between them.  */
 #define COPY_KEEP_GIL_MAX ((size_t) 1 << 20)
 
 int
@@ -71,6 +69,49 @@ gmpy_copy_leave (gmpy_copy_hold *hold)
   hold->held[0] = hold->held[1] = NULL;
 }
 
+/* What a copy's chunks do around them (gm_copy_step): the GIL let go
+   during large ones; between them Ctrl-C answered and the arrays
+   checked again, since the Python code run meanwhile (a signal
+   handler) may have freed one.  */
+typedef struct copy_step_ctx
+{
+  const gmpy_copy_hold *hold;
+  PyThreadState *saved;
+  bool raised;                 /* the step set a Python exception */
+} copy_step_ctx;
+
+static gm_status
+chunk_between (void *ctx, size_t done)
+{
+  copy_step_ctx *c = ctx;
+
+  if (PyErr_CheckSignals () < 0 || gmpy_copy_usable (c->hold) < 0)
+    {
+      c->raised = true;
+      return GM_ERR_FAILED;
+    }
+  return GM_OK;
+}
+
+static void
+chunk_leave (void *ctx, size_t n)
+{
+  copy_step_ctx *c = ctx;
+
+  if (n >= COPY_KEEP_GIL_MAX)
+    c->saved = PyEval_SaveThread ();
+}
+
+static void
+chunk_enter (void *ctx)
+{
+  copy_step_ctx *c = ctx;
+
+  if (c->saved != NULL)
+    PyEval_RestoreThread (c->saved);
+  c->saved = NULL;
+}
+
 int
 gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
                    void *dst, int dst_device, const void *src,
@@ -78,12 +119,10 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
 {
   gm_stream *stream = d->stream;
   gmpy_dispatch plain;
-  size_t done = 0;
   gmpy_copy_hold hold;
-  int result = -1;
-
-  /* Copies on a stream are asynchronous: enqueue them whole.  */
-  size_t chunk = stream != NULL ? nbytes : COPY_CHUNK;
+  copy_step_ctx ctx = {&hold, NULL, false};
+  gm_copy_step step = {&ctx, chunk_between, chunk_leave, chunk_enter};
+  gm_status status;
 
   /* A recorded copy goes to the recorder (py-graph-record.c); one on a
      stream of its own is refused.  */
@@ -94,22 +133,20 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
       if ((dst_buf != NULL && gmpy_devbuf_usable (dst_buf) < 0)
           || (src_buf != NULL && gmpy_devbuf_usable (src_buf) < 0))
         return -1;
-      if ((uintptr_t) dst < (uintptr_t) src + nbytes
-          && (uintptr_t) src < (uintptr_t) dst + nbytes)
+      if (gm_copy_overlaps (dst, src, nbytes))
         return gmpy_graph_refuse ("a copy between overlapping ranges");
       return gmpy_graph_device_copy (dst_buf, src_buf, dst, dst_device, src,
                                      src_device, nbytes);
     }
 
-  /* Device addresses are unified with host ones: ranges that overlap
-     are the same memory, whatever the devices.  CUDA leaves the result
-     of such a copy undefined; on every backend it goes through host
-     memory instead, complete on return, so that the result is that of
-     memmove (and of NumPy's assignment between overlapping views).  */
-  if (nbytes > 0 && (uintptr_t) dst < (uintptr_t) src + nbytes
-      && (uintptr_t) src < (uintptr_t) dst + nbytes)
+  /* CUDA leaves the result of a copy between overlapping ranges
+     undefined; on every backend it goes through host memory instead,
+     complete on return, so that the result is that of memmove (and of
+     NumPy's assignment between overlapping views).  */
+  if (gm_copy_overlaps (dst, src, nbytes))
     {
       void *between = PyMem_RawMalloc (nbytes);
+      int result;
 
       if (between == NULL)
         {
@@ -155,49 +192,19 @@ gmpy_guarded_copy (const gmpy_devbuf *dst_buf, const gmpy_devbuf *src_buf,
         return -1;
       if (queued > 0)
         return 0;
-      chunk = stream != NULL ? nbytes : COPY_CHUNK;
     }
   if (gmpy_copy_enter (&hold, dst_buf != NULL ? dst_buf->array : NULL,
                        dst_device, src_buf != NULL ? src_buf->array : NULL,
                        src_device, stream) < 0)
     return -1;
-  do
-    {
-      size_t n = nbytes - done < chunk ? nbytes - done : chunk;
-      gm_status status;
-
-      /* Python code run since the last chunk (a signal handler, from
-         PyErr_CheckSignals below) may have freed an array: the copy
-         stops there, with ValueError.  Before the first chunk none ran
-         since gmpy_copy_enter looked.  */
-      if (done > 0 && gmpy_copy_usable (&hold) < 0)
-        goto done;
-      if (n < COPY_KEEP_GIL_MAX)
-        status = gm_backend_current->copy ((char *) dst + done, dst_device,
-                                           (const char *) src + done,
-                                           src_device, n, stream);
-      else
-        {
-          Py_BEGIN_ALLOW_THREADS
-          status = gm_backend_current->copy ((char *) dst + done, dst_device,
-                                             (const char *) src + done,
-                                             src_device, n, stream);
-          Py_END_ALLOW_THREADS
-        }
-      if (status != GM_OK)
-        {
-          gmpy_raise (status);
-          goto done;
-        }
-      done += n;
-      if (done < nbytes && PyErr_CheckSignals () < 0)
-        goto done;
-    }
-  while (done < nbytes);
-  result = 0;
-done:
+  /* Before the first chunk no Python code ran since gmpy_copy_enter
+     looked at the arrays.  */
+  status = gm_copy_chunked (dst, dst_device, src, src_device, nbytes, stream,
+                            &step);
+  if (status != GM_OK && !ctx.raised)
+    gmpy_raise (status);
   gmpy_copy_leave (&hold);
-  return result;
+  return status == GM_OK ? 0 : -1;
 }
 
 int
