@@ -395,6 +395,11 @@ def stream_blocks_and_concurrent_blocks_do_not_nest():
     with gpumem.concurrent() as block:
         raises(RuntimeError, s.__enter__, match="inside a gpumem.concurrent")
         assert gpumem.current_stream() is None
+        # A graph recorded inside the block does not hide it.
+        with gpumem.graph():
+            raises(RuntimeError, s.__enter__,
+                   match="inside a gpumem.concurrent")
+            assert gpumem.current_stream() is None
         # Explicit streams stay allowed (the caller orders them).
         gpumem.kernels.saxpy(4, 1.0, x, x, stream=s)
         s.synchronize()
