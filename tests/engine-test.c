@@ -170,7 +170,6 @@ check_recorder (void *a, void *b)
           "this thread's recorder");
   EXPECT (gm_recorder_copy (&rec, 0, b, 0, a, 0, N) == GM_OK, "%s",
           gm_last_error ()->message);
-  EXPECT (device_all_are (b, 4), "a recorded copy does not run");
   EXPECT (rec.deps.ncalls == 1, "one call recorded");
   EXPECT (gm_recorder_staging (&rec, 10, &stage1) == GM_OK
           && gm_recorder_staging (&rec, 10, &stage2) == GM_OK,
@@ -181,6 +180,11 @@ check_recorder (void *a, void *b)
           "%s", gm_last_error ()->message);
   EXPECT (gm_recorder_current () == NULL, "no recorder after the end");
   EXPECT (rec.graphs[0] != NULL, "device 0's graph");
+  /* Read only now: reading device memory while CUDA captures would end
+     the capture.  */
+  EXPECT (device_all_are (b, 4), "a recorded copy does not run");
+  if (rec.graphs == NULL || rec.graphs[0] == NULL)
+    return;
   EXPECT (gm_backend_current->graph_launch (rec.graphs[0], NULL) == GM_OK
           && wait_for (NULL) == GM_OK, "%s", gm_last_error ()->message);
   EXPECT (device_all_are (b, 3), "the replay copies");

@@ -491,24 +491,18 @@ def the_default_pool_stays_selectable():
 
 
 @case
-def fabric_handles_where_the_device_has_them():
-    need_cuda("has no fabric")
+def fabric_handles_are_refused_until_they_are_safe():
+    # On the H200 machines a pool made with fabric handles too corrupted
+    # the heap (glibc: "malloc_consolidate(): unaligned fastbin chunk"):
+    # the setting is refused at start, naming itself (docs/sharing.md).
+    need_cuda("reads GPUMEM_SHARE_HANDLE")
     out = subprocess.run(
-        [gmtest.GPUMEM, "-c",
-         "import gpumem\n"
-         "try:\n"
-         "    a = gpumem.shared_empty((1 << 20,))\n"
-         "    b = gpumem.open_shared(gpumem.share(a))\n"
-         "    print('fabric: pool made')\n"
-         "except gpumem.Error as e:\n"
-         "    print('fabric: refused:', e)\n"],
+        [gmtest.GPUMEM, "-c", "import gpumem; gpumem.shared_empty((16,))"],
         capture_output=True, text=True, timeout=120,
         env=dict(os.environ, GPUMEM_SHARE_HANDLE="fabric"))
-    assert out.returncode == 0, out.stderr
-    line = out.stdout.strip()
-    print("#", line)
-    assert line == "fabric: pool made" or (
-        line.startswith("fabric: refused:") and "fabric" in line[16:]), line
+    assert out.returncode == 3, (out.returncode, out.stderr)
+    assert "GPUMEM_SHARE_HANDLE=fabric is not supported" in out.stderr, \
+        out.stderr
 
 
 FRAMEWORK_PRODUCER = {

