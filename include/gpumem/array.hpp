@@ -511,6 +511,33 @@ launch_done (stream_t stream, int device, PyObject *const *written, int n)
 
 #undef GPUMEM_API_WITH
 
+/* gpumem::launch_stream and launch_done over gpumem::array arguments,
+   throwing ERROR (the binding library's exception for a pending Python
+   error) where the C API call fails: gpumem/pybind11.h and
+   gpumem/nanobind.h name theirs.  */
+template <class Error, class... Arrays>
+stream_t
+launch_stream_or_throw (const Arrays &...arrays)
+{
+  static_assert (sizeof... (Arrays) > 0, "launch_stream takes the arrays");
+  const gm_buffer *bufs[] = {&arrays.buffer ()...};
+  stream_t stream;
+  if (launch_stream (bufs, (int) sizeof... (Arrays), &stream) < 0)
+    throw Error ();
+  return stream;
+}
+
+template <class Error, class... Arrays>
+void
+launch_done_or_throw (stream_t stream, const Arrays &...written)
+{
+  PyObject *objects[] = {written.object ()..., nullptr};
+  const gm_buffer *buffers[] = {&written.buffer ()..., nullptr};
+  int device = buffers[0] != nullptr ? buffers[0]->device : -1;
+  if (launch_done (stream, device, objects, (int) sizeof... (Arrays)) < 0)
+    throw Error ();
+}
+
 } // namespace detail
 
 } // namespace gpumem

@@ -52,12 +52,7 @@ template <class... Arrays>
 stream_t
 launch_stream (const Arrays &...arrays)
 {
-  static_assert (sizeof... (Arrays) > 0, "launch_stream takes the arrays");
-  const gm_buffer *bufs[] = {&arrays.buffer ()...};
-  stream_t stream;
-  if (detail::launch_stream (bufs, (int) sizeof... (Arrays), &stream) < 0)
-    throw nanobind::python_error ();
-  return stream;
+  return detail::launch_stream_or_throw<nanobind::python_error> (arrays...);
 }
 
 /* Ends a launch on STREAM (from launch_stream) that wrote WRITTEN (the
@@ -70,12 +65,7 @@ template <class... Arrays>
 void
 launch_done (stream_t stream, const Arrays &...written)
 {
-  PyObject *objects[] = {written.object ()..., nullptr};
-  const gm_buffer *buffers[] = {&written.buffer ()..., nullptr};
-  int device = buffers[0] != nullptr ? buffers[0]->device : -1;
-  if (detail::launch_done (stream, device, objects,
-                           (int) sizeof... (Arrays)) < 0)
-    throw nanobind::python_error ();
+  detail::launch_done_or_throw<nanobind::python_error> (stream, written...);
 }
 
 } // namespace gpumem

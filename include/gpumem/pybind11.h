@@ -50,12 +50,7 @@ template <class... Arrays>
 stream_t
 launch_stream (const Arrays &...arrays)
 {
-  static_assert (sizeof... (Arrays) > 0, "launch_stream takes the arrays");
-  const gm_buffer *bufs[] = {&arrays.buffer ()...};
-  stream_t stream;
-  if (detail::launch_stream (bufs, (int) sizeof... (Arrays), &stream) < 0)
-    throw pybind11::error_already_set ();
-  return stream;
+  return detail::launch_stream_or_throw<pybind11::error_already_set> (arrays...);
 }
 
 /* Ends a launch on STREAM (from launch_stream) that wrote WRITTEN (the
@@ -68,12 +63,7 @@ template <class... Arrays>
 void
 launch_done (stream_t stream, const Arrays &...written)
 {
-  PyObject *objects[] = {written.object ()..., nullptr};
-  const gm_buffer *buffers[] = {&written.buffer ()..., nullptr};
-  int device = buffers[0] != nullptr ? buffers[0]->device : -1;
-  if (detail::launch_done (stream, device, objects,
-                           (int) sizeof... (Arrays)) < 0)
-    throw pybind11::error_already_set ();
+  detail::launch_done_or_throw<pybind11::error_already_set> (stream, written...);
 }
 
 } // namespace gpumem
