@@ -67,34 +67,23 @@ static uint8_t uuids[CUDA_IPC_MAX_DEVICES][16];
 static imported_pool *imported;
 static size_t nimported;
 
+/* A block's record and a duplicate of its pool's descriptor POOL_FD for
+   the share server: both made (in *CTX and *FD), or neither.  */
 static gm_status
-cuda_ipc_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr,
-                int *fd, void **ctx)
+cuda_block_new (int pool_fd, int *fd, void **ctx)
 {
-  gm_status status = gm_cuda_use_device (device);
-  cudaMemPool_t pool = NULL;
-  cuda_block *block = NULL;
-  int pool_fd = -1;
+  gm_status status = GM_OK;
+  cuda_block *block = calloc (1, sizeof *block);
 
-  *fd = -1;
-  if (status != GM_OK)
-    return status;
-  status = gm_cuda_export_pool (device, &pool, &pool_fd);
-  if (status != GM_OK)
-    return status;
-  block = calloc (1, sizeof *block);
   if (block == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
                          "no memory for a shared block's record");
   GM_CUDA_CHECK (cudaEventCreateWithFlags (&block->event,
                                            cudaEventInterprocess
                                            | cudaEventDisableTiming));
-  GM_CUDA_CHECK (cudaMallocFromPoolAsync (ptr, nbytes, pool,
-                                          gm_cuda_queue_on (device, stream)));
   *fd = dup (pool_fd);
   if (*fd < 0)
     {
-      cudaFreeAsync (*ptr, gm_cuda_queue_on (device, stream));
       status = gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot share memory: "
                              "no file descriptor left");
       goto done;
@@ -108,6 +97,29 @@ done:
         cudaEventDestroy (block->event);
       free (block);
     }
+  return status;
+}
+
+static gm_status
+cuda_ipc_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr,
+                int *fd, void **ctx)
+{
+  gm_status status = gm_cuda_use_device (device);
+  cudaMemPool_t pool = NULL;
+  int pool_fd = -1;
+
+  *fd = -1;
+  if (status != GM_OK)
+    return status;
+  status = gm_cuda_export_pool (device, &pool, &pool_fd);
+  if (status != GM_OK)
+    return status;
+  GM_CUDA_CHECK (cudaMallocFromPoolAsync (ptr, nbytes, pool,
+                                          gm_cuda_queue_on (device, stream)));
+  status = cuda_block_new (pool_fd, fd, ctx);
+  if (status != GM_OK)
+    cudaFreeAsync (*ptr, gm_cuda_queue_on (device, stream));
+done:
   return status;
 }
 
@@ -142,7 +154,6 @@ cuda_ipc_adopt (int device, void *ptr, size_t nbytes, int *fd, void **ctx)
 {
   gm_status status = gm_cuda_use_device (device);
   cudaMemPool_t pool = NULL;
-  cuda_block *block = NULL;
   int pool_fd = -1;
   (void) ptr;
   (void) nbytes;
@@ -157,30 +168,7 @@ cuda_ipc_adopt (int device, void *ptr, size_t nbytes, int *fd, void **ctx)
   status = gm_cuda_export_pool (device, &pool, &pool_fd);
   if (status != GM_OK)
     return status;
-  block = calloc (1, sizeof *block);
-  if (block == NULL)
-    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
-                         "no memory for a shared block's record");
-  GM_CUDA_CHECK (cudaEventCreateWithFlags (&block->event,
-                                           cudaEventInterprocess
-                                           | cudaEventDisableTiming));
-  *fd = dup (pool_fd);
-  if (*fd < 0)
-    {
-      status = gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot share memory: "
-                             "no file descriptor left");
-      goto done;
-    }
-  *ctx = block;
-  block = NULL;
-done:
-  if (block != NULL)
-    {
-      if (block->event != NULL)
-        cudaEventDestroy (block->event);
-      free (block);
-    }
-  return status;
+  return cuda_block_new (pool_fd, fd, ctx);
 }
 
 static void
