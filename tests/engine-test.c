@@ -21,23 +21,9 @@
 #include "chunked-copy.h"
 #include "queue.h"
 #include "recorder.h"
+#include "c-test.h"
 
 #define N 4096
-
-static int failures;
-
-#define EXPECT(COND, ...)                                               \
-  do                                                                    \
-    {                                                                   \
-      if (!(COND))                                                      \
-        {                                                               \
-          fprintf (stderr, "%s:%d: %s: ", __FILE__, __LINE__, #COND);   \
-          fprintf (stderr, __VA_ARGS__);                                \
-          fputc ('\n', stderr);                                         \
-          failures++;                                                   \
-        }                                                               \
-    }                                                                   \
-  while (0)
 
 /* Whether the N bytes at HOST all hold VALUE.  */
 static bool
@@ -244,26 +230,12 @@ check_chunked (void *dev)
 int
 main (int argc, char **argv)
 {
-  bool cuda;
   void *a = NULL, *b = NULL;
+  int exit_status;
 
-  if (argc != 2 || (strcmp (argv[1], "host") && strcmp (argv[1], "cuda")))
-    {
-      fprintf (stderr, "usage: engine-test host|cuda\n");
-      return 2;
-    }
-  cuda = strcmp (argv[1], "cuda") == 0;
-  if (gm_backend_init (cuda ? GM_BACKEND_CUDA : GM_BACKEND_HOST, true)
-      != GM_OK)
-    {
-      if (cuda)
-        {
-          printf ("skipped: no CUDA device (%s)\n", gm_last_error ()->message);
-          return 77;
-        }
-      fprintf (stderr, "host backend: %s\n", gm_last_error ()->message);
-      return 1;
-    }
+  exit_status = test_start_backend (argc, argv, "engine-test");
+  if (exit_status != 0)
+    return exit_status;
   if (gm_backend_current->malloc (0, N, NULL, &a) != GM_OK
       || gm_backend_current->malloc (0, N, NULL, &b) != GM_OK)
     {

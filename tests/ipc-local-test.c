@@ -19,24 +19,7 @@
 
 #include "gm.h"
 #include "share.h"
-
-static int failures;
-
-#define EXPECT(cond, ...)                                               \
-  do                                                                    \
-    {                                                                   \
-      if (!(cond))                                                      \
-        {                                                               \
-          if (failures++ < 20)                                          \
-            {                                                           \
-              fprintf (stderr, "%s:%d: check failed: %s: ", __FILE__,   \
-                       __LINE__, #cond);                                \
-              fprintf (stderr, __VA_ARGS__);                            \
-              fprintf (stderr, "\n");                                   \
-            }                                                           \
-        }                                                               \
-    }                                                                   \
-  while (0)
+#include "c-test.h"
 
 /* FNV-1a 64 of SIZE - 8 bytes of DATA into its last 8, as share-handle.c ends a
    handle.  */
@@ -79,26 +62,11 @@ main (int argc, char **argv)
   gm_ipc_block *block;
   gm_ipc_import *import;
   void *ptr, *base;
-  int device;
-  bool cuda;
+  int device, exit_status;
 
-  if (argc != 2 || (strcmp (argv[1], "host") && strcmp (argv[1], "cuda")))
-    {
-      fprintf (stderr, "usage: ipc-local-test host|cuda\n");
-      return 2;
-    }
-  cuda = strcmp (argv[1], "cuda") == 0;
-  if (gm_backend_init (cuda ? GM_BACKEND_CUDA : GM_BACKEND_HOST, true)
-      != GM_OK)
-    {
-      if (cuda)
-        {
-          printf ("skipped: no CUDA device (%s)\n", gm_last_error ()->message);
-          return 77;
-        }
-      fprintf (stderr, "host backend: %s\n", gm_last_error ()->message);
-      return 1;
-    }
+  exit_status = test_start_backend (argc, argv, "ipc-local-test");
+  if (exit_status != 0)
+    return exit_status;
   if (gm_ipc_alloc (0, 256, NULL, &block, &ptr) != GM_OK)
     {
       fprintf (stderr, "gm_ipc_alloc: %s\n", gm_last_error ()->message);

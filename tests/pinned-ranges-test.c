@@ -12,21 +12,7 @@
 #include <stdlib.h>
 
 #include "pinned-ranges.h"
-
-static int failures;
-
-#define EXPECT(COND, ...)                                               \
-  do                                                                    \
-    {                                                                   \
-      if (!(COND))                                                      \
-        {                                                               \
-          fprintf (stderr, "%s:%d: %s: ", __FILE__, __LINE__, #COND);   \
-          fprintf (stderr, __VA_ARGS__);                                \
-          fputc ('\n', stderr);                                         \
-          failures++;                                                   \
-        }                                                               \
-    }                                                                   \
-  while (0)
+#include "c-test.h"
 
 static const void *
 at (uintptr_t address)

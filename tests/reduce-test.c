@@ -20,26 +20,10 @@
 #include <string.h>
 
 #include "gm.h"
+#include "c-test.h"
 
 static const gm_backend *backend;
-static int failures, cases;
-
-/* Counts a failed check and says where, then goes on.  */
-#define EXPECT(cond, ...)                                               \
-  do                                                                    \
-    {                                                                   \
-      if (!(cond))                                                      \
-        {                                                               \
-          if (failures++ < 20)                                          \
-            {                                                           \
-              fprintf (stderr, "%s:%d: check failed: %s: ", __FILE__,   \
-                       __LINE__, #cond);                                \
-              fprintf (stderr, __VA_ARGS__);                            \
-              fprintf (stderr, "\n");                                   \
-            }                                                           \
-        }                                                               \
-    }                                                                   \
-  while (0)
+static int cases;
 
 static const gm_dtype reducible[] = {
   GM_BOOL, GM_INT8, GM_INT16, GM_INT32, GM_INT64, GM_UINT8, GM_UINT16,
@@ -546,25 +530,11 @@ main (int argc, char **argv)
 {
   static const int ns[] = {1, 2, 3, 8};
   static const size_t counts[] = {0, 1, 7, 1000};
-  bool cuda;
+  int exit_status;
 
-  if (argc != 2 || (strcmp (argv[1], "host") && strcmp (argv[1], "cuda")))
-    {
-      fprintf (stderr, "usage: reduce-test host|cuda\n");
-      return 2;
-    }
-  cuda = strcmp (argv[1], "cuda") == 0;
-  if (gm_backend_init (cuda ? GM_BACKEND_CUDA : GM_BACKEND_HOST, true)
-      != GM_OK)
-    {
-      if (cuda)
-        {
-          printf ("skipped: no CUDA device (%s)\n", gm_last_error ()->message);
-          return 77;
-        }
-      fprintf (stderr, "host backend: %s\n", gm_last_error ()->message);
-      return 1;
-    }
+  exit_status = test_start_backend (argc, argv, "reduce-test");
+  if (exit_status != 0)
+    return exit_status;
   backend = gm_backend_current;
   if (backend->reduce == NULL)
     {
