@@ -1,11 +1,12 @@
 /* c-test.h -- what the C test programs of tests/ share: EXPECT, which
-   counts a failed check in FAILURES and goes on, and, in a program that
-   includes gm.h before it, test_start_backend, which starts the backend
-   the command line names.  */
+   counts a failed check in FAILURES and goes on; rng, their random
+   numbers; and, in a program that includes gm.h before it,
+   test_start_backend, which starts the backend the command line names.  */
 
 #ifndef GM_C_TEST_H
 #define GM_C_TEST_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 /* The failed checks so far: the program exits 0 iff none.  */
@@ -28,6 +29,19 @@ static int failures;
         }                                                               \
     }                                                                   \
   while (0)
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+
+/* The next of a xorshift64 sequence, the same on every run, so that a
+   failure comes back.  */
+static inline uint64_t
+rng (void)
+{
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
 
 #ifdef GM_H
 #include <stdbool.h>

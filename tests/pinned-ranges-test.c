@@ -60,17 +60,6 @@ check_edges (void)
 #define SLOT ((uintptr_t) 1 << 16)
 #define BASE ((uintptr_t) 1 << 30)
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15u;
-
-static uint64_t
-rng (void)
-{
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-
 static void
 check_model (void)
 {

@@ -33,17 +33,6 @@ static const gm_reduce_op ops[] = {GM_REDUCE_SUM, GM_REDUCE_MAX,
                                    GM_REDUCE_MIN};
 static const char *const op_names[] = {"sum", "max", "min"};
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15u;
-
-static uint64_t
-rng (void)
-{
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-
 /* A float32 or float64 value, as a double: often one of the values that
    test the ties and NaN rule (both zeros, NaNs of either sign,
    infinities, a subnormal, small integers that repeat), else any.  */
