@@ -186,13 +186,10 @@ capi_load_buffer (PyObject *obj, gm_buffer *buf, void **launch)
   *launch = NULL;
   if (describe (obj, buf) < 0)
     return -1;
-  /* No block open in any thread, the common case: the default stream,
-     without a call.  */
   if (buf->stream != NULL)
     *launch = buf->stream;
   else if (buf->device_type != GM_DL_CPU
-           && (gmpy_concurrent_active () || gmpy_stream_context_open ())
-           && gmpy_exchange_stream (buf->device, launch) < 0)
+           && gmpy_dispatch_handle (buf->device, launch) < 0)
     {
       Py_CLEAR (buf->owner);
       return -1;
@@ -268,7 +265,7 @@ capi_current_stream (int device, void **stream)
     return -1;
   if (device < 0)
     device = gmpy_current_device ();
-  return gmpy_exchange_stream (device, stream);
+  return gmpy_dispatch_handle (device, stream);
 }
 
 /* gm_c_api_table.stream_wait: the cudaStream_t WAITER (NULL: the legacy

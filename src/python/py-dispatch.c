@@ -102,6 +102,31 @@ gmpy_dispatch_stream (gmpy_dispatch *d, int device, gm_stream **stream)
 }
 
 int
+gmpy_dispatch_handle (int device, void **handle)
+{
+  gmpy_dispatch d;
+  gm_stream *stream;
+
+  *handle = NULL;
+  if (device < 0 || device >= gm_backend_current->device_count ())
+    {
+      PyErr_Format (PyExc_ValueError, "device %d does not exist (valid: 0 "
+                    "to %d)", device, gm_backend_current->device_count () - 1);
+      return -1;
+    }
+  /* No block open in any thread, the common case: the default stream,
+     without asking the thread's blocks.  */
+  if (!gmpy_concurrent_active () && !gmpy_stream_context_open ())
+    return 0;
+  if (gmpy_dispatch_get (NULL, device, &d) < 0
+      || gmpy_dispatch_stream (&d, device, &stream) < 0)
+    return -1;
+  *handle = stream != NULL ? gm_backend_current->stream_handle (stream)
+                           : NULL;
+  return 0;
+}
+
+int
 gmpy_dispatch_record (const gmpy_dispatch *d, const char *what)
 {
   char refused[160];

@@ -70,6 +70,14 @@ void gmpy_dispatch_of (gm_stream *stream, gmpy_dispatch *d);
    gmpy_concurrent_join where it must be complete).  NULL for the
    default stream; STREAM may be NULL.  0 or -1.  */
 int gmpy_dispatch_stream (gmpy_dispatch *d, int device, gm_stream **stream);
+/* For C code that launches its own work on DEVICE (the C API, DLPack's
+   exchange API): in *HANDLE the backend's stream handle (a
+   cudaStream_t) of the stream a call without stream= uses there in
+   this thread, as gmpy_dispatch_get and gmpy_dispatch_stream choose
+   it: the innermost `with stream:` block's, else an open
+   gpumem.concurrent() block's; NULL for the default stream.  0, or -1
+   with ValueError for a device that does not exist.  */
+int gmpy_dispatch_handle (int device, void **handle);
 /* 1 when D's call is recorded (GMPY_GRAPH, naming no stream); 0 when
    no recording is open; -1 with gpumem.Error, saying that WHAT ("a
    copy", "a launch") cannot be captured, when one is and the call names

@@ -238,31 +238,6 @@ exch_dltensor_from_py_object (void *py_object, gm_dl_tensor *out)
   return 0;
 }
 
-int
-gmpy_exchange_stream (int device, void **stream)
-{
-  gm_stream *current = NULL;
-
-  *stream = NULL;
-  if (device < 0 || device >= gm_backend_current->device_count ())
-    {
-      PyErr_Format (PyExc_ValueError, "device %d does not exist (valid: 0 "
-                    "to %d)", device, gm_backend_current->device_count () - 1);
-      return -1;
-    }
-  /* No block open in any thread, the common case: the default stream.  */
-  if (!gmpy_concurrent_active () && !gmpy_stream_context_open ())
-    return 0;
-  if (gmpy_stream_arg (NULL, device, &current) < 0)
-    return -1;
-  if (current == NULL && gmpy_concurrent_active ()
-      && gmpy_concurrent_stream (device, &current) < 0)
-    return -1;
-  *stream = current != NULL ? gm_backend_current->stream_handle (current)
-                            : NULL;
-  return 0;
-}
-
 /* current_work_stream: gpumem's stream rule for DEVICE_ID; NULL for
    memory that is not the backend's (host memory has no stream).  */
 static int
@@ -274,7 +249,7 @@ exch_current_work_stream (int32_t device_type, int32_t device_id,
       || device_type != gm_backend_current->dlpack_device_type
       || device_type == GM_DL_CPU)
     return 0;
-  return gmpy_exchange_stream (device_id, out_stream);
+  return gmpy_dispatch_handle (device_id, out_stream);
 }
 
 static const gm_dl_exchange_api exchange_api = {

@@ -80,11 +80,6 @@ const gm_dl_exchange_api *gmpy_exchange_api_of (PyObject *obj);
    gpumem's default stream ordered after the producer's current work on
    it.  New reference or NULL.  */
 PyObject *gmpy_exchange_take (PyObject *obj, const gm_dl_exchange_api *api);
-/* In *STREAM the cudaStream_t a call without stream= uses on DEVICE in
-   this thread: the innermost `with stream:` block's, else an open
-   gpumem.concurrent() block's, else NULL (the default stream).  0, or
-   -1 with ValueError for a device that does not exist.  */
-int gmpy_exchange_stream (int device, void **stream);
 /* Makes gpumem's default stream on DEVICE wait, without blocking the
    host, for the work queued so far on HANDLE, another library's
    cudaStream_t (nothing for NULL, or on the host backend).  0 or -1.  */
