@@ -424,9 +424,10 @@ def host_run_writes_one_report_and_exits_0():
     assert "section commipc: needs the cuda backend" in plan, plan
     assert "impl raw: needs the cuda backend" in plan, plan
     assert "## Not run here" in text
-    assert ("| graph loop 4 x 10 <= 1.1x raw C's own graph time | — | — | "
+    assert ("| graph replay 4 x 10 <= 1.1x raw C's own graph time | — | — | "
             "not run: raw CUDA C needs the cuda backend") in text, text
     assert "| gpumem | graph | seed_4x10 |" in text, text
+    assert "| gpumem | graph_replay | seed_4x10 |" in text, text
     assert "not measured |" not in text, text
 
 
