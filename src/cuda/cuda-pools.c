@@ -14,6 +14,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,9 @@ static bool arrays_exportable = true;
 static bool want_fabric;
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
-static cudaMemPool_t export_pools[CUDA_POOL_DEVICES];
+/* Written once a device, under POOLS_LOCK; read without it by every
+   allocation (gm_cuda_pool).  */
+static _Atomic (cudaMemPool_t) export_pools[CUDA_POOL_DEVICES];
 static int export_fds[CUDA_POOL_DEVICES];
 static bool export_fabric[CUDA_POOL_DEVICES];
 /* Devices whose exportable pool could not be made: the reason stays in
@@ -151,9 +154,10 @@ make_export_pool (int device)
     goto done;
   GM_CUDA_CHECK (cudaMemPoolExportToShareableHandle (
       &fd, created, cudaMemHandleTypePosixFileDescriptor, 0));
-  export_pools[device] = created;
   export_fds[device] = fd;
   export_fabric[device] = fabric;
+  atomic_store_explicit (&export_pools[device], created,
+                         memory_order_release);
   created = NULL;
 done:
   if (created != NULL)
@@ -198,11 +202,8 @@ gm_cuda_pool (int device)
   cudaMemPool_t pool = NULL;
 
   if (arrays_exportable && device < CUDA_POOL_DEVICES)
-    {
-      pthread_mutex_lock (&pools_lock);
-      pool = export_pools[device];
-      pthread_mutex_unlock (&pools_lock);
-    }
+    pool = atomic_load_explicit (&export_pools[device],
+                                 memory_order_acquire);
   return pool;
 }
 
