@@ -393,7 +393,7 @@ budgeted () {
 # C++ binding to take gpumem arrays (bench/binding_overhead.py, pybind11
 # and nanobind), other libraries to allocate from gpumem's pool
 # (bench/frameworks_alloc.py, PyTorch and CuPy; bench/frameworks_mixed.py,
-# all of them at once, one pool against three; bench/probes/pool_alloc.py,
+# all of them at once, one pool against three; bench/pool_alloc.py,
 # gpumem's exportable pool against CUDA's default pool, in turn;
 # bench/frameworks_pipeline.py,
 # PyTorch, CuPy and gpumem in turn at 60% of the device each, whose
@@ -439,7 +439,7 @@ case " $sections " in
       echo
       echo '```'
       sharing_step ipc 3 sharing_ipc.py
-      sharing_step pools 3 probes/pool_alloc.py --processes 3
+      sharing_step pools 3 pool_alloc.py --processes 3
       sharing_step mixed 3 frameworks_mixed.py --seconds 8
       sharing_step pipeline 2 frameworks_pipeline.py \
         --out "$rec/gpumem-pipeline.jsonl"

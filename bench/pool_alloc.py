@@ -1,7 +1,7 @@
-"""Probe: what gpumem's exportable pool costs against CUDA's default pool
+"""What gpumem's exportable pool costs against CUDA's default pool
 (GPUMEM_DEVICE_POOL, src/cuda/cuda-pools.c; docs/sharing.md).
 
-    GPUMEM=/path/to/gpumem gpumem bench/probes/pool_alloc.py [--processes N]
+    GPUMEM=/path/to/gpumem gpumem bench/pool_alloc.py [--processes N]
         [--calls N]
 
 Runs child processes in turn, ABAB, one pool each (the pool is chosen
