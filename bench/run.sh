@@ -439,7 +439,7 @@ case " $sections " in
       echo
       echo '```'
       sharing_step ipc 3 sharing_ipc.py
-      sharing_step pools 3 pool_alloc.py --processes 3
+      sharing_step pools 3 pool_alloc.py --processes 5
       sharing_step mixed 3 frameworks_mixed.py --seconds 8
       sharing_step pipeline 2 frameworks_pipeline.py \
         --out "$rec/gpumem-pipeline.jsonl"
