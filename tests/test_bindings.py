@@ -151,6 +151,23 @@ def strided_view_walked(m):
 
 
 @each
+def every_dimension_reaches_the_call(m):
+    # The caster copies a shape and its strides into the call: up to
+    # four without a call, more with one (gpumem/array.hpp, copy_dims).
+    for ndim in range(0, 8):
+        shape = tuple(range(2, 2 + ndim))
+        a = gpumem.zeros(shape, "float32")
+        views = [a]
+        if ndim >= 1:
+            views.append(a[(slice(None, None, -1),) * ndim])
+        for view in views:
+            want = sum((i + 1) * view.shape[i]
+                       + 1000 * (i + 1) * view.strides[i] // 4
+                       for i in range(ndim))
+            assert m.dims_code(view) == want, (ndim, view.strides)
+
+
+@each
 def freed_array(m):
     a = gpumem.zeros(4, "float32")
     a.free()

@@ -99,6 +99,33 @@ api ()
   return gm_c_api;
 }
 
+/* Copies N entries of a shape or strides: up to four without a call, as
+   an argument is moved into the bound function (a loop would become a
+   library call there).  */
+inline void
+copy_dims (std::int64_t *to, const std::int64_t *from, int n) noexcept
+{
+  switch (n)
+    {
+    case 4:
+      to[3] = from[3];
+      [[fallthrough]];
+    case 3:
+      to[2] = from[2];
+      [[fallthrough]];
+    case 2:
+      to[1] = from[1];
+      [[fallthrough]];
+    case 1:
+      to[0] = from[0];
+      [[fallthrough]];
+    case 0:
+      break;
+    default:
+      std::memcpy (to, from, sizeof *to * (std::size_t) n);
+    }
+}
+
 /* The readable name of a parameter type, as help () shows it:
    "gpumem.DeviceArray[const float32, ndim=2]" (C-contiguous, the
    default), "gpumem.DeviceArray[float32, strided]".  */
@@ -414,11 +441,8 @@ private:
     const gm_buffer &from = other.buf_;
     buf_.ptr = from.ptr;
     buf_.ndim = from.ndim;
-    for (int i = 0; i < from.ndim; i++)
-      {
-        buf_.shape[i] = from.shape[i];
-        buf_.strides[i] = from.strides[i];
-      }
+    detail::copy_dims (buf_.shape, from.shape, from.ndim);
+    detail::copy_dims (buf_.strides, from.strides, from.ndim);
     buf_.dtype = from.dtype;
     std::memcpy (buf_.typestr, from.typestr, sizeof buf_.typestr);
     buf_.itemsize = from.itemsize;

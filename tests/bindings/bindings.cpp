@@ -150,6 +150,17 @@ tail_into (array<const float, 1> x, array<float, 1> out, bool helper)
 }
 #endif
 
+/* Every dimension of X as the caster moved it into the call: the sum
+   of (i + 1) * shape (i) + 1000 * (i + 1) * stride (i), in elements.  */
+static std::int64_t
+dims_code (array<const float, gpumem::any_ndim, strided> x)
+{
+  std::int64_t code = 0;
+  for (int i = 0; i < x.ndim (); i++)
+    code += (i + 1) * x.shape (i) + 1000 * (i + 1) * x.stride (i);
+  return code;
+}
+
 /* The stream handle as an integer, for the tests.  */
 static std::uintptr_t
 stream_of (array<const float> x)
@@ -166,6 +177,7 @@ GM_BIND_MODULE
   m.def ("matrix", &matrix, py::arg ("x"));
   m.def ("last", &last, py::arg ("x"), py::arg ("n"));
   m.def ("three_arrays", &three_arrays);
+  m.def ("dims_code", &dims_code);
   m.def ("three_ints", &three_ints);
   m.def ("stream_of", &stream_of);
   m.def ("launch_of", &launch_of);
