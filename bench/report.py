@@ -1237,9 +1237,7 @@ def process_lines(runs):
              ("copy16", "d2h", "16-byte copy device->host"),
              ("launch", "sync", "empty-kernel launch + synchronize"),
              ("workload", "seed_4x10",
-              "the workload 4 x 10, per iteration"),
-             ("graph_replay", "seed_4x10",
-              "the graph's replay 4 x 10, per iteration")]
+              "the workload 4 x 10, per iteration")]
     sweeps = [("pinned_h2d", 4096, "pinned 4 KiB host->device"),
               ("pinned_d2h", 4096, "pinned 4 KiB device->host"),
               ("pageable_h2d", 4096, "pageable 4 KiB host->device")]
