@@ -477,6 +477,9 @@ def exchange_allocator_and_stream():
         s = gpumem.Stream()
         with s:
             assert ex.current_stream(gpumem.DeviceArray, 2, 0) == s.handle
+        # A consumer's device index is checked before any stream is asked.
+        raises(ValueError, ex.current_stream, gpumem.DeviceArray, 2,
+               gpumem.device_count())
 
 
 @case

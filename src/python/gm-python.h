@@ -225,6 +225,9 @@ PyObject *gmpy_device_get (int index);
 int gmpy_device_arg (PyObject *obj, int *index);
 /* The current device of this thread (set by `with Device(i):`).  */
 int gmpy_current_device (void);
+/* 0 when INDEX names one of the backend's devices, else -1 with
+   ValueError naming the valid range.  */
+int gmpy_device_check (long index);
 void gmpy_set_current_device (int index);
 
 /* gpumem.Stream and gpumem.Event.  */

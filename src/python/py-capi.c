@@ -265,6 +265,8 @@ capi_current_stream (int device, void **stream)
     return -1;
   if (device < 0)
     device = gmpy_current_device ();
+  if (gmpy_device_check (device) < 0)
+    return -1;
   return gmpy_dispatch_handle (device, stream);
 }
 
@@ -285,12 +287,8 @@ capi_stream_wait (int device, void *waiter, void *source)
     return 0;
   if (device < 0)
     device = gmpy_current_device ();
-  if (device >= gm_backend_current->device_count ())
-    {
-      PyErr_Format (PyExc_ValueError, "device %d does not exist (valid: 0 "
-                    "to %d)", device, gm_backend_current->device_count () - 1);
-      return -1;
-    }
+  if (gmpy_device_check (device) < 0)
+    return -1;
   status = gm_backend_current->stream_wrap (device, source, &wrapped);
   if (status == GM_OK)
     status = gm_backend_current->foreign_stream_wait (

@@ -23,8 +23,8 @@ gmpy_set_current_device (int index)
   current_device = index;
 }
 
-static int
-check_index (long index)
+int
+gmpy_device_check (long index)
 {
   int count = gm_backend_current->device_count ();
 
@@ -45,7 +45,7 @@ gmpy_device_get (int index)
 {
   gmpy_state *state = gmpy_state_get ();
 
-  if (check_index (index) < 0)
+  if (gmpy_device_check (index) < 0)
     return NULL;
   return Py_NewRef (PyTuple_GET_ITEM (state->devices, index));
 }
@@ -79,7 +79,7 @@ gmpy_device_arg (PyObject *obj, int *index)
       PyErr_Clear ();
       value = LONG_MAX;
     }
-  if (check_index (value) < 0)
+  if (gmpy_device_check (value) < 0)
     return -1;
   *index = (int) value;
   return 0;

@@ -108,12 +108,6 @@ gmpy_dispatch_handle (int device, void **handle)
   gm_stream *stream;
 
   *handle = NULL;
-  if (device < 0 || device >= gm_backend_current->device_count ())
-    {
-      PyErr_Format (PyExc_ValueError, "device %d does not exist (valid: 0 "
-                    "to %d)", device, gm_backend_current->device_count () - 1);
-      return -1;
-    }
   /* No block open in any thread, the common case: the default stream,
      without asking the thread's blocks.  */
   if (!gmpy_concurrent_active () && !gmpy_stream_context_open ())

@@ -75,8 +75,8 @@ int gmpy_dispatch_stream (gmpy_dispatch *d, int device, gm_stream **stream);
    cudaStream_t) of the stream a call without stream= uses there in
    this thread, as gmpy_dispatch_get and gmpy_dispatch_stream choose
    it: the innermost `with stream:` block's, else an open
-   gpumem.concurrent() block's; NULL for the default stream.  0, or -1
-   with ValueError for a device that does not exist.  */
+   gpumem.concurrent() block's; NULL for the default stream.  DEVICE is
+   one of the backend's (gmpy_device_check).  0 or -1.  */
 int gmpy_dispatch_handle (int device, void **handle);
 /* 1 when D's call is recorded (GMPY_GRAPH, naming no stream); 0 when
    no recording is open; -1 with gpumem.Error, saying that WHAT ("a

@@ -249,6 +249,8 @@ exch_current_work_stream (int32_t device_type, int32_t device_id,
       || device_type != gm_backend_current->dlpack_device_type
       || device_type == GM_DL_CPU)
     return 0;
+  if (gmpy_device_check (device_id) < 0)
+    return -1;
   return gmpy_dispatch_handle (device_id, out_stream);
 }
 
