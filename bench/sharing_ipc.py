@@ -22,10 +22,12 @@ import time
 import gpumem
 
 
-def copy_gbs(src, repeats=20):
-    """GB/s (bytes read + written) of gpumem.copy from SRC into a new
-    private array, timed with events on a stream."""
-    dst = gpumem.empty(src.shape, src.dtype)
+def copy_gbs(src, repeats=20, dst=None):
+    """GB/s (bytes read + written) of gpumem.copy from SRC into DST (by
+    default a new private array), timed with events on a stream: the
+    median of REPEATS copies after three."""
+    if dst is None:
+        dst = gpumem.empty(src.shape, src.dtype)
     stream = gpumem.Stream()
     start, end = gpumem.Event(), gpumem.Event()
     for _ in range(3):

@@ -23,27 +23,15 @@ import numpy as np
 
 import gpumem
 
-
-def write_gbs(dst, src, repeats=10):
-    """GB/s (bytes read + written) of gpumem.copy from SRC into DST."""
-    stream = gpumem.Stream()
-    start, end = gpumem.Event(), gpumem.Event()
-    gpumem.copy(dst, src, stream=stream)
-    stream.synchronize()
-    rates = []
-    for _ in range(repeats):
-        start.record(stream)
-        gpumem.copy(dst, src, stream=stream)
-        end.record(stream)
-        end.synchronize()
-        rates.append(2 * dst.nbytes / (start.elapsed_ms(end) * 1e-3) / 1e9)
-    rates.sort()
-    return rates[len(rates) // 2]
+# The suite's copy timing (bench/sharing_ipc.py), for both sides.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                ".."))
+from sharing_ipc import copy_gbs  # noqa: E402
 
 
 def writer(x):
     src = gpumem.to_device(np.arange(x.size, dtype=np.float32))
-    rate = write_gbs(x, src)
+    rate = copy_gbs(src, dst=x)
     gpumem.synchronize()
     return rate
 
@@ -81,8 +69,8 @@ def main():
         child = pool.apply(writer, (shared,))
     whole = bool((shared.copy_to_host()
                   == np.arange(n, dtype=np.float32)).all())
-    own = write_gbs(gpumem.empty((n,), "float32"),
-                    gpumem.to_device(np.arange(n, dtype=np.float32)))
+    own = copy_gbs(gpumem.to_device(np.arange(n, dtype=np.float32)),
+                   dst=gpumem.empty((n,), "float32"))
     print(f"write: parent {own:.0f} GB/s, child into the parent's array "
           f"{child:.0f} GB/s, ratio {child / own:.3f} (target >= 0.95); "
           f"every element seen by the parent: {whole}")
