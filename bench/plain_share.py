@@ -1,7 +1,7 @@
-"""Probe: plain arrays shared by reference (issue 40's targets;
-docs/sharing.md).
+"""Plain arrays shared by reference (issue 40's targets; docs/sharing.md),
+the sharing section of make bench.
 
-    gpumem bench/probes/plain_share.py [--mib N] [--cycles N]
+    gpumem bench/plain_share.py [--mib N] [--cycles N]
 
 - write: a spawned child writes into the parent's plain gpumem.zeros
   array passed through multiprocessing (a copy from a private array of
@@ -24,8 +24,7 @@ import numpy as np
 import gpumem
 
 # The suite's copy timing (bench/sharing_ipc.py), for both sides.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sharing_ipc import copy_gbs  # noqa: E402
 
 

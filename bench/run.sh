@@ -398,7 +398,9 @@ budgeted () {
 # bench/frameworks_pipeline.py,
 # PyTorch, CuPy and gpumem in turn at 60% of the device each, whose
 # records join gpumem's for the report's verdict) and other processes to
-# use its memory (bench/sharing_ipc.py).  The last lines each prints go
+# use its memory (bench/sharing_ipc.py, arrays made shared;
+# bench/plain_share.py, plain arrays by reference: a child's writes and
+# 10,000 share/open/close cycles through the share server).  The last lines each prints go
 # to sharing.md, which the report includes; each one's whole output to
 # sharing-NAME.log; 77 is a skip, another status a failure.
 # sharing_step NAME LINES SCRIPT [ARGS...]
@@ -439,8 +441,9 @@ case " $sections " in
       echo
       echo '```'
       sharing_step ipc 3 sharing_ipc.py
-      sharing_step pools 3 pool_alloc.py --processes 5
-      sharing_step mixed 3 frameworks_mixed.py --seconds 8
+      sharing_step plain 2 plain_share.py
+      sharing_step pools 3 pool_alloc.py
+      sharing_step mixed 3 frameworks_mixed.py --seconds 6
       sharing_step pipeline 2 frameworks_pipeline.py \
         --out "$rec/gpumem-pipeline.jsonl"
       echo '```'
