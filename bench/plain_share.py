@@ -84,6 +84,7 @@ def main():
     del warm
     gpumem.synchronize()
     stats_before = drained()
+    gpumem.empty_cache()    # the pool's idle memory, not what is in use
     free_before = gpumem.Device(0).mem_info()[0]
     fds_before = len(os.listdir("/proc/self/fd"))
     for _ in range(args.cycles):
@@ -95,6 +96,7 @@ def main():
     proc.join(60)
     gpumem.synchronize()
     stats_after = drained()
+    gpumem.empty_cache()
     free_after = gpumem.Device(0).mem_info()[0]
     fds_after = len(os.listdir("/proc/self/fd"))
     print(f"cycles: {args.cycles} plain arrays shared, opened and closed by "
