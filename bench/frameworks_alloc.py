@@ -1,16 +1,15 @@
 """Allocation + free of 1 MiB through each library's own allocator and
 through gpumem's pool (gpumem.use_pool), per call in microseconds, over
-several processes a side, each the median of its repeats: the median
-of the processes and their fast processes' figure (bench/processes.py),
-and each process's.
+several processes a side, each the median of its repeats: each side's
+median and each process's, and the median of the ratios of the pairs
+of processes that ran one after the other (bench/processes.py).
 
     gpumem bench/frameworks_alloc.py [--processes N] [--calls N]
 
 Each (library, allocator) pair runs in fresh processes of its own, in
 turn, since a library's allocator is chosen once a process.  Targets
 (issue 29): PyTorch through gpumem at most 1.5x PyTorch's caching
-allocator, CuPy at most 1.2x CuPy's MemoryPool, judged speed for speed
-(the fast figures' ratio).  bench/NOTES.md records the runs.
+allocator, CuPy at most 1.2x CuPy's MemoryPool, judged on the pairs' ratio.  bench/NOTES.md records the runs.
 """
 
 import argparse
@@ -20,7 +19,7 @@ import statistics
 import subprocess
 import sys
 
-from processes import summary
+from processes import paired_ratio
 
 CHILD = r"""
 import json, sys, time
@@ -78,8 +77,8 @@ def main():
                     break
                 results.setdefault((library, mode), []).append(
                     json.loads(run.stdout.strip().splitlines()[-1]))
-    print("| library | own allocator (us) | gpumem's pool (us) | ratio, "
-          "speed for speed | ratio of the medians | target |")
+    print("| library | own allocator (us) | gpumem's pool (us) | ratio of "
+          "the pairs | ratio of the medians | target |")
     print("| --- | --- | --- | --- | --- | --- |")
     for library in ("torch", "cupy"):
         own = results.get((library, "own"))
@@ -88,12 +87,11 @@ def main():
             print(f"| {library} | n/a | n/a | n/a | n/a | "
                   f"{TARGETS[library]}x |")
             continue
-        (o, o_fast), (p, p_fast) = summary(own), summary(pool)
-        ratio = p_fast / o_fast
+        o, p = statistics.median(own), statistics.median(pool)
+        ratio = paired_ratio(pool, own)
         verdict = "met" if ratio <= TARGETS[library] else "missed"
-        print(f"| {library} | {o:.2f}, fast {o_fast:.2f} "
-              f"({', '.join(f'{x:.2f}' for x in own)}) | {p:.2f}, fast "
-              f"{p_fast:.2f} ({', '.join(f'{x:.2f}' for x in pool)}) | "
+        print(f"| {library} | {o:.2f} ({', '.join(f'{x:.2f}' for x in own)})"
+              f" | {p:.2f} ({', '.join(f'{x:.2f}' for x in pool)}) | "
               f"{ratio:.2f}x | {p / o:.2f}x | {TARGETS[library]}x: "
               f"{verdict} |")
 
