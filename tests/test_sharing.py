@@ -499,9 +499,10 @@ def the_default_pool_stays_selectable():
 
 @case
 def fabric_handles_are_refused_until_they_are_safe():
-    # On the H200 machines a pool made with fabric handles too corrupted
-    # the heap (glibc: "malloc_consolidate(): unaligned fastbin chunk"):
-    # the setting is refused at start, naming itself (docs/sharing.md).
+    # On the H200 machines a pool made with fabric handles too cannot
+    # export its descriptor (no IMEX channel) and corrupted the heap: the
+    # setting is refused at start, naming itself and why
+    # (docs/sharing.md).
     need_cuda("reads GPUMEM_SHARE_HANDLE")
     out = subprocess.run(
         [gmtest.GPUMEM, "-c", "import gpumem; gpumem.shared_empty((16,))"],
@@ -510,6 +511,7 @@ def fabric_handles_are_refused_until_they_are_safe():
     assert out.returncode == 3, (out.returncode, out.stderr)
     assert "GPUMEM_SHARE_HANDLE=fabric is not supported" in out.stderr, \
         out.stderr
+    assert "IMEX" in out.stderr, out.stderr
 
 
 FRAMEWORK_PRODUCER = {

@@ -71,14 +71,18 @@ gm_cuda_pools_init (void)
   if (status == GM_OK)
     status = env_choice ("GPUMEM_SHARE_HANDLE", "posix", "fabric", false,
                          &want_fabric);
-  /* A pool made with fabric handles as well corrupted the heap on the
-     H200 machines (CUDA 13.0, no IMEX service): the setting is refused
-     until that is understood (docs/sharing.md).  */
+  /* A pool made with fabric handles as well cannot export its POSIX
+     descriptor where no IMEX channel serves the fabric
+     (cudaErrorNotPermitted, bench/probes/fabric_pool.c), and under
+     gpumem such a process aborted on a corrupted heap: the setting is
+     refused (docs/sharing.md).  */
   if (status == GM_OK && want_fabric)
     status = gm_error_set (GM_ERR_VALUE, 0, NULL, "GPUMEM_SHARE_HANDLE="
                            "fabric is not supported: a pool with fabric "
-                           "handles corrupted the heap on the machines it "
-                           "was tried on; unset GPUMEM_SHARE_HANDLE");
+                           "handles could not export its descriptor "
+                           "(cudaErrorNotPermitted: no IMEX channel) and "
+                           "corrupted the heap on the machines it was "
+                           "tried on; unset GPUMEM_SHARE_HANDLE");
   return status;
 }
 
