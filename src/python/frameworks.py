@@ -92,12 +92,17 @@ def _hook_cupy():
     memory = cupy.cuda.memory
     runtime = cupy.cuda.runtime
 
+    # Looked up once: malloc runs for every allocation CuPy makes.
+    get_device = runtime.getDevice
+    current_stream = cupy.cuda.get_current_stream
+    pool_block = gpumem._pool_block
+    pointer, unowned = memory.MemoryPointer, memory.UnownedMemory
+
     def malloc(nbytes):
-        device = runtime.getDevice()
-        stream = cupy.cuda.get_current_stream().ptr
-        block = gpumem._pool_block(nbytes, "cupy", device, stream or None)
-        return memory.MemoryPointer(
-            memory.UnownedMemory(block.ptr, nbytes, block, device), 0)
+        device = get_device()
+        stream = current_stream().ptr
+        block = pool_block(nbytes, "cupy", device, stream or None)
+        return pointer(unowned(block.ptr, nbytes, block, device), 0)
 
     def pinned_malloc(nbytes):
         return cupy.cuda.PinnedMemoryPointer(_PinnedHolder(nbytes), 0)
