@@ -491,24 +491,10 @@ public:
   {
     gm_buffer buf;
     std::memset (&buf, 0, sizeof buf);
-    buf.ptr = view_.ptr;
-    buf.ndim = view_.ndim;
-    for (int i = 0; i < view_.ndim; i++)
-      {
-        buf.shape[i] = view_.shape[i];
-        buf.strides[i] = view_.strides[i];
-      }
-    buf.dtype = view_.dtype;
+    gm_view_to_buffer (&view_, &buf);
     if (view_.owner != nullptr)
       std::memcpy (buf.typestr, dtype_typestr,
                    sizeof (dtype<value_type>::typestr));
-    buf.itemsize = view_.itemsize;
-    buf.size = view_.size;
-    buf.device_type = view_.device_type;
-    buf.device = view_.device;
-    buf.readonly = view_.readonly;
-    buf.stream = view_.stream;
-    buf.owner = view_.owner;
     return buf;
   }
   /* The Python object that keeps the memory alive (borrowed); for an

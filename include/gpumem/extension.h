@@ -226,6 +226,29 @@ gm_view_is_contiguous (const gm_view *view)
                                   view->itemsize, view->size);
 }
 
+/* Fills *BUF from VIEW: every field but typestr, and the NDIM used
+   entries of shape and strides (the rest of *BUF is left as it was).
+   BUF->owner is VIEW->owner, the same reference.  */
+static inline void
+gm_view_to_buffer (const gm_view *view, gm_buffer *buf)
+{
+  buf->ptr = view->ptr;
+  buf->ndim = view->ndim;
+  for (int i = 0; i < view->ndim; i++)
+    {
+      buf->shape[i] = view->shape[i];
+      buf->strides[i] = view->strides[i];
+    }
+  buf->dtype = view->dtype;
+  buf->itemsize = view->itemsize;
+  buf->size = view->size;
+  buf->device_type = view->device_type;
+  buf->device = view->device;
+  buf->readonly = view->readonly;
+  buf->stream = view->stream;
+  buf->owner = view->owner;
+}
+
 /* The capsule's name, module attribute included.  */
 #define GM_C_API_CAPSULE "gpumem._C_API"
 

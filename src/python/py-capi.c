@@ -210,23 +210,8 @@ describe_buffer (PyObject *obj, gm_buffer *buf)
   buf->owner = NULL;
   if (describe (obj, &view, &found) < 0)
     return -1;
-  if (view.shape != buf->shape)
-    for (int i = 0; i < view.ndim; i++)
-      {
-        buf->shape[i] = view.shape[i];
-        buf->strides[i] = view.strides[i];
-      }
-  buf->ptr = view.ptr;
-  buf->ndim = view.ndim;
-  buf->dtype = view.dtype;
+  gm_view_to_buffer (&view, buf);
   memcpy (buf->typestr, typestrs[found.dtype], sizeof buf->typestr);
-  buf->itemsize = view.itemsize;
-  buf->size = view.size;
-  buf->device_type = view.device_type;
-  buf->device = view.device;
-  buf->readonly = view.readonly;
-  buf->stream = view.stream;
-  buf->owner = view.owner;
   return 0;
 }
 
