@@ -179,9 +179,8 @@ typedef struct gm_c_api_table
      (GM_VIEW_ERROR_DTYPE) for another dtype, ValueError for a read-only
      array where GM_VIEW_WRITABLE (GM_VIEW_ERROR_READONLY), another ndim
      (GM_VIEW_ERROR_NDIM) or a layout that is not C-contiguous where
-     GM_VIEW_C_CONTIG (GM_VIEW_ERROR_LAYOUT).  The four bytes of TYPESTR
-     from its first are read at once: a typestr has three characters or
-     more.  */
+     GM_VIEW_C_CONTIG (GM_VIEW_ERROR_LAYOUT).  TYPESTR's first four
+     bytes are read at once: a typestr has three characters or more.  */
   int (*load_view) (PyObject *obj, gm_view *view, const char *typestr,
                     int ndim, unsigned flags);
 } gm_c_api_table;
