@@ -152,8 +152,8 @@ def strided_view_walked(m):
 
 @each
 def every_dimension_reaches_the_call(m):
-    # The caster copies a shape and its strides into the call: up to
-    # four without a call, more with one (gpumem/array.hpp, copy_dims).
+    # Every dimension reaches the call: a DeviceArray's shape and strides
+    # borrowed by the view (gpumem/array.hpp, load_view), whatever ndim.
     for ndim in range(0, 8):
         shape = tuple(range(2, 2 + ndim))
         a = gpumem.zeros(shape, "float32")
@@ -283,6 +283,43 @@ def launch_stream_waits_for_pending_writes(m):
     m.tail_into(x, out, True)
     assert out.__cuda_array_interface__["stream"] is None
     assert (out.copy_to_host() == 1).all()
+
+
+@each
+def older_gpumem_table(m):
+    """Against a gpumem whose table ends before load_view (a copy of the
+    table with that size), the casters load through load_buffer: the
+    same results and messages, and RuntimeError naming the version for
+    more than four dimensions."""
+    m.as_older_gpumem(True)
+    try:
+        for ndim in range(0, 5):
+            a = gpumem.zeros(tuple(range(2, 2 + ndim)), "float32")
+            view = a[(slice(None, None, -1),) * ndim] if ndim else a
+            want = sum((i + 1) * view.shape[i]
+                       + 1000 * (i + 1) * view.strides[i] // 4
+                       for i in range(ndim))
+            assert m.dims_code(view) == want, ndim
+        exc = raises(RuntimeError, m.dims_code,
+                     gpumem.zeros((1, 2, 3, 4, 5), "float32"))
+        text = str(exc)
+        assert gpumem.__version__ in text and "upgrade gpumem" in text, text
+        exc = raises(TypeError, m.sum_strided, gpumem.zeros(4, "float64"))
+        assert "must hold float32 elements, not float64" in str(exc)
+        ro = gpumem.asarray(gpumem.zeros(4, "float32"), readonly=True)
+        assert "read-only" in str(raises(ValueError, m.fill, ro, 1.0))
+        exc = raises(ValueError, m.sum_contig, gpumem.zeros(8, "float32")[::2])
+        assert "C-contiguous" in str(exc)
+        a, b = gpumem.zeros(4, "float32"), gpumem.zeros(4, "float32")
+        assert m.launch_of(a, b) == 0 and m.stream_of(a) == 0
+        made = m.arange(3, HOST)
+        assert isinstance(made, gpumem.DeviceArray) and made.shape == (3,)
+        before = sys.getrefcount(a)
+        for _ in range(50):
+            m.three_arrays(a, a, a)
+        assert sys.getrefcount(a) == before
+    finally:
+        m.as_older_gpumem(False)
 
 
 @case

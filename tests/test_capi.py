@@ -52,6 +52,26 @@ STREAM_WAIT = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
                                ctypes.c_void_p)
 LAUNCH_DONE = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
                                ctypes.POINTER(ctypes.py_object), ctypes.c_int)
+VIEW_NDIM = 4
+WRITABLE, C_CONTIG = 1, 2
+
+
+class View(ctypes.Structure):
+    """gm_view of gpumem/extension.h."""
+    _fields_ = [("ptr", ctypes.c_void_p), ("owner", ctypes.c_void_p),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("stream", ctypes.c_void_p), ("launch", ctypes.c_void_p),
+                ("size", ctypes.c_int64), ("itemsize", ctypes.c_int64),
+                ("ndim", ctypes.c_int32), ("device", ctypes.c_int32),
+                ("device_type", ctypes.c_int32), ("readonly", ctypes.c_int32),
+                ("dtype", ctypes.c_char_p),
+                ("dims", ctypes.c_int64 * (2 * VIEW_NDIM))]
+
+
+LOAD_VIEW = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
+                             ctypes.POINTER(View), ctypes.c_char_p,
+                             ctypes.c_int, ctypes.c_uint)
 
 
 class Table(ctypes.Structure):
@@ -61,7 +81,7 @@ class Table(ctypes.Structure):
                 ("new_array", NEW_ARRAY),
                 ("current_stream", CURRENT_STREAM),
                 ("load_buffer", LOAD_BUFFER), ("stream_wait", STREAM_WAIT),
-                ("launch_done", LAUNCH_DONE)]
+                ("launch_done", LAUNCH_DONE), ("load_view", LOAD_VIEW)]
 
 
 get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -351,6 +371,119 @@ def load_buffer():
             assert launch.value == s.handle
 
 
+def load_view(obj, typestr=None, ndim=-1, flags=0):
+    """OBJ through load_view: the view and its owner (the view's
+    reference released)."""
+    view = View()
+    assert TABLE.load_view(obj, ctypes.byref(view), typestr, ndim, flags) == 0
+    owner = ctypes.cast(view.owner, ctypes.py_object).value
+    decref(view.owner)
+    return view, owner
+
+
+def dims_of(view):
+    """(shape, strides) of VIEW, read through its pointers."""
+    return (tuple(view.shape[i] for i in range(view.ndim)),
+            tuple(view.strides[i] for i in range(view.ndim)))
+
+
+def inline_dims(view):
+    """Whether VIEW's shape and strides point into its own dims."""
+    dims = ctypes.addressof(view) + View.dims.offset
+    shape = ctypes.cast(view.shape, ctypes.c_void_p).value
+    strides = ctypes.cast(view.strides, ctypes.c_void_p).value
+    return shape == dims and strides == dims + 8 * VIEW_NDIM
+
+
+@case
+def load_view_describes():
+    """load_view describes as load_buffer does, into the small view: a
+    DeviceArray's shape and strides borrowed from it, for 0 to 7
+    dimensions, views and reversed views included."""
+    for ndim in range(8):
+        a = gpumem.zeros(tuple(range(2, 2 + ndim)), "float32")
+        for array in [a] + ([a[(slice(None, None, -1),) * ndim]]
+                            if ndim else []):
+            view, owner = load_view(array, b"<f4", ndim)
+            assert owner is array
+            assert dims_of(view) == (array.shape, array.strides)
+            assert not inline_dims(view)          # borrowed
+            assert view.ptr == array.ptr or (view.ptr is None
+                                             and array.ptr == 0)
+            assert view.ndim == ndim and view.size == array.size
+            assert view.itemsize == 4 and view.dtype == b"float32"
+            assert (view.device_type, view.device) == \
+                tuple(array.__dlpack_device__())
+            assert view.readonly == 0
+            assert view.stream is None and view.launch is None
+    b = gpumem.zeros((4, 6), "int16")[:, ::2]
+    view, owner = load_view(b)                  # any dtype, ndim, layout
+    assert owner is b and view.dtype == b"int16"
+    assert dims_of(view) == ((4, 3), (12, 4))
+    ro = gpumem.asarray(gpumem.zeros(3, "float64"), readonly=True)
+    view, _ = load_view(ro, b"<f8", 1, C_CONTIG)
+    assert view.readonly == 1
+    if CUDA:
+        s = gpumem.Stream()
+        with s:
+            view, _ = load_view(gpumem.zeros(2))
+            assert view.launch == s.handle
+
+
+@case
+def load_view_of_foreign_memory():
+    """Other objects: their shape copied into the view's dims up to
+    GM_VIEW_NDIM dimensions (the exchange API's borrowed tensor), or
+    borrowed from a DeviceArray made over the memory (DLPack, the CUDA
+    Array Interface, more dimensions)."""
+    ex_host = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    if CUDA:
+        a = gpumem.to_device(ex_host)[::-1]
+
+        class Foreign:
+            __cuda_array_interface__ = a.__cuda_array_interface__
+        foreign = Foreign()
+    else:
+        foreign = ex_host[::-1]
+        if not hasattr(foreign, "__dlpack__"):
+            gmtest.skip("NumPy %s has no __dlpack__" % np.__version__)
+    view, owner = load_view(foreign, b"<f8", 3)
+    assert isinstance(owner, gpumem.DeviceArray) and not inline_dims(view)
+    assert dims_of(view) == ((2, 3, 4), (-96, 32, 8))
+
+
+@case
+def load_view_refusals():
+    """Each check, with gpumem::array's messages, and no owner left."""
+    a = gpumem.zeros((4, 6), "float32")
+    view = View()
+    cases = [
+        (a, b"<f8", -1, 0, TypeError, "must hold float64 elements, not "
+         "float32"),
+        (gpumem.asarray(a, readonly=True), b"<f4", -1, WRITABLE,
+         ValueError, "is written here but the array is read-only"),
+        (a, b"<f4", 1, 0, ValueError, "must have 1 dimension, not 2"),
+        (a, b"<f4", 3, 0, ValueError, "must have 3 dimensions, not 2"),
+        (a[:, ::2], b"<f4", 2, C_CONTIG, ValueError, "must be C-contiguous"),
+        (a[::-1], None, -1, C_CONTIG, ValueError, "must be C-contiguous"),
+        (42, None, -1, 0, TypeError, "expected device memory"),
+    ]
+    for obj, typestr, ndim, flags, error, text in cases:
+        view.owner = 7
+        raises(error, TABLE.load_view, obj, ctypes.byref(view), typestr,
+               ndim, flags, match=text)
+        assert view.owner is None, (obj, typestr, ndim, flags)
+    # What the checks take: strided where not asked for C_CONTIG, any
+    # dtype with no typestr, read-only where not asked to be writable.
+    load_view(a[:, ::2], b"<f4", 2, WRITABLE)
+    load_view(a[1:3], b"<f4", 2, WRITABLE | C_CONTIG)
+    freed = gpumem.zeros(3)
+    freed.free()
+    raises(ValueError, TABLE.load_view, freed, ctypes.byref(view), None, -1,
+           0, match="freed")
+    assert view.owner is None
+
+
 @case
 def launch_helpers():
     """stream_wait and launch_done: no-ops where nothing is pending (the
@@ -542,6 +675,17 @@ def exchange_with_torch():
     assert owner is view and buf.ptr == view.data_ptr()
     assert tuple(buf.strides[:2]) == (24, 8)
     assert buf.stream == (torch.cuda.current_stream().cuda_stream or None)
+    # load_view: up to four dimensions copied into the view's dims, the
+    # tensor its owner; more borrowed from a DeviceArray over an export.
+    view_, owner = load_view(view, b"<f4", 2, 0)
+    assert owner is view and inline_dims(view_)
+    assert dims_of(view_) == ((4, 3), (24, 8))
+    assert view_.stream == buf.stream
+    wide = torch.zeros((2, 3, 2, 2, 2), device="cuda")
+    view_, owner = load_view(wide, b"<f4", 5, C_CONTIG)
+    assert isinstance(owner, gpumem.DeviceArray) and not inline_dims(view_)
+    assert dims_of(view_) == ((2, 3, 2, 2, 2), tuple(
+        4 * s for s in wide.stride()))
     d = gpumem.to_device(np.arange(10, dtype=np.float32))[::2]
     for give in (lambda x: ex.convert(x, torch.Tensor), torch.from_dlpack):
         tt = give(d)

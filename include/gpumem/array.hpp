@@ -20,6 +20,13 @@
    or beyond the call.  Create, copy and destroy arrays with the GIL
    held.
 
+   An array is a gm_view (gpumem/extension.h), loaded with the C API's
+   load_view in one call.  Against an older gpumem of the same ABI,
+   whose table has no load_view, it is loaded through load_buffer (or
+   get_buffer) instead, and then holds up to GM_VIEW_NDIM dimensions
+   itself: an argument of more raises RuntimeError naming gpumem's
+   version; it needs gpumem 0.4 or later.
+
    Streams: gpumem::launch_stream (a, b, c) (gpumem/pybind11.h,
    gpumem/nanobind.h) is the stream to launch on for several arrays,
    made to wait for every argument's pending work; gpumem::launch_done
@@ -31,6 +38,7 @@
 
 #include <gpumem/extension.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -42,6 +50,15 @@
    stream_t is a cudaStream_t whether or not CUDA's headers are
    included, before or after this one.  */
 struct CUstream_st;
+
+/* Inlined even where a binding is built for size (nanobind builds with
+   -Os): an argument's load and its move into the call are each fewer
+   instructions than a call.  */
+#if defined(__GNUC__)
+#define GPUMEM_INLINE inline __attribute__ ((always_inline))
+#else
+#define GPUMEM_INLINE inline
+#endif
 
 namespace gpumem
 {
@@ -91,7 +108,7 @@ namespace detail
 
 /* gpumem's table, imported at first use.  The table or NULL with
    ImportError set (not running under gpumem, another ABI).  */
-inline const gm_c_api_table *
+GPUMEM_INLINE const gm_c_api_table *
 api ()
 {
   if (gm_c_api == nullptr && gm_import_c_api () < 0)
@@ -99,31 +116,21 @@ api ()
   return gm_c_api;
 }
 
-/* Copies N entries of a shape or strides: up to four without a call, as
-   an argument is moved into the bound function (a loop would become a
-   library call there).  */
-inline void
-copy_dims (std::int64_t *to, const std::int64_t *from, int n) noexcept
+/* Copies the N bytes at FROM to TO in pieces of 32 at most, which every
+   compiler makes plain moves of; building for size, GCC makes a longer
+   copy a string instruction, a step a word.  */
+template <std::size_t N>
+GPUMEM_INLINE void
+copy_bytes (void *to, const void *from) noexcept
 {
-  switch (n)
+  if constexpr (N > 32)
     {
-    case 4:
-      to[3] = from[3];
-      [[fallthrough]];
-    case 3:
-      to[2] = from[2];
-      [[fallthrough]];
-    case 2:
-      to[1] = from[1];
-      [[fallthrough]];
-    case 1:
-      to[0] = from[0];
-      [[fallthrough]];
-    case 0:
-      break;
-    default:
-      std::memcpy (to, from, sizeof *to * (std::size_t) n);
+      std::memcpy (to, from, 32);
+      copy_bytes<N - 32> (static_cast<char *> (to) + 32,
+                          static_cast<const char *> (from) + 32);
     }
+  else
+    std::memcpy (to, from, N);
 }
 
 /* The readable name of a parameter type, as help () shows it:
@@ -143,65 +150,122 @@ type_text (const char *dtype, bool writable, int ndim, unsigned layout)
   return text + "]";
 }
 
-/* Fills *BUF from OBJ (anything get_buffer takes) and checks it against
-   the parameter: DTYPE, WRITABLE, NDIM (any_ndim: any), LAYOUT.  *STREAM
-   is the stream to launch on: the memory's pending stream, else the
-   current one (current_stream).  0 with BUF->owner a new reference, or
-   -1 with BUF->owner NULL and a Python exception set: get_buffer's
-   (TypeError: no device memory; ValueError: freed, ...), TypeError for
-   a dtype that is not DTYPE, ValueError for a read-only array where
-   WRITABLE, another ndim, or strides where LAYOUT is c_contig.  */
-inline int
-load (PyObject *obj, gm_buffer *buf, void **stream, const char *dtype,
-      const char *typestr, bool writable, int ndim, unsigned layout)
+/* The load_view flags of a parameter WRITABLE in LAYOUT.  */
+constexpr unsigned
+view_flags (bool writable, unsigned layout)
 {
-  const gm_c_api_table *table = api ();
-  const char *type;
+  return (writable ? GM_VIEW_WRITABLE : 0u)
+         | ((layout & c_contig) ? GM_VIEW_C_CONTIG : 0u);
+}
 
-  *stream = nullptr;
-  if (table == nullptr)
-    return -1;
-  if (GM_C_API_HAS (table, load_buffer))
-    {
-      if (table->load_buffer (obj, buf, stream) < 0)
-        return -1;
-    }
-  else if (table->get_buffer (obj, buf) < 0)
-    return -1;
-  type = buf->dtype;
-  /* Four bytes compared at once: typestr and its NUL.  */
-  std::uint32_t got, want;
-  std::memcpy (&got, buf->typestr, sizeof got);
-  std::memcpy (&want, typestr, sizeof want);
-  if (got != want && std::strcmp (type, dtype) != 0)
-    PyErr_Format (PyExc_TypeError, "must hold %s elements, not %s", dtype,
-                  type);
-  else if (writable && buf->readonly)
-    PyErr_SetString (PyExc_ValueError, "is written here but the array is "
-                     "read-only (declare the parameter const T to take "
-                     "read-only arrays)");
-  else if (ndim >= 0 && buf->ndim != ndim)
-    PyErr_Format (PyExc_ValueError, "must have %d dimension%s, not %d", ndim,
-                  ndim == 1 ? "" : "s", buf->ndim);
-  else if ((layout & c_contig) && !gm_buffer_is_contiguous (buf))
-    PyErr_SetString (PyExc_ValueError, "must be C-contiguous, not a strided "
-                     "or reversed view, so that data () and size () are a "
-                     "bare pointer and its length (pass a copy: x.copy (); "
-                     "or declare the parameter gpumem::array<T, NDIM, "
-                     "gpumem::strided> and walk its strides)");
-  else if (GM_C_API_HAS (table, load_buffer))
+/* load_view's checks of BUF, for a gpumem whose TABLE has no
+   load_view: DTYPE (NumPy's name), NDIM (any_ndim: any) and FLAGS
+   (view_flags), with load_view's messages, and no more than
+   GM_VIEW_NDIM dimensions.  0, or -1 with a Python exception
+   (RuntimeError for more dimensions).  */
+inline int
+check_buffer (const gm_c_api_table *table, const gm_buffer &buf,
+              const char *dtype, int ndim, unsigned flags)
+{
+  if (std::strcmp (buf.dtype, dtype) != 0)
+    PyErr_Format (PyExc_TypeError, GM_VIEW_ERROR_DTYPE, dtype, buf.dtype);
+  else if ((flags & GM_VIEW_WRITABLE) && buf.readonly)
+    PyErr_SetString (PyExc_ValueError, GM_VIEW_ERROR_READONLY);
+  else if (ndim >= 0 && buf.ndim != ndim)
+    PyErr_Format (PyExc_ValueError, GM_VIEW_ERROR_NDIM, ndim,
+                  ndim == 1 ? "" : "s", buf.ndim);
+  else if ((flags & GM_VIEW_C_CONTIG) && !gm_buffer_is_contiguous (&buf))
+    PyErr_SetString (PyExc_ValueError, GM_VIEW_ERROR_LAYOUT);
+  else if (buf.ndim > GM_VIEW_NDIM)
+    PyErr_Format (PyExc_RuntimeError, "gpumem %s has no load_view in its "
+                  "C API, without which a gpumem::array holds up to %d "
+                  "dimensions, not %d: upgrade gpumem (0.4 or later)",
+                  table->version, GM_VIEW_NDIM, buf.ndim);
+  else
     return 0;
-  else if (buf->stream != nullptr)
-    {
-      *stream = buf->stream;
-      return 0;
-    }
-  else if (!GM_C_API_HAS (table, current_stream)
-           || table->current_stream (buf->device, stream) == 0)
-    return 0;
-  Py_CLEAR (buf->owner);
   return -1;
 }
+
+/* load_view's work for a gpumem whose TABLE has none: OBJ through
+   load_buffer (or get_buffer, the launch stream then BUF's pending one,
+   else current_stream's) into a gm_buffer, check_buffer, then into
+   *VIEW's own dims.  0, or -1 with VIEW->owner NULL and a Python
+   exception.  */
+inline int
+load_through_buffer (const gm_c_api_table *table, PyObject *obj,
+                     gm_view *view, const char *dtype, int ndim,
+                     unsigned flags)
+{
+  gm_buffer buf;
+  void *launch = nullptr;
+
+  view->owner = nullptr;
+  if (GM_C_API_HAS (table, load_buffer))
+    {
+      if (table->load_buffer (obj, &buf, &launch) < 0)
+        return -1;
+    }
+  else if (table->get_buffer (obj, &buf) < 0)
+    return -1;
+  else
+    launch = buf.stream;
+  if (check_buffer (table, buf, dtype, ndim, flags) < 0
+      || (launch == nullptr && !GM_C_API_HAS (table, load_buffer)
+          && GM_C_API_HAS (table, current_stream)
+          && table->current_stream (buf.device, &launch) < 0))
+    {
+      Py_CLEAR (buf.owner);
+      return -1;
+    }
+  view->ptr = buf.ptr;
+  view->owner = buf.owner;
+  for (int i = 0; i < buf.ndim; i++)
+    {
+      view->dims[i] = buf.shape[i];
+      view->dims[GM_VIEW_NDIM + i] = buf.strides[i];
+    }
+  view->shape = view->dims;
+  view->strides = view->dims + GM_VIEW_NDIM;
+  view->stream = buf.stream;
+  view->launch = launch;
+  view->size = buf.size;
+  view->itemsize = buf.itemsize;
+  view->ndim = buf.ndim;
+  view->device = buf.device;
+  view->device_type = buf.device_type;
+  view->readonly = buf.readonly;
+  view->dtype = buf.dtype;
+  return 0;
+}
+
+/* Fills *VIEW from OBJ (anything get_buffer takes), checked against the
+   parameter: DTYPE (NumPy's name) and TYPESTR (the array interface's),
+   NDIM (any_ndim: any), FLAGS (view_flags).  VIEW->launch is the stream
+   to launch on: the memory's pending stream, else the current one.  0
+   with VIEW->owner a new reference, or -1 with VIEW->owner NULL and a
+   Python exception: the C API's load_view's (gpumem/extension.h), or
+   load_through_buffer's against an older gpumem.  */
+GPUMEM_INLINE int
+load (PyObject *obj, gm_view *view, const char *dtype, const char *typestr,
+      int ndim, unsigned flags)
+{
+  const gm_c_api_table *table = api ();
+
+  if (table == nullptr)
+    {
+      view->owner = nullptr;
+      return -1;
+    }
+  if (GM_C_API_HAS (table, load_view))
+    return table->load_view (obj, view, typestr, ndim, flags);
+  return load_through_buffer (table, obj, view, dtype, ndim, flags);
+}
+
+/* The tag of gpumem::array's constructor for a caster's value.  */
+struct unloaded_t
+{
+};
+constexpr unloaded_t unloaded{};
 
 /* Puts WHAT (the parameter: its type) and ": " before the message of
    the Python exception that is set, keeping its type.  */
@@ -275,23 +339,30 @@ public:
   static constexpr unsigned required_layout = LAYOUT;
 
   array () noexcept { clear (); }
+  /* For a caster's value, loaded before anything else reads it: only
+     the owner is set (none), which the destructor reads; load () makes
+     the array whole, loaded or empty.  */
+  GPUMEM_INLINE explicit array (detail::unloaded_t) noexcept
+  {
+    view_.owner = nullptr;
+  }
   array (const array &other) noexcept
   {
     take (other);
-    Py_XINCREF (buf_.owner);
+    Py_XINCREF (view_.owner);
   }
-  array (array &&other) noexcept
+  GPUMEM_INLINE array (array &&other) noexcept
   {
     take (other);
-    other.clear ();
+    other.vacate ();
   }
   array &operator= (const array &other) noexcept
   {
     if (this != &other)
       {
-        PyObject *old = buf_.owner;
+        PyObject *old = view_.owner;
         take (other);
-        Py_XINCREF (buf_.owner);
+        Py_XINCREF (view_.owner);
         Py_XDECREF (old);
       }
     return *this;
@@ -300,23 +371,29 @@ public:
   {
     if (this != &other)
       {
-        PyObject *old = buf_.owner;
+        PyObject *old = view_.owner;
         take (other);
-        other.clear ();
+        other.vacate ();
         Py_XDECREF (old);
       }
     return *this;
   }
-  ~array () { Py_XDECREF (buf_.owner); }
+  /* (A test, then Py_DECREF: Py_XDECREF may be a call, and a moved-from
+     array has no owner.)  */
+  GPUMEM_INLINE ~array ()
+  {
+    if (view_.owner != nullptr)
+      Py_DECREF (view_.owner);
+  }
 
   /* Takes OBJ's memory after the parameter's checks (detail::load).  0,
      or -1 with a Python exception set and *this empty.  Loads in place:
-     a caster calls it once an argument, and a gm_buffer is large.  */
-  int load (PyObject *obj)
+     a caster calls it once an argument.  */
+  GPUMEM_INLINE int load (PyObject *obj)
   {
-    Py_CLEAR (buf_.owner);
-    if (detail::load (obj, &buf_, &stream_, dtype_name, dtype_typestr,
-                      writable, NDIM, LAYOUT) < 0)
+    Py_CLEAR (view_.owner);
+    if (detail::load (obj, &view_, dtype_name, dtype_typestr, NDIM,
+                      detail::view_flags (writable, LAYOUT)) < 0)
       {
         clear ();
         return -1;
@@ -325,13 +402,16 @@ public:
   }
 
   /* Makes *this a new uninitialized C-contiguous gpumem.DeviceArray of
-     SHAPE (NDIM of its dimensions) on DEVICE (-1: the current one).  0,
-     or -1 with a Python exception (ValueError, OutOfMemoryError,
-     RuntimeError from a gpumem without new_array).  */
+     SHAPE (NDIM of its dimensions) on DEVICE (-1: the current one),
+     loaded as load () loads it.  0, or -1 with a Python exception
+     (ValueError, OutOfMemoryError, RuntimeError from a gpumem without
+     new_array).  */
   int allocate (int ndim, const std::int64_t *shape, int device = -1)
   {
     const gm_c_api_table *table = detail::api ();
+    gm_buffer made_buffer;
     array made;
+    int result;
     if (table == nullptr)
       return -1;
     if (!GM_C_API_HAS (table, new_array))
@@ -346,35 +426,39 @@ public:
                       "allocated with %d", NDIM, ndim);
         return -1;
       }
-    if (table->new_array (ndim, shape, dtype_name, device, &made.buf_) < 0)
+    if (table->new_array (ndim, shape, dtype_name, device, &made_buffer) < 0)
       return -1;
-    if (GM_C_API_HAS (table, current_stream)
-        && table->current_stream (made.buf_.device, &made.stream_) < 0)
+    result = made.load (made_buffer.owner);
+    Py_DECREF (made_buffer.owner);
+    if (result < 0)
       return -1;
     *this = std::move (made);
     return 0;
   }
 
-  explicit operator bool () const noexcept { return buf_.owner != nullptr; }
+  explicit operator bool () const noexcept { return view_.owner != nullptr; }
   /* The address of element 0: with the default layout (c_contig) the
      elements are data () [0] to data () [size () - 1]; with
      gpumem::strided, walk stride (i) from it.  */
-  T *data () const noexcept { return static_cast<T *> (buf_.ptr); }
-  int ndim () const noexcept { return buf_.ndim; }
-  std::int64_t shape (int i) const noexcept { return buf_.shape[i]; }
+  T *data () const noexcept { return static_cast<T *> (view_.ptr); }
+  int ndim () const noexcept { return view_.ndim; }
+  std::int64_t shape (int i) const noexcept { return view_.shape[i]; }
   /* Strides in elements (stride_bytes: in bytes), negative for a
      reversed view.  */
   std::int64_t stride (int i) const noexcept
   {
-    return buf_.strides[i] / buf_.itemsize;
+    return view_.strides[i] / view_.itemsize;
   }
-  std::int64_t stride_bytes (int i) const noexcept { return buf_.strides[i]; }
-  std::int64_t size () const noexcept { return buf_.size; }
-  bool contiguous () const noexcept { return gm_buffer_is_contiguous (&buf_); }
-  int device () const noexcept { return buf_.device; }
+  std::int64_t stride_bytes (int i) const noexcept
+  {
+    return view_.strides[i];
+  }
+  std::int64_t size () const noexcept { return view_.size; }
+  bool contiguous () const noexcept { return gm_view_is_contiguous (&view_); }
+  int device () const noexcept { return view_.device; }
   /* Whether the memory is host memory (the host backend's): a CPU path
      must run then, as no kernel can.  */
-  bool on_host () const noexcept { return buf_.device_type == device_host; }
+  bool on_host () const noexcept { return view_.device_type == device_host; }
   /* The cudaStream_t to launch on for this array alone: the stream of
      gpumem's pending work on the memory, else the caller's current one
      (a `with stream:` block's, gpumem.concurrent ()'s), else NULL, the
@@ -382,31 +466,45 @@ public:
      which orders the launch after every argument's pending work.  */
   stream_t stream () const noexcept
   {
-    return static_cast<stream_t> (stream_);
+    return static_cast<stream_t> (view_.launch);
   }
   /* The stream whose work writing the memory is still pending (gpumem's
      stream, or for another library's tensor its current work stream),
      or NULL when none is.  */
   stream_t pending () const noexcept
   {
-    return static_cast<stream_t> (buf_.stream);
+    return static_cast<stream_t> (view_.stream);
   }
   /* A pointer to element I along the first dimension, through its stride
      (a 1-d array's I-th element), for any layout.  */
   T *at (std::int64_t i) const noexcept
   {
-    return reinterpret_cast<T *> (static_cast<char *> (buf_.ptr)
-                                  + i * buf_.strides[0]);
+    return reinterpret_cast<T *> (static_cast<char *> (view_.ptr)
+                                  + i * view_.strides[0]);
   }
-  const gm_buffer &buffer () const noexcept { return buf_; }
+  /* The array as the C API describes it: shape and strides borrowed
+     from object () or held in the view (gpumem/extension.h).  */
+  const gm_view &view () const noexcept { return view_; }
+  /* The array as a gm_buffer, made from view (): a copy, whose owner is
+     object () (borrowed: no reference of its own).  */
+  gm_buffer buffer () const noexcept
+  {
+    gm_buffer buf;
+    std::memset (&buf, 0, sizeof buf);
+    gm_view_to_buffer (&view_, &buf);
+    if (view_.owner != nullptr)
+      std::memcpy (buf.typestr, dtype_typestr,
+                   sizeof (dtype<value_type>::typestr));
+    return buf;
+  }
   /* The Python object that keeps the memory alive (borrowed); for an
      array from allocate, the new DeviceArray.  */
-  PyObject *object () const noexcept { return buf_.owner; }
+  PyObject *object () const noexcept { return view_.owner; }
   /* That object as a new reference; *this is empty after.  */
   PyObject *release () noexcept
   {
-    PyObject *owner = buf_.owner;
-    buf_.owner = nullptr;
+    PyObject *owner = view_.owner;
+    clear ();
     return owner;
   }
 
@@ -418,45 +516,51 @@ public:
 
 private:
   /* Empty: no memory, no owner.  */
-  void clear () noexcept
+  GPUMEM_INLINE void clear () noexcept
   {
-    buf_.ptr = nullptr;
-    buf_.ndim = 0;
-    buf_.dtype = dtype_name;
-    buf_.itemsize = sizeof (value_type);
-    buf_.size = 0;
-    buf_.device_type = 0;
-    buf_.device = -1;
-    buf_.readonly = 0;
-    buf_.stream = nullptr;
-    buf_.owner = nullptr;
-    buf_.typestr[0] = '\0';
-    stream_ = nullptr;
+    view_.ptr = nullptr;
+    view_.owner = nullptr;
+    view_.shape = nullptr;
+    view_.strides = nullptr;
+    view_.stream = nullptr;
+    view_.launch = nullptr;
+    view_.size = 0;
+    view_.itemsize = sizeof (value_type);
+    view_.ndim = 0;
+    view_.device = -1;
+    view_.device_type = 0;
+    view_.readonly = 0;
+    view_.dtype = dtype_name;
   }
-  /* OTHER's description, without its reference: the fields and the
-     NDIM used entries of shape and strides, not the whole
-     GM_BUFFER_MAX_NDIM of them.  */
-  void take (const array &other) noexcept
+  /* Empty after a move: no owner, no memory, no dimensions; the other
+     fields, which nothing reads then, as they were.  */
+  GPUMEM_INLINE void vacate () noexcept
   {
-    const gm_buffer &from = other.buf_;
-    buf_.ptr = from.ptr;
-    buf_.ndim = from.ndim;
-    detail::copy_dims (buf_.shape, from.shape, from.ndim);
-    detail::copy_dims (buf_.strides, from.strides, from.ndim);
-    buf_.dtype = from.dtype;
-    std::memcpy (buf_.typestr, from.typestr, sizeof buf_.typestr);
-    buf_.itemsize = from.itemsize;
-    buf_.size = from.size;
-    buf_.device_type = from.device_type;
-    buf_.device = from.device;
-    buf_.readonly = from.readonly;
-    buf_.stream = from.stream;
-    buf_.owner = from.owner;
-    stream_ = other.stream_;
+    view_.ptr = nullptr;
+    view_.owner = nullptr;
+    view_.shape = nullptr;
+    view_.strides = nullptr;
+    view_.size = 0;
+    view_.ndim = 0;
+  }
+  /* OTHER's view, without its reference: the fields, and the dims only
+     where shape and strides point into OTHER's, ours then pointing into
+     ours.  */
+  GPUMEM_INLINE void take (const array &other) noexcept
+  {
+    static_assert (offsetof (gm_view, dims) + sizeof view_.dims
+                     == sizeof (gm_view), "gm_view's dims come last");
+    const gm_view &from = other.view_;
+    detail::copy_bytes<offsetof (gm_view, dims)> (&view_, &from);
+    if (from.shape == from.dims)
+      {
+        detail::copy_bytes<sizeof from.dims> (view_.dims, from.dims);
+        view_.shape = view_.dims;
+        view_.strides = view_.dims + GM_VIEW_NDIM;
+      }
   }
 
-  gm_buffer buf_;
-  void *stream_ = nullptr;
+  gm_view view_;
 };
 
 namespace detail
@@ -476,12 +580,12 @@ namespace detail
     return table_;                                                        \
   }) ()
 
-/* launch_stream's work over the N buffers BUFS: *OUT is the current
+/* launch_stream's work over the N views VIEWS: *OUT is the current
    stream of their device (NULL: the default stream), made to wait for
    each one's pending stream.  0, or -1 with a Python exception
    (ValueError: an empty array, arrays on two devices).  */
 inline int
-launch_stream (const gm_buffer *const *bufs, int n, stream_t *out)
+launch_stream (const gm_view *const *views, int n, stream_t *out)
 {
   const gm_c_api_table *table = GPUMEM_API_WITH (stream_wait,
                                                  "launch_stream");
@@ -493,27 +597,27 @@ launch_stream (const gm_buffer *const *bufs, int n, stream_t *out)
     return -1;
   for (int i = 0; i < n; i++)
     {
-      if (bufs[i]->owner == nullptr)
+      if (views[i]->owner == nullptr)
         {
           PyErr_SetString (PyExc_ValueError, "gpumem::launch_stream: "
                            "argument is an empty gpumem::array");
           return -1;
         }
-      if (device >= 0 && bufs[i]->device != device)
+      if (device >= 0 && views[i]->device != device)
         {
           PyErr_Format (PyExc_ValueError, "gpumem::launch_stream: the "
                         "arrays are on devices %d and %d; one launch uses "
-                        "one device", device, bufs[i]->device);
+                        "one device", device, views[i]->device);
           return -1;
         }
-      device = bufs[i]->device;
+      device = views[i]->device;
     }
-  if (n == 0 || bufs[0]->device_type == device_host)
+  if (n == 0 || views[0]->device_type == device_host)
     return 0;
   if (table->current_stream (device, &target) < 0)
     return -1;
   for (int i = 0; i < n; i++)
-    if (table->stream_wait (device, target, bufs[i]->stream) < 0)
+    if (table->stream_wait (device, target, views[i]->stream) < 0)
       return -1;
   *out = static_cast<stream_t> (target);
   return 0;
@@ -544,9 +648,9 @@ stream_t
 launch_stream_or_throw (const Arrays &...arrays)
 {
   static_assert (sizeof... (Arrays) > 0, "launch_stream takes the arrays");
-  const gm_buffer *bufs[] = {&arrays.buffer ()...};
+  const gm_view *views[] = {&arrays.view ()...};
   stream_t stream;
-  if (launch_stream (bufs, (int) sizeof... (Arrays), &stream) < 0)
+  if (launch_stream (views, (int) sizeof... (Arrays), &stream) < 0)
     throw Error ();
   return stream;
 }
@@ -556,8 +660,8 @@ void
 launch_done_or_throw (stream_t stream, const Arrays &...written)
 {
   PyObject *objects[] = {written.object ()..., nullptr};
-  const gm_buffer *buffers[] = {&written.buffer ()..., nullptr};
-  int device = buffers[0] != nullptr ? buffers[0]->device : -1;
+  const gm_view *views[] = {&written.view ()..., nullptr};
+  int device = views[0] != nullptr ? views[0]->device : -1;
   if (launch_done (stream, device, objects, (int) sizeof... (Arrays)) < 0)
     throw Error ();
 }

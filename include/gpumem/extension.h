@@ -20,8 +20,10 @@
    shape, strides in bytes (negative for a reversed view, not C-order
    for a strided or transposed one) and the address of element 0, so
    walk it through (ptr, shape, strides), or check that it is
-   C-contiguous first (gm_buffer_is_contiguous).  gpumem-capi(3) is the
-   manual.  */
+   C-contiguous first (gm_buffer_is_contiguous).  A caster that loads
+   every argument of a call uses load_view instead: a small gm_view,
+   checked against the parameter in the same call.  gpumem-capi(3) is
+   the manual.  */
 
 #ifndef GPUMEM_EXTENSION_H
 #define GPUMEM_EXTENSION_H
@@ -61,6 +63,57 @@ typedef struct gm_buffer
   /* A new reference that keeps the memory alive: release it when done.  */
   PyObject *owner;
 } gm_buffer;
+
+/* Dimensions a gm_view holds itself; more are borrowed from a
+   DeviceArray.  */
+#define GM_VIEW_NDIM 4
+
+/* Device memory as load_view describes it: a gm_buffer's description in
+   a quarter of its size.  SHAPE and STRIDES are borrowed from what OWNER
+   keeps alive (a DeviceArray's own, which never change), or point into
+   DIMS: SHAPE at DIMS, STRIDES at DIMS + GM_VIEW_NDIM.  A copy of a view
+   that points into its DIMS points into the copy's.  */
+typedef struct gm_view
+{
+  void *ptr;                    /* element 0 */
+  /* A new reference that keeps the memory, SHAPE and STRIDES alive:
+     release it when done.  */
+  PyObject *owner;
+  const int64_t *shape;         /* NDIM entries */
+  const int64_t *strides;       /* NDIM entries, in bytes */
+  /* The cudaStream_t of pending work writing the memory, or NULL: as
+     gm_buffer.stream.  */
+  void *stream;
+  /* The stream to launch on: as load_buffer's *LAUNCH.  */
+  void *launch;
+  int64_t size;                 /* elements */
+  int64_t itemsize;
+  int32_t ndim;
+  int32_t device;               /* the device index */
+  int32_t device_type;          /* DLPack's: 2 CUDA, 1 host memory */
+  int32_t readonly;
+  const char *dtype;            /* NumPy's name: "float32", ... */
+  int64_t dims[2 * GM_VIEW_NDIM];   /* shape, then strides, when not
+                                       borrowed */
+} gm_view;
+
+/* What load_view's FLAGS ask of the memory.  */
+#define GM_VIEW_WRITABLE 1u     /* not read-only */
+#define GM_VIEW_C_CONTIG 2u     /* C-contiguous (gm_view_is_contiguous) */
+
+/* The messages of load_view's refusals, worded for gpumem::array's
+   parameters (gpumem/array.hpp), which raise the same against a gpumem
+   without load_view.  */
+#define GM_VIEW_ERROR_DTYPE "must hold %s elements, not %s"
+#define GM_VIEW_ERROR_READONLY                                            \
+  "is written here but the array is read-only (declare the parameter "    \
+  "const T to take read-only arrays)"
+#define GM_VIEW_ERROR_NDIM "must have %d dimension%s, not %d"
+#define GM_VIEW_ERROR_LAYOUT                                              \
+  "must be C-contiguous, not a strided or reversed view, so that data () " \
+  "and size () are a bare pointer and its length (pass a copy: x.copy (); " \
+  "or declare the parameter gpumem::array<T, NDIM, gpumem::strided> and " \
+  "walk its strides)"
 
 typedef struct gm_c_api_table
 {
@@ -112,6 +165,24 @@ typedef struct gm_c_api_table
      KeyboardInterrupt).  */
   int (*launch_done) (int device, void *stream, PyObject *const *written,
                       int n);
+  /* Members from gpumem 0.4 on: test with GM_C_API_HAS first.  */
+  /* load_buffer and a parameter's checks in one call, into the small
+     *VIEW: OBJ (anything get_buffer takes) must hold the dtype of
+     TYPESTR (the array interface's, as gm_buffer.typestr: "<f4", "|b1";
+     NULL: any), have NDIM dimensions (-1: any), and be what FLAGS
+     (GM_VIEW_WRITABLE, GM_VIEW_C_CONTIG) ask.  VIEW->launch is the
+     stream to launch on, as load_buffer's *LAUNCH.  A DeviceArray's
+     shape and strides are borrowed from it; another object's are copied
+     into VIEW->dims, or, past GM_VIEW_NDIM dimensions, borrowed from a
+     DeviceArray made over its memory (which is then VIEW->owner).  0, or
+     -1 with VIEW->owner NULL and an exception: get_buffer's, TypeError
+     (GM_VIEW_ERROR_DTYPE) for another dtype, ValueError for a read-only
+     array where GM_VIEW_WRITABLE (GM_VIEW_ERROR_READONLY), another ndim
+     (GM_VIEW_ERROR_NDIM) or a layout that is not C-contiguous where
+     GM_VIEW_C_CONTIG (GM_VIEW_ERROR_LAYOUT).  TYPESTR's first four
+     bytes are read at once: a typestr has three characters or more.  */
+  int (*load_view) (PyObject *obj, gm_view *view, const char *typestr,
+                    int ndim, unsigned flags);
 } gm_c_api_table;
 
 /* Whether API, a table gm_import_c_api accepted, has MEMBER.  */
@@ -119,20 +190,62 @@ typedef struct gm_c_api_table
   ((api)->size >= offsetof (gm_c_api_table, member)                       \
                   + sizeof ((api)->member))
 
-/* Whether BUF is C-contiguous: the layout a kernel that takes a bare
-   pointer and a length expects.  */
+/* Whether the NDIM dimensions SHAPE with STRIDES (bytes) of SIZE
+   elements of ITEMSIZE bytes are C-contiguous: the layout a kernel that
+   takes a bare pointer and a length expects.  An empty array is.  */
+static inline int
+gm_layout_is_contiguous (int ndim, const int64_t *shape,
+                         const int64_t *strides, int64_t itemsize,
+                         int64_t size)
+{
+  int64_t expected = itemsize;
+
+  for (int i = ndim - 1; i >= 0; i--)
+    {
+      if (shape[i] != 1 && strides[i] != expected)
+        return size == 0;
+      expected *= shape[i];
+    }
+  return 1;
+}
+
+/* Whether BUF is C-contiguous.  */
 static inline int
 gm_buffer_is_contiguous (const gm_buffer *buf)
 {
-  int64_t expected = buf->itemsize;
+  return gm_layout_is_contiguous (buf->ndim, buf->shape, buf->strides,
+                                  buf->itemsize, buf->size);
+}
 
-  for (int i = buf->ndim - 1; i >= 0; i--)
+/* Whether VIEW is C-contiguous.  */
+static inline int
+gm_view_is_contiguous (const gm_view *view)
+{
+  return gm_layout_is_contiguous (view->ndim, view->shape, view->strides,
+                                  view->itemsize, view->size);
+}
+
+/* Fills *BUF from VIEW: every field but typestr, and the NDIM used
+   entries of shape and strides (the rest of *BUF is left as it was).
+   BUF->owner is VIEW->owner, the same reference.  */
+static inline void
+gm_view_to_buffer (const gm_view *view, gm_buffer *buf)
+{
+  buf->ptr = view->ptr;
+  buf->ndim = view->ndim;
+  for (int i = 0; i < view->ndim; i++)
     {
-      if (buf->shape[i] != 1 && buf->strides[i] != expected)
-        return buf->size == 0;
-      expected *= buf->shape[i];
+      buf->shape[i] = view->shape[i];
+      buf->strides[i] = view->strides[i];
     }
-  return 1;
+  buf->dtype = view->dtype;
+  buf->itemsize = view->itemsize;
+  buf->size = view->size;
+  buf->device_type = view->device_type;
+  buf->device = view->device;
+  buf->readonly = view->readonly;
+  buf->stream = view->stream;
+  buf->owner = view->owner;
 }
 
 /* The capsule's name, module attribute included.  */

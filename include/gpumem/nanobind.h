@@ -97,22 +97,38 @@ struct type_caster<gpumem::array<T, NDIM, LAYOUT>>
   template <typename T_> using Cast = movable_cast_t<T_>;
   template <typename T_> static constexpr bool can_cast () { return true; }
 
-  Array value;
-  /* The error of a failed load in the converting pass, raised when the
-     value is taken (nanobind catches it there).  */
-  object error;
+  Array value{gpumem::detail::unloaded};
+  /* The error of a failed load in the converting pass (a new reference,
+     or NULL), raised when the value is taken (nanobind catches it
+     there).  A bare pointer: nothing to release in the common case.  */
+  PyObject *error = nullptr;
 
-  bool from_python (handle src, uint8_t flags, cleanup_list *) noexcept
+  type_caster () = default;
+  type_caster (const type_caster &) = delete;
+  type_caster &operator= (const type_caster &) = delete;
+  GPUMEM_INLINE ~type_caster ()
   {
-    if (value.load (src.ptr ()) == 0)
-      return true;
+    if (error != nullptr)
+      Py_DECREF (error);
+  }
+
+  GPUMEM_INLINE bool from_python (handle src, uint8_t flags,
+                                  cleanup_list *) noexcept
+  {
+    return value.load (src.ptr ()) == 0 || refused (flags);
+  }
+  /* After a failed load: false in the no-conversion pass (the exception
+     cleared, so that another overload is tried), else true with the
+     error kept, led by the parameter's type.  */
+  bool refused (uint8_t flags) noexcept
+  {
     if (!(flags & (uint8_t) cast_flags::convert))
       {
         PyErr_Clear ();
         return false;
       }
     gpumem::detail::name_error (Array::type_text ());
-    error = steal (gpumem::detail::take_error ());
+    error = gpumem::detail::take_error ();
     return true;
   }
 
@@ -134,13 +150,17 @@ struct type_caster<gpumem::array<T, NDIM, LAYOUT>>
   }
 
   /* Raises the kept error, if any.  */
-  void check ()
+  GPUMEM_INLINE void check ()
   {
-    if (error.is_valid ())
-      {
-        gpumem::detail::restore_error (error.release ().ptr ());
-        throw python_error ();
-      }
+    if (error != nullptr)
+      raise ();
+  }
+  [[noreturn]] void raise ()
+  {
+    PyObject *taken = error;
+    error = nullptr;
+    gpumem::detail::restore_error (taken);
+    throw python_error ();
   }
   explicit operator Value * () { check (); return &value; }
   explicit operator Value & () { check (); return (Value &) value; }

@@ -43,9 +43,18 @@ typedef struct gmpy_state
 
 /* The floor (py-utils.c): what every py-*.c file shares.  */
 
+/* The state of the one gpumem module the embedded interpreter imports:
+   set by its exec slot, cleared when it is freed (gmpy_state_set).  Read
+   it through gmpy_state_get, which the C API calls for every argument of
+   a C++ binding's call: inline, so that no call is made.  */
+extern gmpy_state *gmpy_module_state;
 /* The module's state, or NULL before gpumem is imported or after it is
    freed.  */
-gmpy_state *gmpy_state_get (void);
+static inline gmpy_state *
+gmpy_state_get (void)
+{
+  return gmpy_module_state;
+}
 /* Called by the module's exec slot (STATE) and its free (NULL).  */
 void gmpy_state_set (gmpy_state *state);
 

@@ -9,62 +9,107 @@
 #include "gpumem/extension.h"
 #include "py-dlpack.h"
 
-/* describe_array copies every dimension of an array into a gm_buffer.  */
+/* A gm_buffer has room for every dimension a DeviceArray may have.  */
 _Static_assert (GM_MAX_NDIM <= GM_BUFFER_MAX_NDIM,
                 "a gm_buffer holds every dimension a DeviceArray may have");
+/* A gm_view borrows a DeviceArray's shape and strides as they are.  */
+_Static_assert (_Generic ((Py_ssize_t) 0, int64_t: 1, default: 0),
+                "a DeviceArray's Py_ssize_t dimensions read as int64_t");
 
 /* Each dtype's typestr, made once by gmpy_capi_init: every argument of
-   a C++ binding's call is described with one.  */
+   a C++ binding's call is checked with one.  */
 static char typestrs[GM_NDTYPES][8];
 
-/* Describes the DeviceArray ARRAY (borrowed) into *BUF as it is: its
-   own strides (negative for a reversed view, any for a strided one) and
-   the address of element 0, writing only the NDIM used entries of shape
-   and strides; BUF->owner is a new reference to ARRAY.  0, or -1 with
-   an exception (ValueError when the array was freed) and BUF->owner
-   NULL.  */
-static inline int
-describe_array (arraypy_object *array, gm_buffer *buf)
+/* What describe finds beside a gm_view's fields, and where it puts a
+   shape it cannot borrow.  */
+typedef struct
 {
-  gm_stream *pending;
+  /* Room for CAPACITY entries each: the caller's.  */
+  int64_t *shape, *strides;
+  int capacity;
+  gm_dtype dtype;
+  bool contiguous;              /* C-contiguous */
+} description;
 
-  buf->owner = NULL;
-  /* An owner in use with no stream's work pending, the common case, is
-     told apart without a call.  */
-  if (array->base == NULL && !array->released && array->last_stream == NULL)
-    pending = NULL;
-  else if (gmpy_array_usable (array) < 0
-           || gmpy_array_pending_stream (array, &pending) < 0)
-    return -1;
+/* ARRAY (a DeviceArray, borrowed) into *VIEW as it is: its own strides
+   (negative for a reversed view, any for a strided one) and the address
+   of element 0, its shape and strides borrowed, VIEW->stream PENDING
+   (the backend's handle of its pending stream, or NULL) and
+   VIEW->launch NULL.  VIEW->owner is left alone.  */
+static inline void
+view_fields (const arraypy_object *array, gm_view *view, void *pending)
+{
+  view->ptr = array->data;
+  view->shape = array->shape;
+  view->strides = array->strides;
+  view->stream = pending;
+  view->launch = NULL;
+  view->size = array->size;
+  view->itemsize = (int64_t) gm_dtypes[array->dtype].itemsize;
+  view->ndim = array->ndim;
+  view->device = array->device;
   /* DLPack's device, as __dlpack_device__ names it.  */
-  buf->device_type = gm_backend_current->dlpack_device_type;
-  buf->ptr = array->data;
-  buf->ndim = array->ndim;
-  buf->itemsize = (int64_t) gm_dtypes[array->dtype].itemsize;
-  for (int i = 0; i < array->ndim; i++)
-    {
-      buf->shape[i] = array->shape[i];
-      buf->strides[i] = array->strides[i];
-    }
-  buf->size = array->size;
-  buf->dtype = gm_dtypes[array->dtype].name;
-  memcpy (buf->typestr, typestrs[array->dtype], sizeof buf->typestr);
-  buf->device = array->device;
-  buf->readonly = array->readonly;
-  buf->stream = pending != NULL ? gm_backend_current->stream_handle (pending)
-                                : NULL;
-  buf->owner = Py_NewRef ((PyObject *) array);
+  view->device_type = gm_backend_current->dlpack_device_type;
+  view->readonly = array->readonly;
+  view->dtype = gm_dtypes[array->dtype].name;
+}
+
+/* Whether ARRAY is an owner in use with no stream's work pending: the
+   common case, told apart without a call.  */
+static inline bool
+array_is_plain (const arraypy_object *array)
+{
+  return array->base == NULL && !array->released
+         && array->last_stream == NULL;
+}
+
+/* Describes the DeviceArray ARRAY (borrowed) into *VIEW (view_fields)
+   and *FOUND, with the stream of its pending work; VIEW->owner is a new
+   reference to ARRAY.  0, or -1 with an exception (ValueError when the
+   array was freed) and VIEW->owner NULL.  */
+static inline int
+describe_array (arraypy_object *array, gm_view *view, description *found)
+{
+  gm_stream *pending = NULL;
+
+  view->owner = NULL;
+  if (!array_is_plain (array)
+      && (gmpy_array_usable (array) < 0
+          || gmpy_array_pending_stream (array, &pending) < 0))
+    return -1;
+  view_fields (array, view, pending != NULL
+                              ? gm_backend_current->stream_handle (pending)
+                              : NULL);
+  found->dtype = array->dtype;
+  found->contiguous = array->contiguous;
+  view->owner = Py_NewRef ((PyObject *) array);
   return 0;
 }
 
+/* describe_array of ARRAY_OBJ, a new DeviceArray whose reference it
+   takes.  */
+static int
+describe_new_array (PyObject *array_obj, gm_view *view, description *found)
+{
+  int result;
+
+  view->owner = NULL;
+  if (array_obj == NULL)
+    return -1;
+  result = describe_array ((arraypy_object *) array_obj, view, found);
+  Py_DECREF (array_obj);
+  return result;
+}
+
 /* Describes OBJ, whose type publishes the DLPack exchange API API,
-   into *BUF: its borrowed DLTensor when the table lends one (no
-   DeviceArray is made), else a DeviceArray over an export.  BUF->stream
-   is the producer's current work stream on the memory's device.  0, or
-   -1 with an exception and BUF->owner NULL.  */
+   into *VIEW: its borrowed DLTensor when the table lends one and FOUND
+   has room for its dimensions (no DeviceArray is made; the shape is
+   copied there), else a DeviceArray over an export.  VIEW->stream is
+   the producer's current work stream on the memory's device.  0, or -1
+   with an exception and VIEW->owner NULL.  */
 static int
 describe_exchange (PyObject *obj, const gm_dl_exchange_api *api,
-                   gm_buffer *buf)
+                   gm_view *view, description *found)
 {
   Py_ssize_t dims[GM_MAX_NDIM], strides[GM_MAX_NDIM];
   gm_dl_tensor tensor;
@@ -72,44 +117,40 @@ describe_exchange (PyObject *obj, const gm_dl_exchange_api *api,
   int ndim = 0, device = 0;
   char *data = NULL;
   void *stream = NULL;
-  PyObject *array_obj;
-  int result;
 
-  buf->owner = NULL;
+  view->owner = NULL;
   if (api->dltensor_from_py_object_no_sync == NULL)
-    {
-      array_obj = gmpy_exchange_take (obj, api);
-      if (array_obj == NULL)
-        return -1;
-      result = describe_array ((arraypy_object *) array_obj, buf);
-      Py_DECREF (array_obj);
-      return result;
-    }
+    return describe_new_array (gmpy_exchange_take (obj, api), view, found);
   if (api->dltensor_from_py_object_no_sync (obj, &tensor) < 0
       || gmpy_dlpack_read_tensor (&tensor, &ndim, dims, strides, &dtype,
                                   &device, &data) < 0)
     return -1;
+  if (ndim > found->capacity)
+    return describe_new_array (gmpy_exchange_take (obj, api), view, found);
   if (tensor.device.device_type != GM_DL_CPU
       && api->current_work_stream (tensor.device.device_type,
                                    tensor.device.device_id, &stream) < 0)
     return -1;
-  buf->device_type = gm_backend_current->dlpack_device_type;
-  buf->ptr = data;
-  buf->ndim = ndim;
-  buf->itemsize = (int64_t) gm_dtypes[dtype].itemsize;
-  buf->size = 1;
+  view->ptr = data;
+  view->size = 1;
   for (int i = 0; i < ndim; i++)
     {
-      buf->shape[i] = dims[i];
-      buf->strides[i] = strides[i];
-      buf->size *= dims[i];
+      found->shape[i] = dims[i];
+      found->strides[i] = strides[i];
+      view->size *= dims[i];
     }
-  buf->dtype = gm_dtypes[dtype].name;
-  memcpy (buf->typestr, typestrs[dtype], sizeof buf->typestr);
-  buf->device = device;
-  buf->readonly = 0;
-  buf->stream = stream;
-  buf->owner = Py_NewRef (obj);
+  view->shape = found->shape;
+  view->strides = found->strides;
+  view->stream = stream;
+  view->itemsize = (int64_t) gm_dtypes[dtype].itemsize;
+  view->ndim = ndim;
+  view->device = device;
+  view->device_type = gm_backend_current->dlpack_device_type;
+  view->readonly = 0;
+  view->dtype = gm_dtypes[dtype].name;
+  found->dtype = dtype;
+  found->contiguous = gm_view_is_contiguous (view);
+  view->owner = Py_NewRef (obj);
   return 0;
 }
 
@@ -124,42 +165,67 @@ capi_ready (void)
   return -1;
 }
 
-/* Describes OBJ into *BUF as get_buffer does, writing only the used
-   entries of shape and strides.  The dispatch is keyed on OBJ's type: a
-   DeviceArray is read directly, then a type's DLPack exchange API,
-   then what asarray takes (__dlpack__, then __cuda_array_interface__;
-   on the host backend DLPack producers of host memory too).  0, or -1
-   with an exception and BUF->owner NULL.  */
-static int
-describe (PyObject *obj, gm_buffer *buf)
+/* Describes OBJ into *VIEW (VIEW->launch left alone) and *FOUND.  The
+   dispatch is keyed on OBJ's type: a DeviceArray is read directly, then
+   a type's DLPack exchange API, then what asarray takes (__dlpack__,
+   then __cuda_array_interface__; on the host backend DLPack producers
+   of host memory too), through a DeviceArray whose shape is borrowed.
+   0, or -1 with an exception and VIEW->owner NULL.  */
+static inline int
+describe (PyObject *obj, gm_view *view, description *found)
 {
   gmpy_state *state = gmpy_state_get ();
   const gm_dl_exchange_api *api;
-  PyObject *array_obj;
-  int result;
 
-  buf->owner = NULL;
+  view->owner = NULL;
+  if (state != NULL && obj != NULL && Py_TYPE (obj) == state->array_type)
+    return describe_array ((arraypy_object *) obj, view, found);
   if (obj == NULL)
     {
-      PyErr_SetString (PyExc_TypeError, "gpumem's C API: get_buffer "
-                       "needs an object, got NULL");
+      PyErr_SetString (PyExc_TypeError, "gpumem's C API needs an object, "
+                       "got NULL");
       return -1;
     }
-  if (state != NULL && Py_TYPE (obj) == state->array_type)
-    return describe_array ((arraypy_object *) obj, buf);
   if (capi_ready () < 0)
     return -1;
   if (gmpy_array_check (obj))
-    return describe_array ((arraypy_object *) obj, buf);
+    return describe_array ((arraypy_object *) obj, view, found);
   api = gmpy_exchange_api_of (obj);
   if (api != NULL)
-    return describe_exchange (obj, api, buf);
-  array_obj = gmpy_asarray_for (obj, NULL, true);
-  if (array_obj == NULL)
+    return describe_exchange (obj, api, view, found);
+  return describe_new_array (gmpy_asarray_for (obj, NULL, true), view,
+                             found);
+}
+
+/* Describes OBJ into *BUF as describe finds it, writing only the NDIM
+   used entries of shape and strides (the rest of *BUF is left as it
+   was).  0, or -1 with an exception and BUF->owner NULL.  */
+static int
+describe_buffer (PyObject *obj, gm_buffer *buf)
+{
+  description found = { buf->shape, buf->strides, GM_BUFFER_MAX_NDIM,
+                        GM_FLOAT32, false };
+  gm_view view;
+
+  buf->owner = NULL;
+  if (describe (obj, &view, &found) < 0)
     return -1;
-  result = describe_array ((arraypy_object *) array_obj, buf);
-  Py_DECREF (array_obj);
-  return result;
+  gm_view_to_buffer (&view, buf);
+  memcpy (buf->typestr, typestrs[found.dtype], sizeof buf->typestr);
+  return 0;
+}
+
+/* In *LAUNCH the stream to launch on for memory of DLPack's
+   DEVICE_TYPE on DEVICE whose pending work is on STREAM: STREAM, else
+   the current one of DEVICE (capi_current_stream's answer), NULL for
+   host memory.  0, or -1 with an exception.  */
+static inline int
+launch_stream (int device_type, int device, void *stream, void **launch)
+{
+  *launch = stream;
+  if (stream != NULL || device_type == GM_DL_CPU)
+    return 0;
+  return gmpy_dispatch_handle (device, launch);
 }
 
 /* gm_c_api_table.get_buffer: OBJ as gpumem.asarray takes it, described
@@ -169,7 +235,7 @@ static int
 capi_get_buffer (PyObject *obj, gm_buffer *buf)
 {
   memset (buf, 0, sizeof *buf);
-  if (describe (obj, buf) < 0)
+  if (describe_buffer (obj, buf) < 0)
     {
       memset (buf, 0, sizeof *buf);
       return -1;
@@ -178,22 +244,155 @@ capi_get_buffer (PyObject *obj, gm_buffer *buf)
 }
 
 /* gm_c_api_table.load_buffer: get_buffer without the zeroing, and in
-   *LAUNCH the stream to launch on: BUF->stream, else the current one of
-   BUF->device (capi_current_stream's answer).  */
+   *LAUNCH the stream to launch on (launch_stream).  */
 static int
 capi_load_buffer (PyObject *obj, gm_buffer *buf, void **launch)
 {
   *launch = NULL;
-  if (describe (obj, buf) < 0)
+  if (describe_buffer (obj, buf) < 0)
     return -1;
-  if (buf->stream != NULL)
-    *launch = buf->stream;
-  else if (buf->device_type != GM_DL_CPU
-           && gmpy_dispatch_handle (buf->device, launch) < 0)
+  if (launch_stream (buf->device_type, buf->device, buf->stream, launch)
+      < 0)
     {
       Py_CLEAR (buf->owner);
       return -1;
     }
+  return 0;
+}
+
+/* Whether TYPESTR names DTYPE: four bytes compared at once, a typestr
+   of three characters and its NUL, or the four of a longer one, which
+   must end there (gm_dtype_typestr writes four at most).  */
+static inline bool
+typestr_is (const char *typestr, gm_dtype dtype)
+{
+  uint32_t got, want;
+
+  memcpy (&got, typestr, sizeof got);
+  memcpy (&want, typestrs[dtype], sizeof want);
+  return got == want && (typestrs[dtype][3] == '\0' || typestr[4] == '\0');
+}
+
+/* What load_view checks of memory: its dtype, whether it is read-only,
+   its number of dimensions and whether it is C-contiguous.  */
+typedef struct
+{
+  gm_dtype dtype;
+  bool readonly;
+  int ndim;
+  bool contiguous;
+} traits;
+
+/* Whether memory of TRAITS is what TYPESTR (NULL: any dtype), NDIM (-1:
+   any) and FLAGS ask.  */
+static inline bool
+traits_pass (traits got, const char *typestr, int ndim, unsigned flags)
+{
+  return (typestr == NULL || typestr_is (typestr, got.dtype))
+         && !((flags & GM_VIEW_WRITABLE) && got.readonly)
+         && (ndim < 0 || got.ndim == ndim)
+         && !((flags & GM_VIEW_C_CONTIG) && !got.contiguous);
+}
+
+/* Raises load_view's error for memory of traits GOT, which traits_pass
+   refused (the arguments are its): TypeError for another dtype,
+   ValueError for the rest.  Returns -1.  */
+__attribute__ ((noinline, cold)) static int
+refuse (traits got, const char *typestr, int ndim, unsigned flags)
+{
+  const char *wanted = typestr;
+
+  if (typestr != NULL && !typestr_is (typestr, got.dtype))
+    {
+      for (int d = 0; d < GM_NDTYPES; d++)
+        if (strcmp (typestr, typestrs[d]) == 0)
+          wanted = gm_dtypes[d].name;
+      PyErr_Format (PyExc_TypeError, GM_VIEW_ERROR_DTYPE, wanted,
+                    gm_dtypes[got.dtype].name);
+    }
+  else if ((flags & GM_VIEW_WRITABLE) && got.readonly)
+    PyErr_SetString (PyExc_ValueError, GM_VIEW_ERROR_READONLY);
+  else if (ndim >= 0 && got.ndim != ndim)
+    PyErr_Format (PyExc_ValueError, GM_VIEW_ERROR_NDIM, ndim,
+                  ndim == 1 ? "" : "s", got.ndim);
+  else
+    PyErr_SetString (PyExc_ValueError, GM_VIEW_ERROR_LAYOUT);
+  return -1;
+}
+
+/* load_view for any OBJ: described into *VIEW (describe), checked, and
+   VIEW->launch the stream to launch on (launch_stream).  0, or -1 with
+   an exception and VIEW->owner NULL.  Never inlined, so that
+   capi_load_view's common case saves no registers.  */
+__attribute__ ((noinline)) static int
+load_view_described (PyObject *obj, gm_view *view, const char *typestr,
+                     int ndim, unsigned flags)
+{
+  description found = { view->dims, view->dims + GM_VIEW_NDIM,
+                        GM_VIEW_NDIM, GM_FLOAT32, false };
+
+  traits got;
+
+  if (describe (obj, view, &found) < 0)
+    return -1;
+  got = (traits) { found.dtype, view->readonly, view->ndim,
+                   found.contiguous };
+  if ((!traits_pass (got, typestr, ndim, flags)
+       && refuse (got, typestr, ndim, flags) < 0)
+      || launch_stream (view->device_type, view->device, view->stream,
+                        &view->launch) < 0)
+    {
+      Py_CLEAR (view->owner);
+      return -1;
+    }
+  return 0;
+}
+
+/* The end of capi_load_view's common case for device memory: VIEW->launch
+   the current stream of VIEW->device (nothing is pending on OBJ), then
+   VIEW->owner a new reference to OBJ.  0, or -1 with an exception and
+   VIEW->owner NULL.  */
+__attribute__ ((noinline)) static int
+own_device_view (PyObject *obj, gm_view *view)
+{
+  if (gmpy_dispatch_handle (view->device, &view->launch) < 0)
+    {
+      view->owner = NULL;
+      return -1;
+    }
+  view->owner = Py_NewRef (obj);
+  return 0;
+}
+
+/* gm_c_api_table.load_view: OBJ described into *VIEW (shape and strides
+   borrowed from a DeviceArray, else in VIEW->dims), checked against
+   TYPESTR, NDIM and FLAGS, and VIEW->launch the stream to launch on.
+   The common case, a DeviceArray that owns its memory with no stream's
+   work pending, is read here, calling only own_device_view for device
+   memory; every other goes through load_view_described.  0, or -1 with
+   an exception and VIEW->owner NULL.  */
+static int
+capi_load_view (PyObject *obj, gm_view *view, const char *typestr, int ndim,
+                unsigned flags)
+{
+  gmpy_state *state = gmpy_state_get ();
+  arraypy_object *array = (arraypy_object *) obj;
+  traits got;
+
+  if (state == NULL || obj == NULL || Py_TYPE (obj) != state->array_type
+      || !array_is_plain (array))
+    return load_view_described (obj, view, typestr, ndim, flags);
+  got = (traits) { array->dtype, array->readonly, array->ndim,
+                   array->contiguous };
+  if (!traits_pass (got, typestr, ndim, flags))
+    {
+      view->owner = NULL;
+      return refuse (got, typestr, ndim, flags);
+    }
+  view_fields (array, view, NULL);
+  if (view->device_type != GM_DL_CPU)
+    return own_device_view (obj, view);
+  view->owner = Py_NewRef (obj);
   return 0;
 }
 
@@ -245,7 +444,7 @@ done:
   Py_DECREF (shape_obj);
   if (array_obj == NULL)
     return -1;
-  result = describe_array ((arraypy_object *) array_obj, buf);
+  result = describe_buffer (array_obj, buf);
   Py_DECREF (array_obj);
   return result;
 }
@@ -331,6 +530,7 @@ static const gm_c_api_table c_api = {
   .load_buffer = capi_load_buffer,
   .stream_wait = capi_stream_wait,
   .launch_done = capi_launch_done,
+  .load_view = capi_load_view,
 };
 
 int

@@ -9,27 +9,19 @@
 
 #include "comm-job.h"
 
-/* The state of the one gpumem module the embedded interpreter imports;
-   set by its exec slot, cleared when it is freed.  */
-static gmpy_state *module_state;
-
-gmpy_state *
-gmpy_state_get (void)
-{
-  return module_state;
-}
+gmpy_state *gmpy_module_state;
 
 void
 gmpy_state_set (gmpy_state *state)
 {
-  module_state = state;
+  gmpy_module_state = state;
 }
 
 PyObject *
 gmpy_raise (gm_status status)
 {
   const gm_error *error = gm_last_error ();
-  gmpy_state *state = module_state;
+  gmpy_state *state = gmpy_module_state;
   PyObject *type, *exc;
 
   switch (status)
@@ -90,7 +82,7 @@ gmpy_graph_refuse (const char *what)
 {
   if (gmpy_graph_capture == NULL)
     return 0;
-  PyErr_Format (module_state->error, "gpumem.graph %R: %s cannot be "
+  PyErr_Format (gmpy_module_state->error, "gpumem.graph %R: %s cannot be "
                 "captured: do it before or after the `with gpumem.graph()` "
                 "block (docs/graphs.md)", gmpy_graph_capture->name, what);
   return -1;
@@ -106,7 +98,7 @@ gmpy_wait (int device, gm_stream *stream)
      recorder does not take) is refused.  */
   if (gmpy_graph_capture != NULL)
     {
-      PyErr_Format (module_state->error, "gpumem.graph %R: a call that "
+      PyErr_Format (gmpy_module_state->error, "gpumem.graph %R: a call that "
                     "waits for device %d (a synchronization, or a call the "
                     "graph cannot record) cannot be captured: do it before "
                     "or after the `with gpumem.graph()` block "

@@ -3,6 +3,7 @@
    (GM_NANOBIND: gmbind_nanobind), to check the casters.  The functions
    that read or write elements do it on the CPU: call them with host
    memory (the host backend).  */
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -10,10 +11,12 @@
 #include <gpumem/nanobind.h>
 namespace py = nanobind;
 #define GM_BIND_MODULE NB_MODULE (gmbind_nanobind, m)
+using python_error = nanobind::python_error;
 #else
 #include <gpumem/pybind11.h>
 namespace py = pybind11;
 #define GM_BIND_MODULE PYBIND11_MODULE (gmbind_pybind11, m)
+using python_error = pybind11::error_already_set;
 #endif
 
 using gpumem::array;
@@ -168,6 +171,27 @@ stream_of (array<const float> x)
   return (std::uintptr_t) x.stream ();
 }
 
+/* With OLDER, the casters of this module load through a copy of
+   gpumem's table that ends before load_view, as against a gpumem older
+   than 0.4 (gpumem/array.hpp's load_through_buffer); without, through
+   gpumem's own table again.  */
+static void
+as_older_gpumem (bool older)
+{
+  static const gm_c_api_table *own = nullptr;
+  static gm_c_api_table copy;
+
+  if (own == nullptr)
+    {
+      own = gpumem::detail::api ();
+      if (own == nullptr)
+        throw python_error ();
+      copy = *own;
+      copy.size = offsetof (gm_c_api_table, load_view);
+    }
+  gm_c_api = older ? &copy : own;
+}
+
 GM_BIND_MODULE
 {
   m.def ("sum_contig", &sum_contig, py::arg ("x"));
@@ -181,6 +205,7 @@ GM_BIND_MODULE
   m.def ("three_ints", &three_ints);
   m.def ("stream_of", &stream_of);
   m.def ("launch_of", &launch_of);
+  m.def ("as_older_gpumem", &as_older_gpumem);
 #ifdef GM_BIND_CUDA
   m.def ("tail_into", &tail_into, py::arg ("x"), py::arg ("out"),
          py::arg ("helper"));
