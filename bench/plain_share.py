@@ -92,13 +92,17 @@ def main():
         left.send(gpumem.share(a))
         left.recv()
         del a
-    left.send(None)
-    proc.join(60)
+    # Device memory and descriptors while the child still runs, as
+    # before the cycles: its exit frees its own CUDA context (some 500
+    # MiB), which is not the parent's memory coming back.
     gpumem.synchronize()
-    stats_after = drained()
+    drained()
     gpumem.empty_cache()
     free_after = gpumem.Device(0).mem_info()[0]
     fds_after = len(os.listdir("/proc/self/fd"))
+    left.send(None)
+    proc.join(60)
+    stats_after = drained()
     print(f"cycles: {args.cycles} plain arrays shared, opened and closed by "
           f"a child; device free memory {free_before} -> {free_after} "
           f"({free_after - free_before:+d}); descriptors {fds_before} -> "
