@@ -400,9 +400,10 @@ budgeted () {
 # records join gpumem's for the report's verdict) and other processes to
 # use its memory (bench/sharing_ipc.py, arrays made shared;
 # bench/plain_share.py, plain arrays by reference: a child's writes and
-# 10,000 share/open/close cycles through the share server).  The last lines each prints go
-# to sharing.md, which the report includes; each one's whole output to
-# sharing-NAME.log; 77 is a skip, another status a failure.
+# 10,000 share/open/close cycles through the share server).  The last
+# lines each prints go to sharing.md, which the report includes; each
+# one's whole output to sharing-NAME.log; 77 is a skip, another status a
+# failure.
 # sharing_step NAME LINES SCRIPT [ARGS...]
 sharing_step () {
   name=$1 lines=$2 script=$3
