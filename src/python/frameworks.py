@@ -72,8 +72,14 @@ def torch_mem_pool():
     return torch.cuda.MemPool(_torch_pluggable().allocator())
 
 
-# CuPy: an allocator function on CuPy's current device and stream, and
-# page-locked host memory from gpumem.pinned_empty.
+# CuPy: an allocator function in C (src/python/py-cupy-alloc.c) on
+# CuPy's current device and stream, and page-locked host memory from
+# gpumem.pinned_empty.
+
+#: How CuPy's allocations read its current stream once hooked: "C" (the
+#: function CuPy's Cython modules call) or "Python" (get_current_stream).
+cupy_stream_read = None
+
 
 class _PinnedHolder:
     """What CuPy's PinnedMemoryPointer holds: ptr and size, and the
@@ -87,28 +93,27 @@ class _PinnedHolder:
         self.size = nbytes
 
 
+def _cupy_stream_capi(cupy):
+    """The C functions CuPy's stream module exports to other Cython
+    modules (a dict of capsules), or None."""
+    return getattr(cupy.cuda.stream, "__pyx_capi__", None)
+
+
 def _hook_cupy():
+    global cupy_stream_read
     cupy = _import("cupy", "gpumem.use_pool('cupy')")
     memory = cupy.cuda.memory
-    runtime = cupy.cuda.runtime
-
-    # Looked up once: malloc runs for every allocation CuPy makes.
-    get_device = runtime.getDevice
-    current_stream = cupy.cuda.get_current_stream
-    pool_block = gpumem._pool_block
-    pointer, unowned = memory.MemoryPointer, memory.UnownedMemory
-
-    def malloc(nbytes):
-        device = get_device()
-        stream = current_stream().ptr
-        block = pool_block(nbytes, "cupy", device, stream or None)
-        return pointer(unowned(block.ptr, nbytes, block, device), 0)
+    malloc = gpumem._cupy_allocator(
+        cupy.cuda.runtime.getDevice, cupy.cuda.get_current_stream,
+        _cupy_stream_capi(cupy), memory.UnownedMemory, memory.MemoryPointer)
 
     def pinned_malloc(nbytes):
         return cupy.cuda.PinnedMemoryPointer(_PinnedHolder(nbytes), 0)
 
     cupy.cuda.set_allocator(malloc)
     cupy.cuda.set_pinned_memory_allocator(pinned_malloc)
+    cupy_stream_read = ("C" if gpumem._cupy_allocator_reads_capsule(malloc)
+                        else "Python")
 
 
 # Numba: an External Memory Management plugin.

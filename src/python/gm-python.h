@@ -167,6 +167,15 @@ int gmpy_capi_init (PyObject *module);
 /* gpumem.use_pool, torch_mem_pool and the pool blocks other libraries
    hold (py-frameworks.c).  */
 int gmpy_frameworks_init (PyObject *module);
+/* A new gpumem._PoolBlock: NBYTES of the pool booked to OWNER on DEVICE,
+   ordered on the foreign stream STREAM (a cudaStream_t, NULL: the
+   default one), its address in *PTR; freed when the object goes.  NULL
+   with gpumem's exception (py-frameworks.c).  */
+PyObject *gmpy_pool_block_new (size_t nbytes, gm_mem_owner owner,
+                               int device, void *stream, void **ptr);
+/* Adds gpumem._cupy_allocator, CuPy's allocator function in C
+   (py-cupy-alloc.c).  */
+int gmpy_cupy_alloc_init (PyObject *module);
 /* gpumem.shared_empty, share, open_shared and sharing_stats, and the
    reducer that multiprocessing's pickler uses for DeviceArray
    (py-share.c).  0 or -1.  */

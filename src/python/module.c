@@ -298,6 +298,7 @@ gmpy_exec (PyObject *module)
       || PyModule_AddFunctions (module, gmpy_jit_methods) < 0
       || gmpy_capi_init (module) < 0
       || gmpy_frameworks_init (module) < 0
+      || gmpy_cupy_alloc_init (module) < 0
       || gmpy_ipc_init (module) < 0)
     return -1;
 #ifdef GM_HAVE_MPI

@@ -142,6 +142,33 @@ static PyType_Spec poolblockpy_spec = {
   .slots = poolblockpy_slots,
 };
 
+PyObject *
+gmpy_pool_block_new (size_t nbytes, gm_mem_owner owner, int device,
+                     void *stream, void **ptr)
+{
+  poolblockpy_object *block;
+  gm_status status;
+
+  block = PyObject_New (poolblockpy_object, poolblock_type);
+  if (block == NULL)
+    return NULL;
+  block->live = false;
+  block->ptr = NULL;
+  block->nbytes = nbytes;
+  block->device = device;
+  block->owner = owner;
+  block->stream = stream;
+  status = gm_pool_hook_alloc (owner, device, nbytes, stream, &block->ptr);
+  if (status != GM_OK)
+    {
+      Py_DECREF (block);
+      return gmpy_raise (status);
+    }
+  block->live = true;
+  *ptr = block->ptr;
+  return (PyObject *) block;
+}
+
 /* gpumem._pool_block (NBYTES, OWNER, DEVICE, STREAM): OWNER one of
    memory_stats ()'s owner names, STREAM a cudaStream_t as an int or
    None (the default stream).  */
@@ -149,11 +176,9 @@ static PyObject *
 gmpy_pool_block (PyObject *module, PyObject *args)
 {
   PyObject *device_obj, *stream_obj;
-  poolblockpy_object *block;
   const char *owner_name;
   Py_ssize_t nbytes;
-  gm_status status;
-  void *stream = NULL;
+  void *stream = NULL, *ptr;
   int owner = -1, device;
 
   if (!PyArg_ParseTuple (args, "nsOO:_pool_block", &nbytes, &owner_name,
@@ -180,24 +205,8 @@ gmpy_pool_block (PyObject *module, PyObject *args)
       if (stream == NULL && PyErr_Occurred ())
         return NULL;
     }
-  block = PyObject_New (poolblockpy_object, poolblock_type);
-  if (block == NULL)
-    return NULL;
-  block->live = false;
-  block->ptr = NULL;
-  block->nbytes = (size_t) nbytes;
-  block->device = device;
-  block->owner = (gm_mem_owner) owner;
-  block->stream = stream;
-  status = gm_pool_hook_alloc (block->owner, device, block->nbytes, stream,
-                               &block->ptr);
-  if (status != GM_OK)
-    {
-      Py_DECREF (block);
-      return gmpy_raise (status);
-    }
-  block->live = true;
-  return (PyObject *) block;
+  return gmpy_pool_block_new ((size_t) nbytes, (gm_mem_owner) owner, device,
+                              stream, &ptr);
 }
 
 /* Opens the shim library PyTorch will open by the same path and binds it
