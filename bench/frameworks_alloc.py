@@ -9,7 +9,11 @@ of processes that ran one after the other (bench/processes.py).
 Each (library, allocator) pair runs in fresh processes of its own, in
 turn, since a library's allocator is chosen once a process.  Targets
 (issue 29): PyTorch through gpumem at most 1.5x PyTorch's caching
-allocator, CuPy at most 1.2x CuPy's MemoryPool, judged on the pairs' ratio.  bench/NOTES.md records the runs.
+allocator, CuPy at most 1.2x CuPy's MemoryPool, judged on the pairs'
+ratio.  It says how CuPy's allocations read its current stream
+(gpumem._frameworks.cupy_stream_read: through CuPy's C function, or
+through Python).
+bench/NOTES.md records the runs.
 """
 
 import argparse
@@ -51,7 +55,10 @@ for _ in range(repeats):
     samples.append((time.perf_counter() - start) / calls * 1e6)
 sync()
 samples.sort()
-print(json.dumps(samples[len(samples) // 2]))
+path = None
+if mode == "gpumem" and library == "cupy":
+    path = sys.modules["gpumem._frameworks"].cupy_stream_read
+print(json.dumps([samples[len(samples) // 2], path]))
 """
 
 TARGETS = {"torch": 1.5, "cupy": 1.2}
@@ -65,6 +72,7 @@ def main():
     args = parser.parse_args()
     gpumem_program = os.environ.get("GPUMEM", "gpumem")
     results = {}
+    paths = set()
     for library in ("torch", "cupy"):
         for round_ in range(args.processes):
             for mode in ("own", "gpumem"):
@@ -75,8 +83,13 @@ def main():
                 if run.returncode != 0:
                     print(f"{library} {mode}: failed\n{run.stderr[-2000:]}")
                     break
-                results.setdefault((library, mode), []).append(
-                    json.loads(run.stdout.strip().splitlines()[-1]))
+                median, path = json.loads(run.stdout.strip().splitlines()[-1])
+                results.setdefault((library, mode), []).append(median)
+                if path is not None:
+                    paths.add(path)
+    for path in sorted(paths):
+        print("CuPy on gpumem's pool: gpumem's allocator function in C, "
+              f"the stream read through {path}\n")
     print("| library | own allocator (us) | gpumem's pool (us) | ratio of "
           "the pairs | ratio of the medians | target |")
     print("| --- | --- | --- | --- | --- | --- |")

@@ -69,6 +69,8 @@ def host_backend_refuses():
     raises(gpumem.Error, gpumem._pool_block, 1024, "cupy", 0, None,
            match="host backend")
     raises(gpumem.Error, gpumem.torch_mem_pool, match="host backend")
+    raises(gpumem.Error, gpumem._cupy_allocator, len, len, None, len, len,
+           match="no CUDA memory")
     assert gpumem.pool_users() == ()
 
 
@@ -249,6 +251,78 @@ def numba_too_late():
 
 
 @case
+def cupy_allocator_checks_its_parts():
+    """gpumem._cupy_allocator refuses what is not CuPy's before anything
+    is called, and leaves a stream capsule of another signature
+    unused."""
+    if not CUDA:
+        gmtest.skip("the cuda backend's checks (the host backend refuses "
+                    "first: host_backend_refuses)")
+    import ctypes
+    raises(TypeError, gpumem._cupy_allocator, 1, 2, 3, match="5 arguments")
+    raises(TypeError, gpumem._cupy_allocator, len, len, None, 12, len,
+           match="argument 4 must be callable")
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+    name = ctypes.create_string_buffer(b"int (int)")
+    other = new(ctypes.addressof(name), name, None)
+    malloc = gpumem._cupy_allocator(
+        len, len, {"get_current_stream_ptr": other}, len, len)
+    assert not gpumem._cupy_allocator_reads_capsule(malloc)
+    raises(TypeError, gpumem._cupy_allocator_reads_capsule, len,
+           match="needs an allocator")
+    raises(ValueError, malloc, -1, match="nbytes must be >= 0")
+
+
+@case
+def cupy_allocates_without_python():
+    """With this CuPy, no Python function of gpumem's runs for CuPy's
+    allocations and frees; they land in the books on CuPy's current
+    stream, read through CuPy's C function."""
+    need_cuda("cupy")
+    result = run("""
+    import sys, cupy, gpumem
+    gpumem.use_pool("cupy")
+    fw = sys.modules["gpumem._frameworks"]
+    print("stream read", fw.cupy_stream_read)
+    calls = []
+    def profile(frame, event, arg):
+        if event == "call" and "gpumem" in frame.f_code.co_filename:
+            calls.append(frame.f_code.co_name)
+    with cupy.cuda.Stream() as s:
+        sys.setprofile(profile)
+        c = cupy.empty(1 << 20, dtype=cupy.uint8)
+        owners = gpumem.memory_stats()["owners"]
+        c.fill(3)
+        del c
+        sys.setprofile(None)
+    s.synchronize()
+    assert not calls, calls
+    assert owners["cupy"]["allocated_bytes"] == 1 << 20, owners
+    assert gpumem.memory_stats()["owners"]["cupy"]["allocated_bytes"] == 0
+    """, check=False)
+    assert result.returncode == 0 and "stream read C" in result.stdout, \
+        (result.stdout, result.stderr)
+
+
+@case
+def cupy_stream_read_through_python():
+    """Where CuPy exports no stream function, the allocator asks
+    cupy.cuda.get_current_stream, and the stream order of a freed block
+    holds as on the C path (stream_order_of_a_freed_block)."""
+    need_cuda("cupy")
+    run("""
+    import sys, cupy, gpumem
+    gpumem.pool_users()                    # makes gpumem._frameworks
+    fw = sys.modules["gpumem._frameworks"]
+    fw._cupy_stream_capi = lambda cupy: None
+    gpumem.use_pool("cupy")
+    assert fw.cupy_stream_read == "Python", fw.cupy_stream_read
+    """ + STREAM_ORDER)
+
+
+@case
 def limit_reached_by_another_owner():
     """gpumem's limit holds for the sum; the message names the owners."""
     need_cuda("cupy")
@@ -275,8 +349,14 @@ def stream_order_of_a_freed_block():
     before the first stream's work on it ends."""
     need_cuda("cupy")
     run("""
-    import cupy, gpumem
+    import sys, cupy, gpumem
     gpumem.use_pool("cupy")
+    fw = sys.modules["gpumem._frameworks"]
+    assert fw.cupy_stream_read == "C", fw.cupy_stream_read
+    """ + STREAM_ORDER)
+
+
+STREAM_ORDER = """
     spin = cupy.RawKernel(r'''
     extern "C" __global__ void spin_fill(float *x, int n, long long cycles) {
       long long start = clock64();
@@ -298,7 +378,7 @@ def stream_order_of_a_freed_block():
         a_stream.synchronize()
         b_stream.synchronize()
         assert float(kept.min()) == 7.0 and float(kept.max()) == 7.0
-    """)
+"""
 
 
 WORKLOAD_TORCH = """
