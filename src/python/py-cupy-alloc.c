@@ -14,9 +14,10 @@
    through cupy.cuda.get_current_stream ().  A failure raises gpumem's
    exception, which CuPy passes on to its caller.
 
-   CuPy's CFunctionAllocator is not used: CuPy 14.2 drops the exception
-   of its C malloc that fails (bench/NOTES.md, "CuPy's allocator in C"),
-   which would hand a script an array at address 0.  */
+   CuPy's CFunctionAllocator is not used: CuPy 14.2 does not raise the
+   exception of its C malloc that fails (bench/NOTES.md, "CuPy's
+   allocator in C"), so a failure could reach a script as an array at
+   address 0 or as an unrelated error.  */
 
 #include "gm-python.h"
 
