@@ -34,9 +34,10 @@ typedef intptr_t (*cupy_stream_fn) (void);
 enum
 {
   STATE_GET_DEVICE,             /* cupy.cuda.runtime.getDevice */
-  STATE_CURRENT_STREAM,         /* cupy.cuda.get_current_stream, or None */
-  STATE_STREAM_FN,              /* a capsule of get_current_stream_ptr,
-                                   or None */
+  STATE_CURRENT_STREAM,         /* cupy.cuda.get_current_stream */
+  STATE_STREAM_FN,              /* get_current_stream_ptr's address (an
+                                   int, taken from its capsule once), or
+                                   None */
   STATE_UNOWNED,                /* cupy.cuda.memory.UnownedMemory */
   STATE_POINTER,                /* cupy.cuda.memory.MemoryPointer */
   STATE_ZERO,                   /* the int 0 */
@@ -53,13 +54,9 @@ current_stream (PyObject *state, void **stream)
 
   if (fn != Py_None)
     {
-      cupy_stream_fn read
-        = (cupy_stream_fn) PyCapsule_GetPointer (fn, CUPY_STREAM_SIGNATURE);
-      intptr_t handle;
+      cupy_stream_fn read = (cupy_stream_fn) PyLong_AsVoidPtr (fn);
+      intptr_t handle = read ();
 
-      if (read == NULL)
-        return -1;
-      handle = read ();
       if (handle == -1 && PyErr_Occurred ())
         return -1;
       *stream = (void *) handle;
@@ -99,8 +96,10 @@ cupy_malloc (PyObject *state, PyObject *nbytes_obj)
   if (device_obj == NULL)
     return NULL;
   device = PyLong_AsLong (device_obj);
-  if ((device == -1 && PyErr_Occurred ())
-      || current_stream (state, &stream) < 0)
+  if (!(device == -1 && PyErr_Occurred ()) && device != (int) device)
+    PyErr_Format (PyExc_ValueError, "gpumem's CuPy allocator: CuPy's "
+                  "device %ld is no device index", device);
+  if (PyErr_Occurred () || current_stream (state, &stream) < 0)
     {
       Py_DECREF (device_obj);
       return NULL;
@@ -150,7 +149,7 @@ static PyObject *
 gmpy_cupy_allocator (PyObject *module, PyObject *const *args,
                      Py_ssize_t nargs)
 {
-  PyObject *fn = Py_None, *capsule, *zero, *state, *made;
+  PyObject *fn = NULL, *capsule, *zero, *state, *made;
 
   (void) module;
   if (nargs != 5)
@@ -177,13 +176,20 @@ gmpy_cupy_allocator (PyObject *module, PyObject *const *args,
   capsule = PyDict_Check (args[2])
               ? PyDict_GetItemString (args[2], "get_current_stream_ptr")
               : NULL;
-  if (capsule != NULL && PyCapsule_IsValid (capsule, CUPY_STREAM_SIGNATURE))
-    fn = capsule;
+  fn = capsule != NULL && PyCapsule_IsValid (capsule, CUPY_STREAM_SIGNATURE)
+         ? PyLong_FromVoidPtr (PyCapsule_GetPointer (capsule,
+                                                     CUPY_STREAM_SIGNATURE))
+         : Py_NewRef (Py_None);
   zero = PyLong_FromLong (0);
-  if (zero == NULL)
-    return NULL;
+  if (fn == NULL || zero == NULL)
+    {
+      Py_XDECREF (fn);
+      Py_XDECREF (zero);
+      return NULL;
+    }
   state = PyTuple_Pack (STATE_ITEMS, args[0], args[1], fn, args[3], args[4],
                         zero);
+  Py_DECREF (fn);
   Py_DECREF (zero);
   if (state == NULL)
     return NULL;
