@@ -285,13 +285,81 @@ def launch_stream_waits_for_pending_writes(m):
     assert (out.copy_to_host() == 1).all()
 
 
+def outcome(fn, *args):
+    """FN (*ARGS)'s result, or its exception's type and message."""
+    try:
+        return ("returned", fn(*args))
+    except Exception as exc:              # the outcome is compared
+        return (type(exc).__name__, str(exc))
+
+
+@each
+def lent_view_keeps_every_check(m):
+    """An array that owns its memory lends its view at its first call,
+    and the casters read it in place from then on (gm_lent): a second
+    call gives what the first gave, result or error, and the same as
+    against a table without lent views; freeing the array, work pending
+    on it on another stream, and a block that picks the launch stream
+    are seen at the next call."""
+    seen = {}
+    for member in ("array_type", ""):
+        m.as_older_gpumem(member)
+        try:
+            f32 = gpumem.zeros(4, "float32")
+            f64 = gpumem.zeros((2, 2), "float64")
+            square = gpumem.zeros((2, 2), "float32")
+            calls = [(m.dims_code, f32), (m.stream_of, f32),
+                     (m.dims_code, f64), (m.matrix, f64),
+                     (m.matrix, square), (m.sum_contig, square),
+                     (m.three_arrays, f32, square, f32)]
+            got = []
+            for fn, *args in calls:
+                first = outcome(fn, *args)
+                assert outcome(fn, *args) == first, (member, fn, first)
+                got.append(first)
+            seen[member] = got
+            assert m.dims_code(f32) == 1004
+            assert "must hold float32 elements, not float64" in got[2][1]
+            assert "must have 1 dimension, not 2" in got[5][1], got[5]
+            f32.free()
+            assert "freed" in str(raises(ValueError, m.dims_code, f32))
+        finally:
+            m.as_older_gpumem("")
+    assert seen[""] == seen["array_type"], seen
+    if HOST:
+        return
+    a = gpumem.zeros(4, "float32")
+    assert m.stream_of(a) == 0 and m.stream_of(a) == 0
+    s = gpumem.Stream()
+    with s:
+        assert m.stream_of(a) == s.handle
+    with gpumem.concurrent():
+        assert m.stream_of(a) not in (0, None)
+    assert m.stream_of(a) == 0
+    # Work pending on A: the launch stream is that work's stream.
+    n = 1 << 28
+    ones = gpumem.ones(n, "float32")
+    pending = 0
+    for _ in range(5):
+        x = gpumem.zeros(n, "float32")
+        assert m.stream_of(x) == 0 and m.stream_of(x) == 0
+        gpumem.copy(x, ones, stream=s)
+        launch = m.stream_of(x)
+        if x.__cuda_array_interface__["stream"] is not None:
+            pending += 1                  # pending then too: must be s
+            assert launch == s.handle, (launch, s.handle)
+        s.synchronize()
+        assert m.stream_of(x) == 0
+    assert pending > 0, "the 1 GiB copy was never seen pending"
+
+
 @each
 def older_gpumem_table(m):
     """Against a gpumem whose table ends before load_view (a copy of the
     table with that size), the casters load through load_buffer: the
     same results and messages, and RuntimeError naming the version for
     more than four dimensions."""
-    m.as_older_gpumem(True)
+    m.as_older_gpumem("load_view")
     try:
         for ndim in range(0, 5):
             a = gpumem.zeros(tuple(range(2, 2 + ndim)), "float32")
@@ -319,7 +387,7 @@ def older_gpumem_table(m):
             m.three_arrays(a, a, a)
         assert sys.getrefcount(a) == before
     finally:
-        m.as_older_gpumem(False)
+        m.as_older_gpumem("")
 
 
 @case

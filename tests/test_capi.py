@@ -81,7 +81,17 @@ class Table(ctypes.Structure):
                 ("new_array", NEW_ARRAY),
                 ("current_stream", CURRENT_STREAM),
                 ("load_buffer", LOAD_BUFFER), ("stream_wait", STREAM_WAIT),
-                ("launch_done", LAUNCH_DONE), ("load_view", LOAD_VIEW)]
+                ("launch_done", LAUNCH_DONE), ("load_view", LOAD_VIEW),
+                ("array_type", ctypes.c_void_p),
+                ("lent_offset", ctypes.c_ssize_t),
+                ("launch_blocks", ctypes.POINTER(ctypes.c_uint32))]
+
+
+class Lent(ctypes.Structure):
+    """gm_lent of gpumem/extension.h."""
+    _fields_ = [("usable", ctypes.c_uint32), ("contiguous", ctypes.c_uint32),
+                ("typestr", ctypes.c_char * 4),
+                ("reserved", ctypes.c_uint32), ("view", View)]
 
 
 get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -482,6 +492,76 @@ def load_view_refusals():
     raises(ValueError, TABLE.load_view, freed, ctypes.byref(view), None, -1,
            0, match="freed")
     assert view.owner is None
+
+
+def lent_of(array):
+    """ARRAY's gm_lent, read in place as gpumem/array.hpp reads it."""
+    return Lent.from_address(id(array) + TABLE.lent_offset)
+
+
+@case
+def lent_view():
+    """A DeviceArray that owns its memory lends its description at its
+    first load_view (refused or not), for casters to read in place:
+    load_view's view but for the owner and the launch stream; never a
+    view's; unusable from the moment work on a stream is pending on it,
+    it is freed or shared, until load_view lends it again.
+    launch_blocks counts the open blocks that pick the launch stream."""
+    assert (ctypes.cast(TABLE.array_type, ctypes.py_object).value
+            is gpumem.DeviceArray)
+    a = gpumem.zeros((3, 5), "int16")
+    assert lent_of(a).usable == 0
+    view, _ = load_view(a, b"<i2", 2, WRITABLE | C_CONTIG)
+    lent = lent_of(a)
+    assert lent.usable == 1 and lent.contiguous == 1
+    assert lent.typestr == b"<i2"
+    for field, _ in View._fields_:
+        if field not in ("owner", "dims"):
+            got, want = getattr(lent.view, field), getattr(view, field)
+            if field in ("shape", "strides"):
+                got = ctypes.cast(got, ctypes.c_void_p).value
+                want = ctypes.cast(want, ctypes.c_void_p).value
+            assert got == want, (field, got, want)
+    assert lent.view.owner is None and lent.view.stream is None
+    assert lent.view.launch is None
+    assert dims_of(lent.view) == ((3, 5), (10, 2))
+
+    refused = gpumem.zeros(2, "float64")
+    raises(TypeError, TABLE.load_view, refused, ctypes.byref(View()), b"<f4",
+           -1, 0)
+    assert lent_of(refused).usable == 1
+    assert lent_of(refused).typestr == b"<f8"
+    part = a[1:]
+    load_view(part)
+    assert lent_of(part).usable == 0
+
+    s = gpumem.Stream()
+    gpumem.copy(a, gpumem.ones((3, 5), "int16"), stream=s)
+    assert lent_of(a).usable == 0
+    s.synchronize()
+    load_view(a)
+    assert lent_of(a).usable == 1
+    a.free()
+    assert lent_of(a).usable == 0
+
+    shared = gpumem.zeros(4, "float32")
+    load_view(shared)
+    handle = gpumem.share(shared)
+    assert lent_of(shared).usable == 0
+    del handle
+
+    blocks = TABLE.launch_blocks
+    assert blocks[0] == 0
+    with s:
+        assert blocks[0] == 1
+        with gpumem.Stream():
+            assert blocks[0] == 2
+    assert blocks[0] == 0
+    with gpumem.concurrent():
+        assert blocks[0] == 1
+        with gpumem.concurrent():
+            assert blocks[0] == 2
+    assert blocks[0] == 0
 
 
 @case

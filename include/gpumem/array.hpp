@@ -238,6 +238,26 @@ load_through_buffer (const gm_c_api_table *table, PyObject *obj,
   return 0;
 }
 
+/* Whether the DeviceArray OBJ's lent view (gm_lent, at TABLE's
+   lent_offset) describes it now and passes the parameter's checks:
+   TYPESTR (four bytes), NDIM (any_ndim: any) and FLAGS (view_flags).  */
+GPUMEM_INLINE const gm_lent *
+lent_view (const gm_c_api_table *table, PyObject *obj, const char *typestr,
+           int ndim, unsigned flags) noexcept
+{
+  const gm_lent *lent = reinterpret_cast<const gm_lent *> (
+      reinterpret_cast<const char *> (obj) + table->lent_offset);
+  std::uint32_t got, want;
+  std::memcpy (&got, lent->typestr, sizeof got);
+  std::memcpy (&want, typestr, sizeof want);
+  if (lent->usable && *table->launch_blocks == 0 && got == want
+      && !((flags & GM_VIEW_WRITABLE) && lent->view.readonly)
+      && (ndim < 0 || lent->view.ndim == ndim)
+      && !((flags & GM_VIEW_C_CONTIG) && !lent->contiguous))
+    return lent;
+  return nullptr;
+}
+
 /* Fills *VIEW from OBJ (anything get_buffer takes), checked against the
    parameter: DTYPE (NumPy's name) and TYPESTR (the array interface's),
    NDIM (any_ndim: any), FLAGS (view_flags).  VIEW->launch is the stream
@@ -250,11 +270,23 @@ load (PyObject *obj, gm_view *view, const char *dtype, const char *typestr,
       int ndim, unsigned flags)
 {
   const gm_c_api_table *table = api ();
+  const gm_lent *lent;
 
   if (table == nullptr)
     {
       view->owner = nullptr;
       return -1;
+    }
+  /* A DeviceArray that lends its view, the common case: read in place,
+     no call.  */
+  if (GM_C_API_HAS (table, launch_blocks) && obj != nullptr
+      && Py_TYPE (obj) == table->array_type
+      && (lent = lent_view (table, obj, typestr, ndim, flags)) != nullptr)
+    {
+      copy_bytes<offsetof (gm_view, dims)> (view, &lent->view);
+      Py_INCREF (obj);
+      view->owner = obj;
+      return 0;
     }
   if (GM_C_API_HAS (table, load_view))
     return table->load_view (obj, view, typestr, ndim, flags);

@@ -22,8 +22,9 @@
    walk it through (ptr, shape, strides), or check that it is
    C-contiguous first (gm_buffer_is_contiguous).  A caster that loads
    every argument of a call uses load_view instead: a small gm_view,
-   checked against the parameter in the same call.  gpumem-capi(3) is
-   the manual.  */
+   checked against the parameter in the same call; and, for a
+   DeviceArray that lends its view (gm_lent), reads that view in place
+   without a call.  gpumem-capi(3) is the manual.  */
 
 #ifndef GPUMEM_EXTENSION_H
 #define GPUMEM_EXTENSION_H
@@ -96,6 +97,26 @@ typedef struct gm_view
   int64_t dims[2 * GM_VIEW_NDIM];   /* shape, then strides, when not
                                        borrowed */
 } gm_view;
+
+/* What a gpumem.DeviceArray lends a caster, read in place without a
+   call (gm_c_api_table.lent_offset).  While USABLE is nonzero and no
+   block that picks the launch stream is open (*launch_blocks is 0),
+   VIEW is what load_view gives for the array, but for OWNER (NULL
+   here: take a reference of your own) and LAUNCH (NULL: the default
+   stream).  USABLE is nonzero only for an array that owns its memory,
+   is not freed, and has no stream's work pending; it drops to 0 before
+   any of that changes, and gpumem sets it again in load_view.  TYPESTR
+   is the dtype's typestr of three characters and its NUL, compared as
+   four bytes (a dtype with a longer one is never lent).  Read it only
+   with the GIL held.  */
+typedef struct gm_lent
+{
+  uint32_t usable;
+  uint32_t contiguous;          /* C-contiguous (GM_VIEW_C_CONTIG) */
+  char typestr[4];
+  uint32_t reserved;
+  gm_view view;
+} gm_lent;
 
 /* What load_view's FLAGS ask of the memory.  */
 #define GM_VIEW_WRITABLE 1u     /* not read-only */
@@ -183,6 +204,17 @@ typedef struct gm_c_api_table
      bytes are read at once: a typestr has three characters or more.  */
   int (*load_view) (PyObject *obj, gm_view *view, const char *typestr,
                     int ndim, unsigned flags);
+  /* Members from gpumem 0.5 on: test with GM_C_API_HAS first.  */
+  /* gpumem.DeviceArray's type, and where in such an object its gm_lent
+     lies, in bytes from the object's address: an object whose type is
+     exactly ARRAY_TYPE is described by that gm_lent while it is
+     usable and *LAUNCH_BLOCKS is 0 (gpumem/array.hpp reads it so).  */
+  PyTypeObject *array_type;
+  Py_ssize_t lent_offset;
+  /* Nonzero while a block that picks the stream of calls without
+     stream= (`with stream:`, gpumem.concurrent ()) is open in any
+     thread: a lent view's launch stream is then load_view's to say.  */
+  const uint32_t *launch_blocks;
 } gm_c_api_table;
 
 /* Whether API, a table gm_import_c_api accepted, has MEMBER.  */

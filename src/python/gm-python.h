@@ -15,6 +15,7 @@
 #include "gm.h"
 #include "gm-interp.h"
 #include "graph-deps.h"
+#include "gpumem/extension.h"
 
 /* Where a call goes, decided once a call (py-dispatch.h).  */
 typedef struct gmpy_dispatch gmpy_dispatch;
@@ -272,6 +273,12 @@ int gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream);
 PyObject *gmpy_stream_current (int device);
 /* Whether a `with stream:` block of any device is open in this thread.  */
 bool gmpy_stream_context_open (void);
+/* Counts a gpumem.concurrent () block OPENED (true) or closed (false)
+   in the blocks that pick the launch stream, open in all threads, whose
+   count `with stream:` blocks keep too: nonzero at *gmpy_launch_blocks
+   () while any is open.  Under the GIL.  */
+void gmpy_launch_blocks_note (bool opened);
+const uint32_t *gmpy_launch_blocks (void);
 /* Opens a `with stream:` block of STREAM (a gpumem.Stream) in this
    thread: its device's calls without stream= go to it until
    gmpy_stream_context_pop.  0 or -1.  */
@@ -346,7 +353,21 @@ typedef struct arraypy_object
      (py-dlpack-exchange.c): malloc'd at the first such call, NULL
      before.  */
   int64_t *dl_strides;
+  /* What the array lends a C++ caster to read in place
+     (gm_c_api_table.lent_offset): filled by the C API's load_view while
+     the array is plain (py-capi.c), made unusable (gmpy_array_unlend)
+     before its memory is freed or shared, or a stream's work becomes
+     pending on it.  */
+  gm_lent lent;
 } arraypy_object;
+
+/* Makes ARRAY's lent view unusable: casters go through load_view until
+   it lends again (py-array-core.c).  */
+static inline void
+gmpy_array_unlend (arraypy_object *array)
+{
+  array->lent.usable = 0;
+}
 
 /* Whether OBJ is a DeviceArray (py-array-core.c, as all the array's
    helpers below).  */

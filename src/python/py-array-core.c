@@ -123,6 +123,7 @@ alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
   array->users = 0;
   array->weakreflist = NULL;
   array->dl_strides = NULL;
+  memset (&array->lent, 0, sizeof array->lent);
   return array;
 }
 
@@ -184,6 +185,7 @@ gmpy_array_set_strides (arraypy_object *array, const Py_ssize_t *strides)
   memcpy (array->strides, strides, sizeof *strides * (size_t) array->ndim);
   free (array->dl_strides);
   array->dl_strides = NULL;
+  gmpy_array_unlend (array);
   array->contiguous = is_c_contiguous (array->ndim, array->shape, strides,
                                        gm_dtypes[array->dtype].itemsize);
 }
@@ -226,12 +228,14 @@ release (arraypy_object *array)
       array->alloc = NULL;
       array->alloc_bytes = 0;
     }
+  gmpy_array_unlend (array);
   array->released = true;
 }
 
 void
 gmpy_array_let_go (arraypy_object *array)
 {
+  gmpy_array_unlend (array);
   if (array->alloc != NULL || array->alloc_bytes != 0)
     release (array);
   else
@@ -289,6 +293,7 @@ gmpy_array_note_stream (PyObject *obj, const gmpy_dispatch *d)
   if (d->stream_obj == NULL)
     return;
   books = books_of ((arraypy_object *) obj);
+  gmpy_array_unlend (books);
   Py_XSETREF (books->last_stream, Py_NewRef (d->stream_obj));
 }
 

@@ -364,13 +364,33 @@ own_device_view (PyObject *obj, gm_view *view)
   return 0;
 }
 
+/* Lends ARRAY's description (view_fields', no stream pending, no
+   owner) to casters in ARRAY's gm_lent, which gpumem/array.hpp then
+   reads in place, where its dtype's typestr fits the four bytes they
+   compare.  ARRAY must be plain (array_is_plain).  */
+__attribute__ ((noinline)) static void
+lend (arraypy_object *array)
+{
+  gm_lent *lent = &array->lent;
+
+  if (strlen (typestrs[array->dtype]) > 3)
+    return;
+  view_fields (array, &lent->view, NULL);
+  lent->view.owner = NULL;
+  lent->contiguous = array->contiguous;
+  memcpy (lent->typestr, typestrs[array->dtype], sizeof lent->typestr);
+  lent->reserved = 0;
+  lent->usable = 1;
+}
+
 /* gm_c_api_table.load_view: OBJ described into *VIEW (shape and strides
    borrowed from a DeviceArray, else in VIEW->dims), checked against
    TYPESTR, NDIM and FLAGS, and VIEW->launch the stream to launch on.
    The common case, a DeviceArray that owns its memory with no stream's
    work pending, is read here, calling only own_device_view for device
-   memory; every other goes through load_view_described.  0, or -1 with
-   an exception and VIEW->owner NULL.  */
+   memory; every other goes through load_view_described.  A DeviceArray
+   found plain lends its view (lend), checks passed or not.  0, or -1
+   with an exception and VIEW->owner NULL.  */
 static int
 capi_load_view (PyObject *obj, gm_view *view, const char *typestr, int ndim,
                 unsigned flags)
@@ -379,9 +399,18 @@ capi_load_view (PyObject *obj, gm_view *view, const char *typestr, int ndim,
   arraypy_object *array = (arraypy_object *) obj;
   traits got;
 
-  if (state == NULL || obj == NULL || Py_TYPE (obj) != state->array_type
-      || !array_is_plain (array))
+  if (state == NULL || obj == NULL || Py_TYPE (obj) != state->array_type)
     return load_view_described (obj, view, typestr, ndim, flags);
+  if (!array_is_plain (array))
+    {
+      /* Describing it may find its stream's work done: plain again.  */
+      int result = load_view_described (obj, view, typestr, ndim, flags);
+      if (array_is_plain (array))
+        lend (array);
+      return result;
+    }
+  if (!array->lent.usable)
+    lend (array);
   got = (traits) { array->dtype, array->readonly, array->ndim,
                    array->contiguous };
   if (!traits_pass (got, typestr, ndim, flags))
@@ -520,7 +549,8 @@ capi_launch_done (int device, void *stream, PyObject *const *written, int n)
   return 0;
 }
 
-static const gm_c_api_table c_api = {
+/* The table; array_type is set by gmpy_capi_init.  */
+static gm_c_api_table c_api = {
   .abi = GM_C_API_ABI,
   .size = sizeof (gm_c_api_table),
   .version = PACKAGE_VERSION,
@@ -531,6 +561,9 @@ static const gm_c_api_table c_api = {
   .stream_wait = capi_stream_wait,
   .launch_done = capi_launch_done,
   .load_view = capi_load_view,
+  .array_type = NULL,
+  .lent_offset = offsetof (arraypy_object, lent),
+  .launch_blocks = NULL,
 };
 
 int
@@ -542,6 +575,11 @@ gmpy_capi_init (PyObject *module)
 
   for (int d = 0; d < GM_NDTYPES; d++)
     gm_dtype_typestr ((gm_dtype) d, typestrs[d]);
+  /* The type stays alive while the table names it: a caster compares
+     an argument's type with it.  */
+  Py_XSETREF (c_api.array_type,
+              (PyTypeObject *) Py_NewRef (gmpy_state_get ()->array_type));
+  c_api.launch_blocks = gmpy_launch_blocks ();
   if (capsule == NULL)
     return -1;
   result = PyModule_AddObjectRef (module, "_C_API", capsule);

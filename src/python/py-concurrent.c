@@ -319,6 +319,7 @@ concurrentpy_enter (PyObject *self, PyObject *unused)
   block->outer = current_block;
   Py_INCREF (self);               /* the thread's list holds it */
   current_block = block;
+  gmpy_launch_blocks_note (true);
   gm_queue_set_current (block->queue);
   return Py_NewRef (self);
 }
@@ -343,6 +344,7 @@ concurrentpy_exit (PyObject *self, PyObject *args)
      unless the body raised already (that exception goes on).  */
   result = queue_drain (block->queue, false);
   current_block = block->outer;
+  gmpy_launch_blocks_note (false);
   gm_queue_set_current (current_block != NULL ? current_block->queue : NULL);
   block->outer = NULL;
   if (!block->shared)

@@ -109,11 +109,13 @@ adopt_owner (arraypy_object *array)
     {
       /* The capsule's failure dropped the block, and its memory with
          it: the owner holds nothing now.  */
+      gmpy_array_unlend (owner);
       owner->alloc = NULL;
       owner->alloc_bytes = 0;
       owner->released = true;
       return NULL;
     }
+  gmpy_array_unlend (owner);
   owner->alloc = NULL;
   owner->alloc_bytes = 0;
   owner->base = capsule;

@@ -21,6 +21,13 @@
    ends inside a block leaves it counted, which only costs the lookups.  */
 static Py_ssize_t open_blocks;
 
+/* The blocks that pick the stream of calls without stream=, open in all
+   threads: open_blocks and gpumem.concurrent () blocks
+   (gmpy_launch_blocks_note).  The C API lends its address, so that a
+   caster knows without a call that the launch stream is the default
+   one (gm_c_api_table.launch_blocks).  */
+static uint32_t launch_blocks;
+
 /* The list of DEVICE's open `with stream:` blocks in this thread, a new
    reference; created when CREATE, else None when there is none.  NULL
    with an exception on failure.  */
@@ -123,6 +130,7 @@ gmpy_stream_context_push (PyObject *stream)
   if (rc < 0)
     return -1;
   open_blocks++;
+  launch_blocks++;
   return 0;
 }
 
@@ -150,5 +158,21 @@ gmpy_stream_context_pop (PyObject *stream)
     }
   Py_DECREF (stack);
   open_blocks--;
+  launch_blocks--;
   return 0;
+}
+
+void
+gmpy_launch_blocks_note (bool opened)
+{
+  if (opened)
+    launch_blocks++;
+  else
+    launch_blocks--;
+}
+
+const uint32_t *
+gmpy_launch_blocks (void)
+{
+  return &launch_blocks;
 }

@@ -4,6 +4,7 @@
    that read or write elements do it on the CPU: call them with host
    memory (the host backend).  */
 #include <cstddef>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -171,12 +172,13 @@ stream_of (array<const float> x)
   return (std::uintptr_t) x.stream ();
 }
 
-/* With OLDER, the casters of this module load through a copy of
-   gpumem's table that ends before load_view, as against a gpumem older
-   than 0.4 (gpumem/array.hpp's load_through_buffer); without, through
-   gpumem's own table again.  */
+/* The casters of this module load through a copy of gpumem's table
+   that ends before MEMBER: "load_view" as against a gpumem older than
+   0.4 (gpumem/array.hpp's load_through_buffer), "array_type" as against
+   one older than 0.5 (no lent views: every argument through
+   load_view); "" through gpumem's own table again.  */
 static void
-as_older_gpumem (bool older)
+as_older_gpumem (const char *member)
 {
   static const gm_c_api_table *own = nullptr;
   static gm_c_api_table copy;
@@ -187,9 +189,16 @@ as_older_gpumem (bool older)
       if (own == nullptr)
         throw python_error ();
       copy = *own;
-      copy.size = offsetof (gm_c_api_table, load_view);
     }
-  gm_c_api = older ? &copy : own;
+  bool own_table = std::strcmp (member, "") == 0;
+  if (std::strcmp (member, "load_view") == 0)
+    copy.size = offsetof (gm_c_api_table, load_view);
+  else if (std::strcmp (member, "array_type") == 0)
+    copy.size = offsetof (gm_c_api_table, array_type);
+  else if (!own_table)
+    throw std::invalid_argument ("as_older_gpumem: load_view, array_type "
+                                 "or \"\"");
+  gm_c_api = own_table ? own : &copy;
 }
 
 GM_BIND_MODULE
