@@ -435,7 +435,7 @@ case " $sections " in
     export GPUMEM_TORCH_SHIM
     {
       echo '```'
-      sharing_step casters 8 binding_overhead.py
+      sharing_step casters 10 binding_overhead.py
       echo '```'
       echo
       sharing_step allocators 7 frameworks_alloc.py
