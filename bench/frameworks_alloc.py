@@ -12,7 +12,11 @@ turn, since a library's allocator is chosen once a process.  Targets
 allocator, CuPy at most 1.2x CuPy's MemoryPool, judged on the pairs'
 ratio.  It says how CuPy's allocations read its current stream
 (gpumem._frameworks.cupy_stream_read: through CuPy's C function, or
-through Python).
+through Python).  CuPy also runs on CUDA's stream-ordered pool through
+its own code (cupy.cuda.MemoryAsyncPool: cudaMallocFromPoolAsync and
+cudaFreeAsync for each allocation, as gpumem's pool makes): the least
+any allocator on CUDA's pool costs CuPy, beside its MemoryPool and
+gpumem's pool.
 bench/NOTES.md records the runs.
 """
 
@@ -31,6 +35,9 @@ import gpumem
 library, mode, calls, repeats = sys.argv[-4], sys.argv[-3], int(sys.argv[-2]), int(sys.argv[-1])
 if mode == "gpumem":
     gpumem.use_pool(library)
+elif mode == "cuda_pool":
+    import cupy
+    cupy.cuda.set_allocator(cupy.cuda.MemoryAsyncPool().malloc)
 nbytes = 1 << 20
 if library == "torch":
     import torch
@@ -74,8 +81,10 @@ def main():
     results = {}
     paths = set()
     for library in ("torch", "cupy"):
+        modes = ("own", "gpumem") + (("cuda_pool",) if library == "cupy"
+                                     else ())
         for round_ in range(args.processes):
-            for mode in ("own", "gpumem"):
+            for mode in modes:
                 run = subprocess.run(
                     [gpumem_program, "-q", "-c", CHILD, library, mode,
                      str(args.calls), str(args.repeats)],
@@ -107,6 +116,15 @@ def main():
               f" | {p:.2f} ({', '.join(f'{x:.2f}' for x in pool)}) | "
               f"{ratio:.2f}x | {p / o:.2f}x | {TARGETS[library]}x: "
               f"{verdict} |")
+    floor = results.get(("cupy", "cuda_pool"))
+    own, pool = results.get(("cupy", "own")), results.get(("cupy", "gpumem"))
+    if floor and own and pool:
+        f = statistics.median(floor)
+        print(f"\nCuPy on CUDA's pool through its own MemoryAsyncPool: "
+              f"{f:.2f} us ({', '.join(f'{x:.2f}' for x in floor)}); "
+              f"against its MemoryPool {paired_ratio(floor, own):.2f}x "
+              f"(the pairs), gpumem's pool against it "
+              f"{paired_ratio(pool, floor):.2f}x")
 
 if __name__ == "__main__":
     sys.exit(main())

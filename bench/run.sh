@@ -438,7 +438,7 @@ case " $sections " in
       sharing_step casters 10 binding_overhead.py
       echo '```'
       echo
-      sharing_step allocators 7 frameworks_alloc.py
+      sharing_step allocators 9 frameworks_alloc.py
       echo
       echo '```'
       sharing_step ipc 3 sharing_ipc.py
