@@ -273,10 +273,12 @@ int gmpy_stream_arg (PyObject *obj, int device, gm_stream **stream);
 PyObject *gmpy_stream_current (int device);
 /* Whether a `with stream:` block of any device is open in this thread.  */
 bool gmpy_stream_context_open (void);
-/* Counts a gpumem.concurrent () block OPENED (true) or closed (false)
-   in the blocks that pick the launch stream, open in all threads, whose
-   count `with stream:` blocks keep too: nonzero at *gmpy_launch_blocks
-   () while any is open.  Under the GIL.  */
+/* The count of open blocks, in all threads, that pick the stream of
+   calls without stream=: `with stream:` blocks (counted by
+   gmpy_stream_context_push and _pop) and gpumem.concurrent () blocks
+   (counted by gmpy_launch_blocks_note: OPENED true on entry, false on
+   exit).  *gmpy_launch_blocks () is nonzero while any is open.  Under
+   the GIL.  */
 void gmpy_launch_blocks_note (bool opened);
 const uint32_t *gmpy_launch_blocks (void);
 /* Opens a `with stream:` block of STREAM (a gpumem.Stream) in this
@@ -355,18 +357,27 @@ typedef struct arraypy_object
   int64_t *dl_strides;
   /* What the array lends a C++ caster to read in place
      (gm_c_api_table.lent_offset): filled by the C API's load_view while
-     the array is plain (py-capi.c), made unusable (gmpy_array_unlend)
-     before its memory is freed or shared, or a stream's work becomes
-     pending on it.  */
+     the array is plain (py-capi.c), made unusable before its memory is
+     freed (gmpy_array_mark_released) or shared, or a stream's work
+     becomes pending on it (gmpy_array_unlend).  */
   gm_lent lent;
 } arraypy_object;
 
 /* Makes ARRAY's lent view unusable: casters go through load_view until
-   it lends again (py-array-core.c).  */
+   it lends again (py-capi.c).  */
 static inline void
 gmpy_array_unlend (arraypy_object *array)
 {
   array->lent.usable = 0;
+}
+
+/* Marks ARRAY freed (free () was called, or its memory is gone), its
+   lent view withdrawn first: the one way RELEASED is set.  */
+static inline void
+gmpy_array_mark_released (arraypy_object *array)
+{
+  gmpy_array_unlend (array);
+  array->released = true;
 }
 
 /* Whether OBJ is a DeviceArray (py-array-core.c, as all the array's

@@ -149,7 +149,7 @@ gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
   if (status != GM_OK)
     {
       array->alloc_bytes = 0;
-      array->released = true;
+      gmpy_array_mark_released (array);
       Py_DECREF (array);
       return (arraypy_object *) gmpy_raise (status);
     }
@@ -228,19 +228,17 @@ release (arraypy_object *array)
       array->alloc = NULL;
       array->alloc_bytes = 0;
     }
-  gmpy_array_unlend (array);
-  array->released = true;
+  gmpy_array_mark_released (array);
 }
 
 void
 gmpy_array_let_go (arraypy_object *array)
 {
-  gmpy_array_unlend (array);
   if (array->alloc != NULL || array->alloc_bytes != 0)
     release (array);
   else
     {
-      array->released = true;
+      gmpy_array_mark_released (array);
       Py_CLEAR (array->base);
     }
   Py_CLEAR (array->last_stream);

@@ -294,8 +294,7 @@ arraypy_free (PyObject *self, PyObject *unused)
      it stays theirs: gpumem refuses to use it from now on, and it goes
      when the last of them lets go (gmpy_array_exports_add,
      gmpy_array_unhold).  */
-  gmpy_array_unlend (array);
-  array->released = true;
+  gmpy_array_mark_released (array);
   if (array->exports == 0 && array->users == 0)
     gmpy_array_let_go (array);
   if (PyErr_Occurred ())

@@ -109,10 +109,9 @@ adopt_owner (arraypy_object *array)
     {
       /* The capsule's failure dropped the block, and its memory with
          it: the owner holds nothing now.  */
-      gmpy_array_unlend (owner);
       owner->alloc = NULL;
       owner->alloc_bytes = 0;
-      owner->released = true;
+      gmpy_array_mark_released (owner);
       return NULL;
     }
   gmpy_array_unlend (owner);
