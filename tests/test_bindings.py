@@ -390,6 +390,129 @@ def older_gpumem_table(m):
         m.as_older_gpumem("")
 
 
+def native_held():
+    stats = gpumem.memory_stats()
+    return stats["native_held_bytes"], stats["native_held_blocks"]
+
+
+@each
+def kept_array_outlives_free(m):
+    # C++ keeps the array in a std::vector; Python frees it: the memory
+    # stays, counted as held by native code, until C++ lets go.
+    n = 1 << 22                                   # 16 MiB: its own mapping
+    a = gpumem.to_device(np.arange(n, dtype=np.float32) % 7)
+    before = gpumem.memory_stats()["allocated_bytes"]
+    m.keep(a)
+    m.keep(a[: n // 2])                           # a view holds it too
+    a.free()
+    raises(ValueError, a.copy_to_host)            # Python's use ended
+    assert native_held() == (4 * n, 1), native_held()
+    assert gpumem.memory_stats()["allocated_bytes"] == before
+    if HOST:
+        other = gpumem.full(n, 100.0)             # may take freed memory
+        expected = float((np.arange(n) % 7).sum()
+                         + (np.arange(n // 2) % 7).sum())
+        assert m.kept_sum() == expected, (m.kept_sum(), expected)
+        del other
+    assert m.forget() == 2
+    assert native_held() == (0, 0), native_held()
+    assert gpumem.memory_stats()["allocated_bytes"] == before - 4 * n
+
+
+@each
+def kept_foreign_memory_outlives_free(m):
+    # A DeviceArray over another object's memory: free() lets go of that
+    # object, but not while C++ keeps the array.
+    if not HOST:
+        gmtest.skip("reads elements on the CPU: host backend only")
+    host = np.arange(1000, dtype=np.float32)
+    wrapped = gpumem.from_dlpack(host)
+    m.keep(wrapped)
+    del host
+    wrapped.free()
+    assert m.kept_sum() == float(np.arange(1000).sum())
+    m.forget()
+
+
+@each
+def native_call_without_gil_survives_free(m):
+    # A native call writes its array with the GIL released while another
+    # thread frees it: the call keeps the memory to its end.
+    host_only()
+    import threading
+    n = 1 << 22
+    a = gpumem.zeros(n)
+    results = []
+    worker = threading.Thread(
+        target=lambda: results.append(m.increment_released(a, 40)))
+    worker.start()
+    time_freed = 0
+    while worker.is_alive() and time_freed < 1:
+        a.free()
+        time_freed += 1
+        junk = gpumem.full(n, -5.0)               # reuse, if the memory went
+    worker.join()
+    assert results == [40.0], results
+    assert native_held() == (0, 0), native_held()
+    del junk
+
+
+@each
+def share_refuses_natively_held_memory(m):
+    # Making memory shareable may move its bytes: not while native code
+    # holds it (it may be writing it).
+    if not hasattr(gpumem, "share"):
+        gmtest.skip("no gpumem.share in this build")
+    a = gpumem.zeros(1000)
+    m.keep(a)
+    exc = raises(gpumem.Error, gpumem.share, a)
+    assert "held by native code" in str(exc), exc
+    m.forget()
+    gpumem.share(a)
+
+
+@each
+def share_loses_no_native_write(m):
+    # A native thread increments the array while Python shares it: either
+    # the share is refused while the thread holds it, or it comes after;
+    # no write is lost.
+    host_only()
+    if not hasattr(gpumem, "share"):
+        gmtest.skip("no gpumem.share in this build")
+    import threading
+    n = 1 << 21
+    a = gpumem.zeros(n)
+    worker = threading.Thread(target=m.increment_released, args=(a, 30))
+    worker.start()
+    shared = None
+    while shared is None:
+        try:
+            shared = gpumem.share(a)
+        except gpumem.Error as exc:
+            assert "held by native code" in str(exc), exc
+    worker.join()
+    got = a.copy_to_host()
+    assert (got == 30).all(), np.unique(got)
+
+
+@each
+def native_call_in_graph_is_refused(m):
+    # Inside a recording a native call would run at once, before the
+    # recorded work, and never again: refused before it runs.
+    if not hasattr(gpumem, "graph"):
+        gmtest.skip("no gpumem.graph")
+    a = gpumem.zeros(8)
+    b = gpumem.zeros(8)
+    with gpumem.graph() as g:
+        gpumem.copy_to_gpu(np.ones(8, np.float32), a, 8)
+        exc = raises(gpumem.Error, m.fill, b, 3.0)
+        assert "native call" in str(exc), exc
+        exc = raises(gpumem.Error, m.three_arrays, a, a, b)
+    g()
+    assert (b.copy_to_host() == 0).all()
+    m.three_arrays(a, a, b)                       # after the block: fine
+
+
 @case
 def algo_matches_numpy():
     host_only()

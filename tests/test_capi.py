@@ -74,6 +74,15 @@ LOAD_VIEW = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object,
                              ctypes.c_int, ctypes.c_uint)
 
 
+class Hold(ctypes.Structure):
+    """gm_hold of gpumem/extension.h."""
+    _fields_ = [("holds", ctypes.c_uint32), ("native", ctypes.c_uint32)]
+
+
+HOLD = ctypes.PYFUNCTYPE(ctypes.POINTER(Hold), ctypes.py_object)
+HOLD_GONE = ctypes.PYFUNCTYPE(None, ctypes.POINTER(Hold))
+
+
 class Table(ctypes.Structure):
     """gm_c_api_table of gpumem/extension.h."""
     _fields_ = [("abi", ctypes.c_uint32), ("size", ctypes.c_uint32),
@@ -84,14 +93,16 @@ class Table(ctypes.Structure):
                 ("launch_done", LAUNCH_DONE), ("load_view", LOAD_VIEW),
                 ("array_type", ctypes.c_void_p),
                 ("lent_offset", ctypes.c_ssize_t),
-                ("launch_blocks", ctypes.POINTER(ctypes.c_uint32))]
+                ("launch_blocks", ctypes.POINTER(ctypes.c_uint32)),
+                ("hold", HOLD), ("hold_gone", HOLD_GONE)]
 
 
 class Lent(ctypes.Structure):
     """gm_lent of gpumem/extension.h."""
     _fields_ = [("usable", ctypes.c_uint32), ("contiguous", ctypes.c_uint32),
                 ("typestr", ctypes.c_char * 4),
-                ("reserved", ctypes.c_uint32), ("view", View)]
+                ("reserved", ctypes.c_uint32), ("view", View),
+                ("hold", ctypes.POINTER(Hold))]
 
 
 get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -776,6 +787,30 @@ def exchange_with_torch():
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
         assert ex.current_stream(torch.Tensor, 2, 0) == s.cuda_stream
+
+
+@case
+def hold_keeps_memory_past_free():
+    # A C API hold keeps the memory after free(); the last drop (the
+    # header's gm_hold_drop: counts, then hold_gone at 0) gives it back.
+    a = gpumem.zeros(4096)
+    before = gpumem.memory_stats()["allocated_bytes"]
+    hold = TABLE.hold(a[10:20])                   # a view: its base's record
+    assert hold and (hold[0].holds, hold[0].native) == (2, 1)
+    a.free()
+    stats = gpumem.memory_stats()
+    assert stats["allocated_bytes"] == before
+    assert (stats["native_held_bytes"], stats["native_held_blocks"]) \
+        == (4096 * 4, 1)
+    assert (hold[0].holds, hold[0].native) == (1, 1)
+    hold[0].native -= 1
+    hold[0].holds -= 1
+    TABLE.hold_gone(hold)
+    stats = gpumem.memory_stats()
+    assert stats["allocated_bytes"] == before - 4096 * 4
+    assert stats["native_held_bytes"] == 0
+    assert not TABLE.hold(np.zeros(3))            # not gpumem's memory
+    assert not TABLE.hold(a)                      # freed: nothing to hold
 
 
 gmtest.main()

@@ -262,12 +262,14 @@ lent_view (const gm_c_api_table *table, PyObject *obj, const char *typestr,
    parameter: DTYPE (NumPy's name) and TYPESTR (the array interface's),
    NDIM (any_ndim: any), FLAGS (view_flags).  VIEW->launch is the stream
    to launch on: the memory's pending stream, else the current one.  0
-   with VIEW->owner a new reference, or -1 with VIEW->owner NULL and a
-   Python exception: the C API's load_view's (gpumem/extension.h), or
-   load_through_buffer's against an older gpumem.  */
+   with VIEW->owner a new reference and *HOLD a hold on gpumem's memory
+   (NULL: other memory, or a gpumem without holds), or -1 with
+   VIEW->owner NULL and a Python exception: the C API's load_view's
+   (gpumem/extension.h), or load_through_buffer's against an older
+   gpumem.  */
 GPUMEM_INLINE int
-load (PyObject *obj, gm_view *view, const char *dtype, const char *typestr,
-      int ndim, unsigned flags)
+load (PyObject *obj, gm_view *view, gm_hold **hold, const char *dtype,
+      const char *typestr, int ndim, unsigned flags)
 {
   const gm_c_api_table *table = api ();
   const gm_lent *lent;
@@ -286,10 +288,21 @@ load (PyObject *obj, gm_view *view, const char *dtype, const char *typestr,
       copy_bytes<offsetof (gm_view, dims)> (view, &lent->view);
       Py_INCREF (obj);
       view->owner = obj;
+      if (GM_C_API_HAS (table, hold_gone))
+        {
+          gm_hold_take (lent->hold);
+          *hold = lent->hold;
+        }
       return 0;
     }
   if (GM_C_API_HAS (table, load_view))
-    return table->load_view (obj, view, typestr, ndim, flags);
+    {
+      if (table->load_view (obj, view, typestr, ndim, flags) < 0)
+        return -1;
+      if (GM_C_API_HAS (table, hold_gone))
+        *hold = table->hold (view->owner);
+      return 0;
+    }
   return load_through_buffer (table, obj, view, dtype, ndim, flags);
 }
 
@@ -357,7 +370,10 @@ restore_error (PyObject *error)
 
 /* Device memory of element type T (const T: read-only use), NDIM
    dimensions (any_ndim: any) in LAYOUT, holding a reference to its
-   Python owner.  */
+   Python owner and, for gpumem's memory, a hold on the memory itself:
+   it stays while this array lives, also past free () in Python and in
+   a call that runs without the GIL.  Made, copied and destroyed with
+   the GIL held.  */
 template <class T, int NDIM = any_ndim, unsigned LAYOUT = c_contig>
 class array
 {
@@ -377,15 +393,20 @@ public:
   GPUMEM_INLINE explicit array (detail::unloaded_t) noexcept
   {
     view_.owner = nullptr;
+    hold_ = nullptr;
   }
   array (const array &other) noexcept
   {
     take (other);
     Py_XINCREF (view_.owner);
+    hold_ = other.hold_;
+    if (hold_ != nullptr)
+      gm_hold_take (hold_);
   }
   GPUMEM_INLINE array (array &&other) noexcept
   {
     take (other);
+    hold_ = other.hold_;
     other.vacate ();
   }
   array &operator= (const array &other) noexcept
@@ -393,8 +414,13 @@ public:
     if (this != &other)
       {
         PyObject *old = view_.owner;
+        gm_hold *old_hold = hold_;
         take (other);
         Py_XINCREF (view_.owner);
+        hold_ = other.hold_;
+        if (hold_ != nullptr)
+          gm_hold_take (hold_);
+        drop (old_hold);
         Py_XDECREF (old);
       }
     return *this;
@@ -404,16 +430,21 @@ public:
     if (this != &other)
       {
         PyObject *old = view_.owner;
+        gm_hold *old_hold = hold_;
         take (other);
+        hold_ = other.hold_;
         other.vacate ();
+        drop (old_hold);
         Py_XDECREF (old);
       }
     return *this;
   }
   /* (A test, then Py_DECREF: Py_XDECREF may be a call, and a moved-from
-     array has no owner.)  */
+     array has no owner.)  The hold goes first: the owner keeps what
+     its last drop reads.  */
   GPUMEM_INLINE ~array ()
   {
+    drop (hold_);
     if (view_.owner != nullptr)
       Py_DECREF (view_.owner);
   }
@@ -423,8 +454,10 @@ public:
      a caster calls it once an argument.  */
   GPUMEM_INLINE int load (PyObject *obj)
   {
+    drop (hold_);
+    hold_ = nullptr;
     Py_CLEAR (view_.owner);
-    if (detail::load (obj, &view_, dtype_name, dtype_typestr, NDIM,
+    if (detail::load (obj, &view_, &hold_, dtype_name, dtype_typestr, NDIM,
                       detail::view_flags (writable, LAYOUT)) < 0)
       {
         clear ();
@@ -532,10 +565,12 @@ public:
   /* The Python object that keeps the memory alive (borrowed); for an
      array from allocate, the new DeviceArray.  */
   PyObject *object () const noexcept { return view_.owner; }
-  /* That object as a new reference; *this is empty after.  */
+  /* That object as a new reference; *this is empty after, and the
+     memory no longer held but by that reference.  */
   PyObject *release () noexcept
   {
     PyObject *owner = view_.owner;
+    drop (hold_);
     clear ();
     return owner;
   }
@@ -547,9 +582,16 @@ public:
   }
 
 private:
-  /* Empty: no memory, no owner.  */
+  /* Ends HOLD (none when NULL): the memory goes if it was the last.  */
+  static GPUMEM_INLINE void drop (gm_hold *hold) noexcept
+  {
+    if (hold != nullptr)
+      gm_hold_drop (gm_c_api, hold);
+  }
+  /* Empty: no memory, no owner, no hold.  */
   GPUMEM_INLINE void clear () noexcept
   {
+    hold_ = nullptr;
     view_.ptr = nullptr;
     view_.owner = nullptr;
     view_.shape = nullptr;
@@ -568,6 +610,7 @@ private:
      fields, which nothing reads then, as they were.  */
   GPUMEM_INLINE void vacate () noexcept
   {
+    hold_ = nullptr;
     view_.ptr = nullptr;
     view_.owner = nullptr;
     view_.shape = nullptr;
@@ -593,6 +636,7 @@ private:
   }
 
   gm_view view_;
+  gm_hold *hold_;
 };
 
 namespace detail

@@ -98,6 +98,18 @@ typedef struct gm_view
                                        borrowed */
 } gm_view;
 
+/* The head of gpumem's record of a block of device memory: how many
+   hold it (HOLDS) and, of them, how many are native code (NATIVE).  The
+   memory stays while HOLDS is nonzero, whatever Python does (free ()
+   only ends the array's own hold).  Read and written only with the GIL
+   held; take a hold with gm_c_api_table.hold, or, from a lent view,
+   with gm_hold_take, and end it with gm_hold_drop.  */
+typedef struct gm_hold
+{
+  uint32_t holds;
+  uint32_t native;
+} gm_hold;
+
 /* What a gpumem.DeviceArray lends a caster, read in place without a
    call (gm_c_api_table.lent_offset).  While USABLE is nonzero and no
    block that picks the launch stream is open (*launch_blocks is 0),
@@ -116,6 +128,10 @@ typedef struct gm_lent
   char typestr[4];
   uint32_t reserved;
   gm_view view;
+  /* The record of the array's memory, while USABLE: a caster that keeps
+     the view takes a hold on it (gm_hold_take).  Present where the
+     table has hold_gone (GM_C_API_HAS).  */
+  gm_hold *hold;
 } gm_lent;
 
 /* What load_view's FLAGS ask of the memory.  */
@@ -215,12 +231,44 @@ typedef struct gm_c_api_table
      stream= (`with stream:`, gpumem.concurrent ()) is open in any
      thread: a lent view's launch stream is then load_view's to say.  */
   const uint32_t *launch_blocks;
+  /* Members from gpumem 0.6 on: test with GM_C_API_HAS first.  */
+  /* Takes a hold on the memory that OWNER (a gm_buffer's or gm_view's
+     owner from this table) keeps alive, so that it stays until
+     gm_hold_drop even after free () in Python: gpumem counts it as
+     native code's, and share () refuses to move memory so held.  The
+     hold to drop, or NULL where OWNER's memory is not gpumem's to count
+     (another library's, kept by the owner reference itself).  With the
+     GIL; never fails.  */
+  gm_hold *(*hold) (PyObject *owner);
+  /* What gm_hold_drop calls once HOLD's count reached 0: gives the
+     memory back.  With the GIL; never fails (an error is unraisable).  */
+  void (*hold_gone) (gm_hold *hold);
 } gm_c_api_table;
 
 /* Whether API, a table gm_import_c_api accepted, has MEMBER.  */
 #define GM_C_API_HAS(api, member)                                         \
   ((api)->size >= offsetof (gm_c_api_table, member)                       \
                   + sizeof ((api)->member))
+
+/* One more hold of native code on HOLD (a lent view's gm_lent.hold):
+   with the GIL.  */
+static inline void
+gm_hold_take (gm_hold *hold)
+{
+  hold->holds++;
+  hold->native++;
+}
+
+/* Ends a hold that API's hold or gm_hold_take took: the memory goes if
+   it was the last (free () was called, and nothing else holds it).
+   With the GIL.  */
+static inline void
+gm_hold_drop (const struct gm_c_api_table *api, gm_hold *hold)
+{
+  hold->native--;
+  if (--hold->holds == 0)
+    api->hold_gone (hold);
+}
 
 /* Whether the NDIM dimensions SHAPE with STRIDES (bytes) of SIZE
    elements of ITEMSIZE bytes are C-contiguous: the layout a kernel that

@@ -57,6 +57,11 @@ typedef struct gm_mem_stats
   size_t shared_bytes;
   size_t shared_blocks;
   gm_mem_owner_stats owners[GM_MEM_NOWNERS];
+  /* Of ALLOCATED_BYTES, blocks whose array let go (free () or its end)
+     that native code still holds (block-record.h): they go when it lets
+     go too.  */
+  size_t native_held_bytes;
+  size_t native_held_blocks;
 } gm_mem_stats;
 
 /* Allocates NBYTES on DEVICE ordered on STREAM for OWNER; *PTR is NULL
@@ -90,6 +95,9 @@ gm_status gm_mem_free_with (gm_mem_owner owner, int device, void *ptr,
 /* Counts NBYTES of DEVICE's booked memory as shared (SHARED), or as no
    longer shared; never fails.  */
 void gm_mem_note_shared (int device, size_t nbytes, bool shared);
+/* Counts NBYTES of DEVICE's booked memory as held by native code alone
+   (HELD), or no longer; never fails.  */
+void gm_mem_note_native_held (int device, size_t nbytes, bool held);
 /* gm_mem_alloc_as and gm_mem_free_as for gpumem's own arrays.  */
 gm_status gm_mem_alloc (int device, size_t nbytes, gm_stream *stream,
                         void **ptr);

@@ -21,5 +21,6 @@
 #include "gm-kernel.h"
 #include "gm-backend.h"
 #include "gm-memory.h"
+#include "block-record.h"
 
 #endif /* GM_H */

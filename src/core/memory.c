@@ -211,6 +211,12 @@ out_of_memory (gm_mem_owner owner, int device, size_t nbytes, bool by_limit)
   gm_format_bytes (reserved > stats.allocated_bytes
                    ? reserved - stats.allocated_bytes : 0,
                    text[2], sizeof text[2]);
+  if (stats.native_held_bytes > 0)
+    {
+      gm_format_bytes (stats.native_held_bytes, text[1], sizeof text[1]);
+      APPEND (" (%s of it in %zu blocks freed by their arrays and still held "
+              "by native code)", text[1], stats.native_held_blocks);
+    }
   if (stats.shared_bytes > 0)
     {
       gm_format_bytes (stats.shared_bytes, text[1], sizeof text[1]);
@@ -404,6 +410,28 @@ gm_mem_note_shared (int device, size_t nbytes, bool shared)
     {
       stats->shared_bytes -= nbytes;
       stats->shared_blocks--;
+    }
+  pthread_mutex_unlock (&books_lock);
+}
+
+void
+gm_mem_note_native_held (int device, size_t nbytes, bool held)
+{
+  gm_mem_stats *stats;
+
+  if (device < 0 || device >= GM_MAX_DEVICES)
+    return;
+  pthread_mutex_lock (&books_lock);
+  stats = book (device);
+  if (held)
+    {
+      stats->native_held_bytes += nbytes;
+      stats->native_held_blocks++;
+    }
+  else
+    {
+      stats->native_held_bytes -= nbytes;
+      stats->native_held_blocks--;
     }
   pthread_mutex_unlock (&books_lock);
 }

@@ -331,10 +331,16 @@ typedef struct arraypy_object
   int device;
   bool readonly;
   bool released;               /* free () was called on this object */
-  /* Owner: the memory it allocated, and its size.  NULL for views and
-     for arrays wrapped around foreign memory.  */
+  /* Owner: the memory it allocated, and its size, while it is the
+     books' (not shared).  NULL for views and for arrays wrapped around
+     foreign memory.  */
   void *alloc;
   size_t alloc_bytes;
+  /* The record of the memory's holders (block-record.h), held by this
+     array until it lets go: an owner's allocation, or the foreign
+     memory an array wraps (its last release lets go of the foreign
+     owner).  NULL for views, which hold their base.  */
+  gm_block *block;
   /* A view's owner (a DeviceArray), or the foreign object that owns the
      memory; NULL for an owner.  Kept alive while this object lives.  */
   PyObject *base;
@@ -380,8 +386,11 @@ gmpy_array_mark_released (arraypy_object *array)
   array->released = true;
 }
 
-/* Whether OBJ is a DeviceArray (py-array-core.c, as all the array's
-   helpers below).  */
+/* The record of the holders of OBJ's memory (a DeviceArray's, a view's
+   its base's), or NULL for anything else or memory already let go
+   (py-array-core.c, as all the array's helpers below).  */
+gm_block *gmpy_array_block (PyObject *obj);
+/* Whether OBJ is a DeviceArray.  */
 int gmpy_array_check (PyObject *obj);
 /* The owner whose allocation ARRAY uses (ARRAY itself for an owner), or
    NULL for foreign memory.  */

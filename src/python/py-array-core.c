@@ -117,6 +117,7 @@ alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
   array->released = false;
   array->alloc = NULL;
   array->alloc_bytes = 0;
+  array->block = NULL;
   array->base = NULL;
   array->last_stream = NULL;
   array->exports = 0;
@@ -144,15 +145,16 @@ gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
   array = alloc_object (ndim, shape, dtype, device);
   if (array == NULL)
     return NULL;
-  array->alloc_bytes = gmpy_array_nbytes (array);
-  status = gm_mem_alloc (device, array->alloc_bytes, stream, &array->alloc);
+  status = gm_block_alloc (device, gmpy_array_nbytes (array), stream,
+                           &array->block);
   if (status != GM_OK)
     {
-      array->alloc_bytes = 0;
       gmpy_array_mark_released (array);
       Py_DECREF (array);
       return (arraypy_object *) gmpy_raise (status);
     }
+  array->alloc = array->block->ptr;
+  array->alloc_bytes = array->block->nbytes;
   array->data = array->alloc;
   PyObject_GC_Track (array);
   return array;
@@ -215,34 +217,51 @@ gmpy_array_view (arraypy_object *source, Py_ssize_t offset, int ndim,
   return (PyObject *) view;
 }
 
-/* Releases what ARRAY holds; safe to call more than once.  */
+/* Lets go of ARRAY's hold on its memory's record, the memory going
+   now unless native code still holds it; safe to call more than once.  */
 static void
 release (arraypy_object *array)
 {
-  if (array->alloc != NULL || array->alloc_bytes != 0)
+  gm_block *block = array->block;
+
+  gmpy_array_mark_released (array);
+  array->block = NULL;
+  array->alloc = NULL;
+  array->alloc_bytes = 0;
+  if (block != NULL)
     {
-      gm_status status = gm_mem_free (array->device, array->alloc,
-                                      array->alloc_bytes, NULL);
+      gm_status status = gm_block_owner_release (block);
       if (status != GM_OK && !PyErr_Occurred ())
         PyErr_WriteUnraisable (gmpy_raise (status));
-      array->alloc = NULL;
-      array->alloc_bytes = 0;
     }
-  gmpy_array_mark_released (array);
 }
 
 void
 gmpy_array_let_go (arraypy_object *array)
 {
-  if (array->alloc != NULL || array->alloc_bytes != 0)
-    release (array);
-  else
-    {
-      gmpy_array_mark_released (array);
-      Py_CLEAR (array->base);
-    }
+  release (array);
+  Py_CLEAR (array->base);
   Py_CLEAR (array->last_stream);
   array->data = NULL;
+}
+
+/* The last release of the record of foreign memory: lets go of the
+   reference to its owner that the record kept.  */
+static void
+foreign_gone (void *owner)
+{
+  Py_DECREF ((PyObject *) owner);
+}
+
+gm_block *
+gmpy_array_block (PyObject *obj)
+{
+  arraypy_object *books;
+
+  if (!gmpy_array_check (obj))
+    return NULL;
+  books = books_of ((arraypy_object *) obj);
+  return books->released ? NULL : books->block;
 }
 
 PyObject *
@@ -256,6 +275,17 @@ gmpy_array_wrap (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
   array->data = data;
   array->readonly = readonly;
   array->base = Py_NewRef (base);
+  /* The record keeps a reference of its own to the foreign owner, for
+     native holders that outlive this array's use (free ()).  */
+  array->block = gm_block_wrap (device, data, gmpy_array_nbytes (array),
+                                foreign_gone, base);
+  if (array->block == NULL)
+    {
+      gmpy_array_mark_released (array);
+      Py_DECREF (array);
+      return PyErr_NoMemory ();
+    }
+  Py_INCREF (base);
   PyObject_GC_Track (array);
   return (PyObject *) array;
 }
@@ -323,8 +353,7 @@ static bool
 may_let_go (const arraypy_object *array)
 {
   return array->released && array->exports == 0 && array->users == 0
-         && (array->alloc != NULL || array->alloc_bytes != 0
-             || array->base != NULL);
+         && (array->block != NULL || array->base != NULL);
 }
 
 PyObject *
@@ -367,7 +396,22 @@ gmpy_array_exports_add (arraypy_object *array, int delta)
     = array->base != NULL && Py_IS_TYPE (array->base, Py_TYPE (array))
         ? (arraypy_object *) Py_NewRef (array->base) : NULL;
   arraypy_object *counted[2] = {array, owner};
+  arraypy_object *books = owner != NULL ? owner : array;
 
+  /* A consumer is a native holder of the memory's record too (what
+     share () and the books ask); the count below decides when this
+     array lets go.  */
+  if (books->block != NULL)
+    {
+      if (delta > 0)
+        gm_block_hold (books->block, true);
+      else
+        {
+          gm_status status = gm_block_release (books->block, true);
+          if (status != GM_OK)
+            PyErr_WriteUnraisable (gmpy_raise (status));
+        }
+    }
   for (int i = 0; i < 2; i++)
     {
       arraypy_object *each = counted[i];
@@ -407,7 +451,7 @@ gmpy_array_dealloc (PyObject *self)
   if (array->weakreflist != NULL)
     PyObject_ClearWeakRefs (self);
   /* A dealloc never raises: a failed free is reported as unraisable.  */
-  if (array->alloc != NULL || array->alloc_bytes != 0)
+  if (array->block != NULL)
     {
       PyObject *saved_type, *saved_value, *saved_tb;
       PyErr_Fetch (&saved_type, &saved_value, &saved_tb);

@@ -12,6 +12,10 @@
 /* A gm_buffer has room for every dimension a DeviceArray may have.  */
 _Static_assert (GM_MAX_NDIM <= GM_BUFFER_MAX_NDIM,
                 "a gm_buffer holds every dimension a DeviceArray may have");
+/* A caster reads a record's head as a gm_hold.  */
+_Static_assert (offsetof (gm_block, holds) == offsetof (gm_hold, holds)
+                && offsetof (gm_block, native) == offsetof (gm_hold, native),
+                "a gm_block begins with a gm_hold");
 /* A gm_view borrows a DeviceArray's shape and strides as they are.  */
 _Static_assert (_Generic ((Py_ssize_t) 0, int64_t: 1, default: 0),
                 "a DeviceArray's Py_ssize_t dimensions read as int64_t");
@@ -154,6 +158,20 @@ describe_exchange (PyObject *obj, const gm_dl_exchange_api *api,
   return 0;
 }
 
+/* 0 outside a graph recording of this thread; inside one, -1 with
+   gpumem.Error: native code would launch at once, before the recorded
+   work and never replayed.  */
+static inline int
+refuse_in_graph (void)
+{
+  if (gmpy_graph_capture == NULL)
+    return 0;
+  return gmpy_graph_refuse ("a native call taking device memory (a C++ "
+                            "binding's gpumem::array, the C API's "
+                            "get_buffer, load_buffer, load_view or "
+                            "current_stream)");
+}
+
 /* 0 when the gpumem module is up, else -1 with RuntimeError.  */
 static int
 capi_ready (void)
@@ -178,6 +196,8 @@ describe (PyObject *obj, gm_view *view, description *found)
   const gm_dl_exchange_api *api;
 
   view->owner = NULL;
+  if (refuse_in_graph () < 0)
+    return -1;
   if (state != NULL && obj != NULL && Py_TYPE (obj) == state->array_type)
     return describe_array ((arraypy_object *) obj, view, found);
   if (obj == NULL)
@@ -380,8 +400,10 @@ lend (arraypy_object *array)
   lent->contiguous = array->contiguous;
   memcpy (lent->typestr, typestrs[array->dtype], sizeof lent->typestr);
   lent->reserved = 0;
+  lent->hold = (gm_hold *) array->block;
   lent->usable = 1;
 }
+
 
 /* gm_c_api_table.load_view: OBJ described into *VIEW (shape and strides
    borrowed from a DeviceArray, else in VIEW->dims), checked against
@@ -401,6 +423,11 @@ capi_load_view (PyObject *obj, gm_view *view, const char *typestr, int ndim,
 
   if (state == NULL || obj == NULL || Py_TYPE (obj) != state->array_type)
     return load_view_described (obj, view, typestr, ndim, flags);
+  if (refuse_in_graph () < 0)
+    {
+      view->owner = NULL;
+      return -1;
+    }
   if (!array_is_plain (array))
     {
       /* Describing it may find its stream's work done: plain again.  */
@@ -489,7 +516,7 @@ static int
 capi_current_stream (int device, void **stream)
 {
   *stream = NULL;
-  if (capi_ready () < 0)
+  if (capi_ready () < 0 || refuse_in_graph () < 0)
     return -1;
   if (device < 0)
     device = gmpy_current_device ();
@@ -543,10 +570,61 @@ capi_launch_done (int device, void *stream, PyObject *const *written, int n)
   if (stream == NULL)
     return gm_backend_current->device_memory == GM_MEMORY_CUDA
              ? gmpy_wait (device, NULL) : 0;
+  if (gm_backend_current->device_memory == GM_MEMORY_CUDA)
+    {
+      void *current;
+      if (gmpy_dispatch_handle (device, &current) < 0)
+        return -1;
+      if (current == NULL)
+        {
+          /* No block picks a stream: the launch went to the stream of
+             the memory's pending work, and the call is complete on
+             return all the same.  */
+          gm_stream *wrapped = NULL;
+          gm_status status = gm_backend_current->stream_wrap (device, stream,
+                                                              &wrapped);
+          int result = status == GM_OK ? gmpy_wait (device, wrapped)
+                                       : gmpy_raise_int (status);
+          if (wrapped != NULL)
+            gm_backend_current->stream_destroy (wrapped);
+          return result;
+        }
+    }
   for (int i = 0; i < n; i++)
     if (written[i] != NULL)
       gmpy_array_note_stream (written[i], NULL);
   return 0;
+}
+
+/* gm_c_api_table.hold: a native hold on the record of the memory OWNER
+   keeps (a DeviceArray's, a view's its base's), or NULL for other
+   memory.  */
+static gm_hold *
+capi_hold (PyObject *owner)
+{
+  gm_block *block;
+
+  if (gmpy_state_get () == NULL || owner == NULL
+      || (block = gmpy_array_block (owner)) == NULL)
+    return NULL;
+  gm_block_hold (block, true);
+  return (gm_hold *) block;
+}
+
+/* gm_c_api_table.hold_gone: HOLD's count reached 0 in gm_hold_drop.  */
+static void
+capi_hold_gone (gm_hold *hold)
+{
+  gm_status status = gm_block_gone ((gm_block *) hold);
+
+  if (status != GM_OK)
+    {
+      PyObject *type, *value, *traceback;
+      PyErr_Fetch (&type, &value, &traceback);
+      gmpy_raise (status);
+      PyErr_WriteUnraisable (NULL);
+      PyErr_Restore (type, value, traceback);
+    }
 }
 
 /* The table; array_type is set by gmpy_capi_init.  */
@@ -564,6 +642,8 @@ static gm_c_api_table c_api = {
   .array_type = NULL,
   .lent_offset = offsetof (arraypy_object, lent),
   .launch_blocks = NULL,
+  .hold = capi_hold,
+  .hold_gone = capi_hold_gone,
 };
 
 int

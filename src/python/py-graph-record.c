@@ -73,6 +73,8 @@ gmpy_graph_rec_begin (gmpy_graph_rec *rec)
   rec->next = live_recordings;
   live_recordings = rec;
   gmpy_graph_capture = rec;
+  /* Casters then ask the C API, which refuses them in a recording.  */
+  gmpy_launch_blocks_note (true);
   return 0;
 }
 
@@ -98,7 +100,10 @@ gmpy_graph_rec_end (gmpy_graph_rec *rec, bool discard)
   gm_status status;
 
   if (gmpy_graph_capture == rec)
-    gmpy_graph_capture = NULL;
+    {
+      gmpy_graph_capture = NULL;
+      gmpy_launch_blocks_note (false);
+    }
   status = gm_recorder_end (&rec->recorder);
   if (status != GM_OK || discard)
     {

@@ -50,7 +50,7 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
         }
       Py_DECREF (entry);
     }
-  return Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N,s:n,s:n,s:n,s:N}",
+  return Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N,s:n,s:n,s:n,s:n,s:n,s:N}",
                         "allocated_bytes", (Py_ssize_t) stats.allocated_bytes,
                         "peak_allocated_bytes",
                         (Py_ssize_t) stats.peak_allocated_bytes,
@@ -63,6 +63,10 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
                         "shared_blocks", (Py_ssize_t) stats.shared_blocks,
                         "imported_bytes", (Py_ssize_t)
                           stats.owners[GM_MEM_OWNER_IMPORTED].allocated_bytes,
+                        "native_held_bytes",
+                        (Py_ssize_t) stats.native_held_bytes,
+                        "native_held_blocks",
+                        (Py_ssize_t) stats.native_held_blocks,
                         "owners", owners);
 }
 
@@ -119,6 +123,9 @@ PyMethodDef gmpy_memory_methods[] = {
    "owners; shared_bytes and shared_blocks, this process's memory that\n"
    "other processes may open (included in allocated_bytes);\n"
    "imported_bytes, what it opened from others (owners['imported']);\n"
+   "native_held_bytes and native_held_blocks, memory whose array was\n"
+   "freed that native code (a C++ gpumem::array, a C API hold, a DLPack\n"
+   "consumer) still holds (included in allocated_bytes);\n"
    "owners: {'gpumem', 'torch', 'cupy', 'numba', 'imported'} -> a dict\n"
    "of that owner's allocated_bytes, peak_allocated_bytes, allocations,\n"
    "total_allocations."},

@@ -14,6 +14,7 @@
 
 #include <pwd.h>
 #include <string.h>
+#include <time.h>
 
 #include "share.h"
 
@@ -79,6 +80,14 @@ block_of (arraypy_object *array)
   return gmpy_ipc_capsule_block (array->base);
 }
 
+/* The last release of the record of an owner's shared memory: lets go
+   of the shared block's capsule.  */
+static void
+drop_capsule (void *capsule)
+{
+  Py_DECREF ((PyObject *) capsule);
+}
+
 /* The shareable block of ARRAY's memory, made now when ARRAY's owner
    holds memory of gpumem's pool that can be shared where it lies: the
    owner then keeps its memory through the block (its base becomes the
@@ -96,6 +105,37 @@ adopt_owner (arraypy_object *array)
 
   if (owner == NULL || owner->alloc == NULL || owner->alloc_bytes == 0)
     return NULL;
+  /* Making the memory shareable may move its bytes (the host backend
+     copies them into a shared file mapped over the same addresses): no
+     one else may use it meanwhile.  Native code that holds it may be
+     writing it now, and may keep it for good: refused.  A call of
+     gpumem's running without the GIL in another thread ends: waited
+     for.  */
+  for (;;)
+    {
+      if (gmpy_array_usable (owner) < 0)
+        return NULL;
+      if (owner->alloc == NULL)
+        return NULL;
+      if (owner->block->native == 0 && owner->users <= 1)
+        break;
+      if (owner->block->native > 0)
+        {
+          PyErr_Format (gmpy_state_get ()->error, "share: this "
+                        "DeviceArray's memory is held by native code (%u "
+                        "holders: C++ gpumem::array, C API holds, DLPack "
+                        "consumers) and cannot be made shareable while they "
+                        "may use it; share it before handing it out, let "
+                        "them go first, or make it with shared_empty",
+                        (unsigned) owner->block->native);
+          return NULL;
+        }
+      Py_BEGIN_ALLOW_THREADS
+      nanosleep (&(struct timespec){ .tv_nsec = 100000 }, NULL);
+      Py_END_ALLOW_THREADS
+      if (PyErr_CheckSignals () < 0)
+        return NULL;
+    }
   /* With the GIL held: no other thread may share or free the owner
      while its memory changes hands.  */
   status = gm_ipc_adopt (GM_MEM_OWNER_GPUMEM, owner->device, owner->alloc,
@@ -109,15 +149,20 @@ adopt_owner (arraypy_object *array)
     {
       /* The capsule's failure dropped the block, and its memory with
          it: the owner holds nothing now.  */
-      owner->alloc = NULL;
-      owner->alloc_bytes = 0;
-      gmpy_array_mark_released (owner);
+      gm_block_hand_over (owner->block, NULL, NULL);
+      owner->block->ptr = NULL;
+      owner->block->nbytes = 0;
+      gmpy_array_let_go (owner);
       return NULL;
     }
   gmpy_array_unlend (owner);
   owner->alloc = NULL;
   owner->alloc_bytes = 0;
   owner->base = capsule;
+  /* The memory is the shared block's now: the record's last holder lets
+     go of the capsule (a reference of its own).  */
+  gm_block_hand_over (owner->block, drop_capsule, Py_NewRef (capsule));
+  gm_block_expose (owner->block, GM_BLOCK_SHARED);
   return block;
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #ifdef GM_NANOBIND
 #include <gpumem/nanobind.h>
@@ -63,6 +64,57 @@ fill (array<float, 1, strided> x, float value)
   host_memory_only (x);
   for (std::int64_t i = 0; i < x.shape (0); i++)
     *x.at (i) = value;
+}
+
+/* Arrays C++ keeps past the call that took them (keep, kept_sum,
+   forget): their memory must stay whatever Python does.  */
+static std::vector<array<float, 1>> kept;
+
+static void
+keep (array<float, 1> x)
+{
+  kept.push_back (x);
+}
+
+/* The sum of every element of the kept arrays, read on the CPU (host
+   memory only).  */
+static double
+kept_sum ()
+{
+  double sum = 0;
+  for (const auto &x : kept)
+    {
+      host_memory_only (x);
+      for (std::int64_t i = 0; i < x.size (); i++)
+        sum += x.data ()[i];
+    }
+  return sum;
+}
+
+static std::size_t
+forget ()
+{
+  std::size_t n = kept.size ();
+  kept.clear ();
+  return n;
+}
+
+/* Adds 1 to every element ROUNDS times with the GIL released, as a
+   native call that runs while Python threads go on (host memory only);
+   the last element after.  */
+static double
+increment_released (array<float, 1> x, int rounds)
+{
+  host_memory_only (x);
+  float *data = x.data ();
+  std::int64_t n = x.size ();
+  {
+    py::gil_scoped_release unlocked;
+    for (int r = 0; r < rounds; r++)
+      for (std::int64_t i = 0; i < n; i++)
+        data[i] += 1.0f;
+  }
+  return n > 0 ? data[n - 1] : 0.0;
 }
 
 /* A new DeviceArray [0, 1, ..., n - 1] (host memory only).  */
@@ -215,6 +267,11 @@ GM_BIND_MODULE
   m.def ("stream_of", &stream_of);
   m.def ("launch_of", &launch_of);
   m.def ("as_older_gpumem", &as_older_gpumem);
+  m.def ("keep", &keep, py::arg ("x"));
+  m.def ("kept_sum", &kept_sum);
+  m.def ("forget", &forget);
+  m.def ("increment_released", &increment_released, py::arg ("x"),
+         py::arg ("rounds"));
 #ifdef GM_BIND_CUDA
   m.def ("tail_into", &tail_into, py::arg ("x"), py::arg ("out"),
          py::arg ("helper"));
