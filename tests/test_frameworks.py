@@ -344,6 +344,51 @@ def limit_reached_by_another_owner():
 
 
 @case
+def limit_holds_for_torch():
+    """The limit over every holder: a 3 GiB tensor past a 1 GiB limit is
+    refused after use_pool('torch'), also when PyTorch took (and freed)
+    that much before the limit was set; and inside torch_mem_pool()
+    the idle segments PyTorch's cache keeps are given back when the
+    limit is set."""
+    need_cuda("torch")
+    result = run("""
+    import torch, gpumem
+    gpumem.use_pool("torch")
+    big = torch.empty(3 << 30, dtype=torch.uint8, device="cuda")
+    del big
+    torch.cuda.synchronize()
+    gpumem.set_memory_limit(1 << 30)
+    try:
+        torch.empty(3 << 30, dtype=torch.uint8, device="cuda")
+    except (torch.OutOfMemoryError, RuntimeError, gpumem.Error) as exc:
+        print("refused:", type(exc).__name__)
+    else:
+        raise SystemExit("a 3 GiB tensor went past a 1 GiB limit")
+    small = torch.ones(1 << 20, device="cuda")
+    assert float(small.sum()) == float(1 << 20)
+    gpumem.set_memory_limit(None)
+    if hasattr(torch.cuda, "MemPool"):
+        pool = gpumem.torch_mem_pool()
+        with torch.cuda.use_mem_pool(pool):
+            x = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+        del x
+        torch.cuda.synchronize()
+        gpumem.set_memory_limit(1 << 30)
+        held = gpumem.memory_stats()["owners"]["torch"]["allocated_bytes"]
+        print("torch after the limit:", held)
+        with torch.cuda.use_mem_pool(pool):
+            try:
+                torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+            except (torch.OutOfMemoryError, RuntimeError, gpumem.Error):
+                print("pool refused")
+            else:
+                raise SystemExit("the pool's cache went past the limit")
+    """)
+    assert "refused" in result.stdout, result.stdout
+    print(result.stdout.strip())
+
+
+@case
 def stream_order_of_a_freed_block():
     """A block CuPy frees on one stream is not handed to work on another
     before the first stream's work on it ends."""

@@ -11,6 +11,8 @@ gpumem.set_memory_limit.
 
 import ctypes
 
+import sys
+
 import gpumem
 
 LIBRARIES = ("torch", "cupy", "numba")
@@ -58,6 +60,18 @@ def _hook_torch():
             "PyTorch's first CUDA allocation, or allocate inside "
             "`with torch.cuda.use_mem_pool(gpumem.torch_mem_pool()):`") \
             from None
+
+
+def release_caches():
+    """Asks the caches that other libraries keep on gpumem's pool to give
+    their idle blocks back (gpumem.empty_cache, set_memory_limit):
+    PyTorch's caching allocator keeps the segments of a
+    torch_mem_pool() and serves tensors from them without asking
+    gpumem again."""
+    torch = sys.modules.get("torch")
+    if (_torch_allocator is not None and torch is not None
+            and torch.cuda.is_initialized()):
+        torch.cuda.empty_cache()
 
 
 def torch_mem_pool():

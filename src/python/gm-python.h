@@ -174,6 +174,10 @@ int gmpy_frameworks_init (PyObject *module);
    with gpumem's exception (py-frameworks.c).  */
 PyObject *gmpy_pool_block_new (size_t nbytes, gm_mem_owner owner,
                                int device, void *stream, void **ptr);
+/* Asks the caches other libraries keep on gpumem's pool (PyTorch's
+   inside torch_mem_pool ()) to give idle blocks back, when any library
+   was switched over (py-frameworks.c).  0 or -1.  */
+int gmpy_frameworks_release_caches (void);
 /* Adds gpumem._cupy_allocator, CuPy's allocator function in C
    (py-cupy-alloc.c).  */
 int gmpy_cupy_alloc_init (PyObject *module);

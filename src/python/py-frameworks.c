@@ -307,6 +307,18 @@ frameworks_call (const char *name, PyObject *args)
   return result;
 }
 
+int
+gmpy_frameworks_release_caches (void)
+{
+  PyObject *result;
+
+  if (frameworks_module == NULL)
+    return 0;
+  result = frameworks_call ("release_caches", NULL);
+  Py_XDECREF (result);
+  return result != NULL ? 0 : -1;
+}
+
 static PyObject *
 gmpy_use_pool (PyObject *module, PyObject *args)
 {

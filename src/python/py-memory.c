@@ -87,6 +87,10 @@ gmpy_set_memory_limit (PyObject *module, PyObject *args, PyObject *kwargs)
     limit = -1;
   else if (gmpy_size_arg (limit_obj, "nbytes", &limit) < 0)
     return NULL;
+  /* The blocks other libraries' caches keep idle count against the
+     limit: they are given back first.  */
+  if (gmpy_frameworks_release_caches () < 0)
+    return NULL;
   status = gm_mem_set_limit (device, limit < 0 ? SIZE_MAX : (size_t) limit);
   if (status != GM_OK)
     return gmpy_raise (status);
@@ -104,6 +108,8 @@ gmpy_empty_cache (PyObject *module, PyObject *args, PyObject *kwargs)
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:empty_cache", keywords,
                                     &device_obj)
       || gmpy_device_arg (device_obj, &device) < 0)
+    return NULL;
+  if (gmpy_frameworks_release_caches () < 0)
     return NULL;
   Py_BEGIN_ALLOW_THREADS
   status = gm_mem_empty_cache (device);
