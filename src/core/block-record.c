@@ -6,23 +6,41 @@
 
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "gm.h"
 #include "block-record.h"
+#include "spill.h"
 
 gm_status
-gm_block_alloc (int device, size_t nbytes, gm_stream *stream,
+gm_block_alloc (int device, size_t nbytes, gm_stream *stream, bool may_spill,
                 gm_block **block)
 {
   gm_block *made = calloc (1, sizeof *made);
   gm_status status;
+  size_t freed;
 
   *block = NULL;
   if (made == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "cannot allocate "
                          "the record of a block of %zu bytes", nbytes);
   status = gm_mem_alloc (device, nbytes, stream, &made->ptr);
+  /* Out of memory with spilling on: idle arrays move to host memory,
+     and the allocation is tried again while any could.  */
+  while (status == GM_ERR_NOMEM && may_spill && gm_spill_enabled (device)
+         && gm_spill_make_room (device, nbytes, NULL, 0, &freed) == GM_OK
+         && freed > 0)
+    status = gm_mem_alloc (device, nbytes, stream, &made->ptr);
+  if (status == GM_ERR_NOMEM && may_spill && gm_spill_enabled (device))
+    {
+      char why[512], message[GM_ERROR_MESSAGE_MAX];
+      gm_spill_explain (device, why, sizeof why);
+      snprintf (message, sizeof message, "%s", gm_last_error ()->message);
+      gm_error_set (GM_ERR_NOMEM, 0, NULL, "%s; spilling moved what it "
+                    "could, and these stay on the device: %s", message,
+                    why[0] ? why : "none (no array of gpumem's to move)");
+    }
   if (status != GM_OK)
     {
       free (made);
@@ -55,6 +73,7 @@ gm_block_wrap (int device, void *ptr, size_t nbytes, gm_block_gone_fn gone,
 void
 gm_block_hand_over (gm_block *block, gm_block_gone_fn gone, void *ctx)
 {
+  gm_spill_untrack (block);
   block->gone = gone;
   block->ctx = ctx;
 }
@@ -81,12 +100,14 @@ gm_status
 gm_block_gone (gm_block *block)
 {
   gm_status status = GM_OK;
+  bool resident = !block->spilled;
 
+  gm_spill_untrack (block);
   if (block->owner_gone && block->native_counted)
     gm_mem_note_native_held (block->device, block->nbytes, false);
   if (block->gone != NULL)
     block->gone (block->ctx);
-  else if (block->ptr != NULL || block->nbytes != 0)
+  else if (resident && (block->ptr != NULL || block->nbytes != 0))
     status = gm_mem_free (block->device, block->ptr, block->nbytes, NULL);
   free (block);
   return status;
@@ -96,6 +117,8 @@ gm_status
 gm_block_owner_release (gm_block *block)
 {
   block->owner_gone = true;
+  if (!block->spilled)
+    gm_spill_untrack (block);
   if (block->holds > 1 && block->gone == NULL)
     {
       block->native_counted = true;

@@ -49,13 +49,26 @@ struct gm_block
      back there; else the last release calls GONE (CTX).  */
   gm_block_gone_fn gone;
   void *ctx;
+  /* The spill engine's (spill.c): the device's list of blocks it may
+     move, least recently used first; where the bytes are while spilled
+     (HOST, and PTR NULL); the user the engine tells when it moves them
+     (USER, for gm_spill_set_moved_hook).  */
+  gm_block *prev, *next;
+  bool listed;
+  bool spilled;
+  void *host;
+  bool host_pinned;
+  void *user;
 };
 
 /* Allocates NBYTES on DEVICE ordered on STREAM (gm_mem_alloc) with its
-   record in *BLOCK, held once (by its maker).  GM_ERR_NOMEM as
-   gm_mem_alloc, GM_ERR_HOST_NOMEM for the record.  */
+   record in *BLOCK, held once (by its maker).  Where the device or the
+   limit refuses and spilling is on, MAY_SPILL lets idle arrays move to
+   host memory first (spill.h): the caller holds no other array's
+   address.  GM_ERR_NOMEM as gm_mem_alloc, GM_ERR_HOST_NOMEM for the
+   record.  */
 gm_status gm_block_alloc (int device, size_t nbytes, gm_stream *stream,
-                          gm_block **block);
+                          bool may_spill, gm_block **block);
 /* A record for NBYTES at PTR on DEVICE that gpumem did not allocate,
    held once; its last release calls GONE (CTX).  NULL where the record
    cannot be allocated.  */

@@ -12,6 +12,9 @@
 #include "gm-backend.h"
 #include "gm-status.h"
 
+/* The most devices the books keep figures for.  */
+#define GM_MAX_DEVICES 1024
+
 /* Memory accounting (memory.c): every device allocation goes through
    here, so statistics and limits hold for both backends.  */
 

@@ -22,5 +22,6 @@
 #include "gm-backend.h"
 #include "gm-memory.h"
 #include "block-record.h"
+#include "spill.h"
 
 #endif /* GM_H */

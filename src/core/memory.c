@@ -23,8 +23,6 @@
 #include "gm.h"
 #include "mem-history.h"
 
-#define GM_MAX_DEVICES 1024
-
 static gm_mem_stats books[GM_MAX_DEVICES];
 static bool books_ready[GM_MAX_DEVICES];
 static pthread_mutex_t books_lock = PTHREAD_MUTEX_INITIALIZER;

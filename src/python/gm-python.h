@@ -335,6 +335,12 @@ typedef struct arraypy_object
   int device;
   bool readonly;
   bool released;               /* free () was called on this object */
+  /* An owner whose bytes the spill engine moved to host memory (its
+     DATA and ALLOC NULL until they come back on use).  */
+  bool spilled;
+  /* A view's element 0, in bytes from its books' (the array that keeps
+     the books: gmpy_array_usable sets DATA from it).  */
+  Py_ssize_t offset;
   /* Owner: the memory it allocated, and its size, while it is the
      books' (not shared).  NULL for views and for arrays wrapped around
      foreign memory.  */
@@ -423,6 +429,19 @@ int gmpy_array_usable (arraypy_object *array);
 arraypy_object *gmpy_array_new (int ndim, const Py_ssize_t *shape,
                                 gm_dtype dtype, int device,
                                 gm_stream *stream);
+/* gmpy_array_new for the functions that make an array from nothing but
+   its shape (empty, zeros, full, the *_like ones, to_device): with
+   spilling on, idle arrays may move to host memory to make room, as no
+   other array's address is held in such a call.  */
+arraypy_object *gmpy_array_new_fresh (int ndim, const Py_ssize_t *shape,
+                                      gm_dtype dtype, int device,
+                                      gm_stream *stream);
+/* gpumem.set_spill and the array's spill () (py-spill.c); the hook the
+   spill engine calls when it moves an owner's bytes.  */
+extern PyMethodDef gmpy_spill_methods[];
+PyObject *gmpy_array_spill (PyObject *self, PyObject *unused);
+PyObject *gmpy_array_get_is_spilled (PyObject *self, void *closure);
+void gmpy_array_moved (void *array);
 /* ARRAY's bytes: its size times its item size.  */
 size_t gmpy_array_nbytes (const arraypy_object *array);
 /* A view of SOURCE's memory at byte OFFSET from its data, of NDIM

@@ -15,7 +15,7 @@ src_python_libgm_python_la_SOURCES = \
 	src/python/py-copy.c src/python/py-copy-engine.c \
 	src/python/py-stream.c src/python/py-stream-context.c \
 	src/python/py-kernels.c src/python/py-pinned.c \
-	src/python/py-memory.c src/python/py-mem-history.c \
+	src/python/py-memory.c src/python/py-spill.c src/python/py-mem-history.c \
 	src/python/py-dlpack.h src/python/py-dlpack.c \
 	src/python/py-dlpack-export.c src/python/py-dlpack-import.c \
 	src/python/py-dlpack-exchange.c \

@@ -278,6 +278,15 @@ gmpy_exec (PyObject *module)
   if (state->oom_error == NULL)
     return -1;
 
+  gm_spill_set_moved_hook (gmpy_array_moved);
+  {
+    gm_status status = gm_spill_from_env ();
+    if (status != GM_OK)
+      {
+        PyErr_SetString (PyExc_ValueError, gm_last_error ()->message);
+        return -1;
+      }
+  }
   if (PyModule_AddStringConstant (module, "__version__", PACKAGE_VERSION) < 0
       || PyModule_AddStringConstant (module, "backend",
                                      gm_backend_current->name) < 0)
@@ -292,6 +301,7 @@ gmpy_exec (PyObject *module)
       || gmpy_kernels_init (module, state) < 0
       || gmpy_comm_devices_init (module, state) < 0
       || PyModule_AddFunctions (module, gmpy_memory_methods) < 0
+      || PyModule_AddFunctions (module, gmpy_spill_methods) < 0
       || PyModule_AddFunctions (module, gmpy_nvtx_methods) < 0
       || gmpy_mem_history_init (module) < 0
       || PyModule_AddFunctions (module, gmpy_plugin_methods) < 0

@@ -30,6 +30,38 @@ gmpy_array_owner (arraypy_object *array)
   return NULL;
 }
 
+/* Brings OWNER's spilled bytes back to its device (no other array
+   moves for it: the caller may hold other arrays' addresses).  0, or -1
+   with OutOfMemoryError.  */
+static int
+come_back (arraypy_object *owner)
+{
+  gm_status status = gm_spill_return (owner->block, false, NULL, 0);
+
+  if (status != GM_OK)
+    {
+      gmpy_raise (status);
+      if (status == GM_ERR_NOMEM)
+        {
+          PyObject *type, *value, *traceback;
+          PyErr_Fetch (&type, &value, &traceback);
+          PyErr_Format (type, "a spilled DeviceArray of %zu bytes cannot "
+                        "come back to device %d in this call: %S.  Bring "
+                        "it back first with a.prefetch() or "
+                        "gpumem.prefetch([...]), which make room",
+                        owner->block->nbytes, owner->device, value);
+          Py_XDECREF (type);
+          Py_XDECREF (value);
+          Py_XDECREF (traceback);
+        }
+      return -1;
+    }
+  owner->spilled = false;
+  owner->alloc = owner->block->ptr;
+  owner->data = owner->alloc;
+  return 0;
+}
+
 int
 gmpy_array_usable (arraypy_object *array)
 {
@@ -42,7 +74,26 @@ gmpy_array_usable (arraypy_object *array)
                        "end of its with block); it cannot be used");
       return -1;
     }
+  if (owner != NULL && owner->block != NULL)
+    {
+      if (owner->spilled && come_back (owner) < 0)
+        return -1;
+      gm_spill_touch (owner->block);
+      if (owner != array && owner->block->listed)
+        array->data = owner->data + array->offset;
+    }
   return 0;
+}
+
+void
+gmpy_array_moved (void *user)
+{
+  arraypy_object *owner = user;
+
+  gmpy_array_unlend (owner);
+  owner->spilled = true;
+  owner->alloc = NULL;
+  owner->data = NULL;
 }
 
 int
@@ -115,6 +166,8 @@ alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
   array->device = device;
   array->readonly = false;
   array->released = false;
+  array->spilled = false;
+  array->offset = 0;
   array->alloc = NULL;
   array->alloc_bytes = 0;
   array->block = NULL;
@@ -128,9 +181,27 @@ alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
   return array;
 }
 
+static arraypy_object *array_new (int ndim, const Py_ssize_t *shape,
+                                   gm_dtype dtype, int device,
+                                   gm_stream *stream, bool fresh);
+
 arraypy_object *
 gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
                 int device, gm_stream *stream)
+{
+  return array_new (ndim, shape, dtype, device, stream, false);
+}
+
+arraypy_object *
+gmpy_array_new_fresh (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
+                      int device, gm_stream *stream)
+{
+  return array_new (ndim, shape, dtype, device, stream, true);
+}
+
+static arraypy_object *
+array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device,
+           gm_stream *stream, bool fresh)
 {
   arraypy_object *array;
   gm_status status;
@@ -146,7 +217,7 @@ gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
   if (array == NULL)
     return NULL;
   status = gm_block_alloc (device, gmpy_array_nbytes (array), stream,
-                           &array->block);
+                           fresh, &array->block);
   if (status != GM_OK)
     {
       gmpy_array_mark_released (array);
@@ -156,6 +227,7 @@ gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
   array->alloc = array->block->ptr;
   array->alloc_bytes = array->block->nbytes;
   array->data = array->alloc;
+  gm_spill_track (array->block, array);
   PyObject_GC_Track (array);
   return array;
 }
@@ -206,6 +278,7 @@ gmpy_array_view (arraypy_object *source, Py_ssize_t offset, int ndim,
       memcpy (view->strides, strides, sizeof *strides * (size_t) ndim);
       view->contiguous = is_c_contiguous (ndim, shape, strides, itemsize);
     }
+  view->offset = (source->base != NULL ? source->offset : 0) + offset;
   view->data = source->data ? source->data + offset : NULL;
   view->readonly = source->readonly;
   /* A view refers to the array that keeps the books of the memory (the

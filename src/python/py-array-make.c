@@ -31,8 +31,9 @@ typedef enum make_fill
 static PyObject *
 make (const make_spec *spec, make_fill fill, PyObject *value)
 {
-  arraypy_object *array = gmpy_array_new (spec->ndim, spec->dims, spec->dtype,
-                                          spec->device, NULL);
+  arraypy_object *array = gmpy_array_new_fresh (spec->ndim, spec->dims,
+                                                spec->dtype, spec->device,
+                                                NULL);
   gm_status status;
 
   if (array == NULL || fill == MAKE_EMPTY)

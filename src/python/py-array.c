@@ -131,6 +131,9 @@ static PyGetSetDef arraypy_getset[] = {
    NULL},
   {"base", arraypy_get_base, NULL,
    "The owner of a view's memory, or None for an owner.", NULL},
+  {"is_spilled", gmpy_array_get_is_spilled, NULL,
+   "True while the spill engine keeps the memory's bytes in host memory\n"
+   "(gpumem.set_spill); the next use brings them back.", NULL},
   {"T", gmpy_array_get_T, NULL,
    "The view with the axes reversed: a.transpose ().", NULL},
   {"__cuda_array_interface__", gmpy_array_cai, NULL,
@@ -423,6 +426,10 @@ static PyMethodDef arraypy_methods[] = {
   {"free", arraypy_free, METH_NOARGS,
    "free($self)\n--\n\nRelease the memory now (or, while a call in another thread\n"
    "still uses it, when that call ends); later use raises ValueError."},
+  {"spill", gmpy_array_spill, METH_NOARGS,
+   "spill($self)\n--\n\nMove the memory's bytes to host memory now, freeing the\n"
+   "device's; the next use brings them back.  gpumem.Error where it may\n"
+   "not move (held by native code, exported, shared, in use)."},
   {"reshape", arraypy_reshape, METH_VARARGS,
    "reshape($self, shape, /)\n--\n\nA view of the same memory with another shape "
    "(-1 stands for the\ndimension the others leave); contiguous arrays "
@@ -531,7 +538,7 @@ new_array (PyObject *args, PyObject *kwargs, const char *format, bool zero)
       || gmpy_device_arg (device_obj, &device) < 0
       || gmpy_shape_arg (shape_obj, gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
     return NULL;
-  array = gmpy_array_new (ndim, dims, dtype, device, NULL);
+  array = gmpy_array_new_fresh (ndim, dims, dtype, device, NULL);
   if (array != NULL && zero)
     {
       gm_status status = gm_backend_current->memset (
@@ -578,7 +585,7 @@ gmpy_alloc_gpu_memory (PyObject *module, PyObject *args, PyObject *kwargs)
       PyErr_SetString (PyExc_ValueError, "size is too large");
       return NULL;
     }
-  return (PyObject *) gmpy_array_new (1, dims, dtype, device, NULL);
+  return (PyObject *) gmpy_array_new_fresh (1, dims, dtype, device, NULL);
 }
 
 PyObject *
@@ -609,7 +616,7 @@ gmpy_to_device (PyObject *module, PyObject *args, PyObject *kwargs)
       || gmpy_dtype_arg (dtype_obj, &dtype) < 0
       || gmpy_shape_arg (shape_obj, gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
     goto done;
-  array = gmpy_array_new (ndim, dims, dtype, device, d.stream);
+  array = gmpy_array_new_fresh (ndim, dims, dtype, device, d.stream);
   if (array == NULL)
     goto done;
   dst.data = array->data;

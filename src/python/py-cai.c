@@ -29,6 +29,12 @@ gmpy_array_cai (PyObject *self, void *closure)
   if (gmpy_array_usable (array) < 0
       || gmpy_array_pending_stream (array, &pending) < 0)
     return NULL;
+  /* The address goes out with no lifetime: the memory never moves.  */
+  {
+    gm_block *block = gmpy_array_block (self);
+    if (block != NULL)
+      gm_block_expose (block, GM_BLOCK_EXPOSED_POINTER);
+  }
   /* Default-stream work is complete before gpumem returns, so a stream
      is named only while work queued on a gpumem.Stream that writes the
      array may still run.  */

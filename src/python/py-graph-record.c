@@ -165,6 +165,12 @@ hold_arrays (gmpy_graph_rec *rec, int device, PyObject *const *arrays, int n)
         }
       if (PyList_Append (rec->held, arrays[i]) < 0)
         return -1;
+      /* A graph replays this address: the memory never moves.  */
+      {
+        gm_block *block = gmpy_array_block (arrays[i]);
+        if (block != NULL)
+          gm_block_expose (block, GM_BLOCK_EXPOSED_POINTER);
+      }
     }
   return 0;
 }

@@ -9,7 +9,8 @@ static PyObject *
 gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"device", NULL};
-  PyObject *device_obj = Py_None, *limit, *owners;
+  PyObject *device_obj = Py_None, *limit, *owners, *result, *spilled;
+  gm_spill_stats spill;
   gm_mem_stats stats;
   gm_status status;
   int device;
@@ -50,7 +51,7 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
         }
       Py_DECREF (entry);
     }
-  return Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N,s:n,s:n,s:n,s:n,s:n,s:N}",
+  result = Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N,s:n,s:n,s:n,s:n,s:n,s:N}",
                         "allocated_bytes", (Py_ssize_t) stats.allocated_bytes,
                         "peak_allocated_bytes",
                         (Py_ssize_t) stats.peak_allocated_bytes,
@@ -68,6 +69,27 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
                         "native_held_blocks",
                         (Py_ssize_t) stats.native_held_blocks,
                         "owners", owners);
+  if (result == NULL)
+    return NULL;
+  if (gm_spill_stats_get (device, &spill) != GM_OK)
+    {
+      Py_DECREF (result);
+      return gmpy_raise (GM_ERR_VALUE);
+    }
+  spilled = Py_BuildValue (
+    "{s:n,s:n,s:K,s:K,s:d,s:K,s:K,s:d}",
+    "spilled_bytes", (Py_ssize_t) spill.spilled_bytes,
+    "spilled_blocks", (Py_ssize_t) spill.spilled_blocks,
+    "spills", (unsigned long long) spill.spills,
+    "spill_bytes", (unsigned long long) spill.spill_bytes,
+    "spill_seconds", (double) spill.spill_ns / 1e9,
+    "returns", (unsigned long long) spill.returns,
+    "return_bytes", (unsigned long long) spill.return_bytes,
+    "return_seconds", (double) spill.return_ns / 1e9);
+  if (spilled == NULL || PyDict_Update (result, spilled) < 0)
+    Py_CLEAR (result);
+  Py_XDECREF (spilled);
+  return result;
 }
 
 static PyObject *

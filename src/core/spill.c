@@ -1,0 +1,382 @@
+/* spill.c -- the spill engine (spill.h): per device, the list of blocks
+   it may move, least recently used first; moving a block's bytes to
+   host memory and back; the figures.  Callers serialize their use (the
+   Python layer: the GIL); the figures are read under the books'
+   serialization too.  */
+
+#define _POSIX_C_SOURCE 200809L
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gm.h"
+#include "spill.h"
+
+/* One device's engine.  */
+typedef struct
+{
+  gm_block *head, *tail;        /* least recently used first */
+  gm_spill_stats stats;
+} device_spill;
+
+static device_spill devices[GM_MAX_DEVICES];
+static size_t host_limit = SIZE_MAX;
+static size_t host_bytes;       /* spilled, over every device */
+static gm_spill_moved_fn moved_hook;
+
+static uint64_t
+now_ns (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+static bool
+device_ok (int device)
+{
+  return device >= 0 && device < GM_MAX_DEVICES;
+}
+
+gm_status
+gm_spill_set (int device, bool enabled, size_t limit)
+{
+  if (device < -1 || device >= GM_MAX_DEVICES)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "spilling: no device %d",
+                         device);
+  for (int d = 0; d < GM_MAX_DEVICES; d++)
+    if (device < 0 || d == device)
+      devices[d].stats.enabled = enabled;
+  host_limit = limit;
+  return GM_OK;
+}
+
+bool
+gm_spill_enabled (int device)
+{
+  return device_ok (device) && devices[device].stats.enabled;
+}
+
+gm_status
+gm_spill_from_env (void)
+{
+  static bool read;
+  bool on = false;
+  gm_status status;
+
+  if (read)
+    return GM_OK;
+  read = true;
+  status = gm_env_bool ("GPUMEM_SPILL", false, &on);
+  if (status != GM_OK)
+    return status;
+  return on ? gm_spill_set (-1, true, SIZE_MAX) : GM_OK;
+}
+
+gm_status
+gm_spill_stats_get (int device, gm_spill_stats *stats)
+{
+  if (!device_ok (device))
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "spilling: no device %d",
+                         device);
+  *stats = devices[device].stats;
+  stats->host_limit = host_limit;
+  return GM_OK;
+}
+
+void
+gm_spill_set_moved_hook (gm_spill_moved_fn hook)
+{
+  moved_hook = hook;
+}
+
+static void
+unlink_block (gm_block *block)
+{
+  device_spill *d = &devices[block->device];
+
+  if (block->prev != NULL)
+    block->prev->next = block->next;
+  else
+    d->head = block->next;
+  if (block->next != NULL)
+    block->next->prev = block->prev;
+  else
+    d->tail = block->prev;
+  block->prev = block->next = NULL;
+}
+
+static void
+append_block (gm_block *block)
+{
+  device_spill *d = &devices[block->device];
+
+  block->prev = d->tail;
+  block->next = NULL;
+  if (d->tail != NULL)
+    d->tail->next = block;
+  else
+    d->head = block;
+  d->tail = block;
+}
+
+void
+gm_spill_track (gm_block *block, void *user)
+{
+  if (!device_ok (block->device) || block->listed)
+    return;
+  block->user = user;
+  block->listed = true;
+  append_block (block);
+}
+
+/* Lets go of BLOCK's host copy and its count.  */
+static void
+drop_host (gm_block *block)
+{
+  device_spill *d = &devices[block->device];
+
+  if (block->host_pinned && gm_backend_current->host_free != NULL)
+    gm_backend_current->host_free (block->host);
+  else
+    free (block->host);
+  block->host = NULL;
+  host_bytes -= block->nbytes;
+  d->stats.spilled_bytes -= block->nbytes;
+  d->stats.spilled_blocks--;
+}
+
+void
+gm_spill_untrack (gm_block *block)
+{
+  if (!block->listed)
+    return;
+  unlink_block (block);
+  block->listed = false;
+  if (block->spilled)
+    {
+      drop_host (block);
+      block->spilled = false;
+    }
+}
+
+void
+gm_spill_touch_slow (gm_block *block)
+{
+  unlink_block (block);
+  append_block (block);
+}
+
+const char *
+gm_spill_why_not (const gm_block *block)
+{
+  if (!block->listed || block->gone != NULL || block->owner_gone)
+    return "not an array's own memory";
+  if (block->spilled)
+    return "spilled already";
+  if (block->native > 0)
+    return "held by native code (a C++ gpumem::array, a C API hold, a "
+           "DLPack consumer)";
+  if (block->holds > 1)
+    return "in use by a call";
+  if (block->exposure & GM_BLOCK_EXPOSED_POINTER)
+    return "its address was handed out (__cuda_array_interface__)";
+  if (block->exposure & GM_BLOCK_SHARED)
+    return "shared with other processes";
+  if (block->nbytes == 0)
+    return "empty";
+  return NULL;
+}
+
+void
+gm_spill_explain (int device, char *buf, size_t size)
+{
+  enum { MAX_REASONS = 8 };
+  const char *reasons[MAX_REASONS];
+  size_t counts[MAX_REASONS] = {0}, bytes[MAX_REASONS] = {0};
+  int nreasons = 0;
+  size_t used = 0;
+
+  if (size == 0)
+    return;
+  buf[0] = '\0';
+  if (!device_ok (device))
+    return;
+  for (gm_block *block = devices[device].head; block != NULL;
+       block = block->next)
+    {
+      const char *why = gm_spill_why_not (block);
+      int r;
+      if (why == NULL)
+        continue;
+      for (r = 0; r < nreasons && reasons[r] != why; r++)
+        ;
+      if (r == nreasons)
+        {
+          if (nreasons == MAX_REASONS)
+            continue;
+          reasons[nreasons++] = why;
+        }
+      counts[r]++;
+      bytes[r] += block->nbytes;
+    }
+  for (int r = 0; r < nreasons && used < size; r++)
+    {
+      char text[32];
+      int n;
+      gm_format_bytes (bytes[r], text, sizeof text);
+      n = snprintf (buf + used, size - used, "%s%zu block%s (%s) %s",
+                    r ? "; " : "", counts[r], counts[r] == 1 ? "" : "s",
+                    text, reasons[r]);
+      if (n < 0)
+        break;
+      used += (size_t) n;
+    }
+}
+
+static bool
+kept (const gm_block *block, gm_block *const *keep, int nkeep)
+{
+  for (int i = 0; i < nkeep; i++)
+    if (keep[i] == block)
+      return true;
+  return false;
+}
+
+gm_status
+gm_spill_block (gm_block *block)
+{
+  device_spill *d;
+  const char *why = gm_spill_why_not (block);
+  uint64_t start = now_ns ();
+  gm_status status;
+  void *host = NULL;
+  bool pinned = false;
+
+  if (why != NULL)
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot spill a block of "
+                         "%zu bytes: %s", block->nbytes, why);
+  d = &devices[block->device];
+  if (host_limit != SIZE_MAX && host_bytes + block->nbytes > host_limit)
+    return gm_error_set (GM_ERR_NOMEM, 0, NULL, "cannot spill a block of "
+                         "%zu bytes: the host limit of %zu bytes for "
+                         "spilled memory is reached (%zu in use)",
+                         block->nbytes, host_limit, host_bytes);
+  if (gm_backend_current->host_alloc != NULL
+      && gm_backend_current->host_alloc (block->nbytes, &host) == GM_OK)
+    pinned = true;
+  else
+    {
+      host = malloc (block->nbytes);
+      if (host == NULL)
+        return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "cannot spill a "
+                             "block of %zu bytes: no host memory",
+                             block->nbytes);
+    }
+  /* Complete on return, after all work queued before it.  */
+  status = gm_backend_current->copy (host, -1, block->ptr, block->device,
+                                     block->nbytes, NULL);
+  if (status == GM_OK)
+    status = gm_mem_free (block->device, block->ptr, block->nbytes, NULL);
+  if (status != GM_OK)
+    {
+      if (pinned)
+        gm_backend_current->host_free (host);
+      else
+        free (host);
+      return status;
+    }
+  block->ptr = NULL;
+  block->host = host;
+  block->host_pinned = pinned;
+  block->spilled = true;
+  host_bytes += block->nbytes;
+  d->stats.spilled_bytes += block->nbytes;
+  d->stats.spilled_blocks++;
+  d->stats.spills++;
+  d->stats.spill_bytes += block->nbytes;
+  d->stats.spill_ns += now_ns () - start;
+  if (moved_hook != NULL)
+    moved_hook (block->user);
+  return GM_OK;
+}
+
+gm_status
+gm_spill_make_room (int device, size_t nbytes, gm_block *const *keep,
+                    int nkeep, size_t *freed)
+{
+  gm_block *block, *next;
+
+  *freed = 0;
+  if (!gm_spill_enabled (device))
+    return GM_OK;
+  for (block = devices[device].head; block != NULL && *freed < nbytes;
+       block = next)
+    {
+      gm_status status;
+
+      next = block->next;
+      if (kept (block, keep, nkeep) || gm_spill_why_not (block) != NULL)
+        continue;
+      status = gm_spill_block (block);
+      if (status == GM_ERR_NOMEM)
+        {
+          /* The host limit: nothing more can move.  */
+              break;
+        }
+      if (status != GM_OK)
+        return status;
+      *freed += block->nbytes;
+    }
+  return GM_OK;
+}
+
+gm_status
+gm_spill_return (gm_block *block, bool evict, gm_block *const *keep,
+                 int nkeep)
+{
+  device_spill *d = &devices[block->device];
+  uint64_t start = now_ns ();
+  gm_status status;
+  void *ptr = NULL;
+
+  if (!block->spilled)
+    return GM_OK;
+  for (;;)
+    {
+      size_t freed;
+      status = gm_mem_alloc (block->device, block->nbytes, NULL, &ptr);
+      if (status != GM_ERR_NOMEM || !evict)
+        break;
+      status = gm_spill_make_room (block->device, block->nbytes, keep,
+                                   nkeep, &freed);
+      if (status != GM_OK)
+        return status;
+      if (freed == 0)
+        return gm_error_set (GM_ERR_NOMEM, 0, NULL, "cannot bring a "
+                             "spilled block of %zu bytes back to device "
+                             "%d: no room, and nothing more can move",
+                             block->nbytes, block->device);
+    }
+  if (status != GM_OK)
+    return status;
+  status = gm_backend_current->copy (ptr, block->device, block->host, -1,
+                                     block->nbytes, NULL);
+  if (status != GM_OK)
+    {
+      gm_mem_free (block->device, ptr, block->nbytes, NULL);
+      return status;
+    }
+  block->ptr = ptr;
+  block->spilled = false;
+  drop_host (block);
+  d->stats.returns++;
+  d->stats.return_bytes += block->nbytes;
+  d->stats.return_ns += now_ns () - start;
+  gm_spill_touch_slow (block);
+  return GM_OK;
+}

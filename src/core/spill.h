@@ -1,0 +1,89 @@
+/* spill.h -- the spill engine (spill.c): when a device's memory runs
+   out, arrays that nothing outside gpumem can reach move to host memory,
+   least recently used first, and come back on their next use.
+
+   It works on the books' block records (block-record.h) and keeps
+   their rule: a block moves only while its maker alone holds it (no
+   call running on it, no native holder, no DLPack consumer), nothing
+   was told its address for good (the CUDA Array Interface), it is not
+   shared, and the caller does not name it as in use (KEEP).  Callers
+   serialize their use of the records (the Python layer: the GIL).  */
+
+#ifndef GM_SPILL_H
+#define GM_SPILL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "block-record.h"
+#include "gm-status.h"
+
+/* One device's spill figures.  */
+typedef struct gm_spill_stats
+{
+  bool enabled;
+  size_t host_limit;             /* SIZE_MAX: none */
+  size_t spilled_bytes;          /* now in host memory */
+  size_t spilled_blocks;
+  uint64_t spills, spill_bytes, spill_ns;      /* since the start */
+  uint64_t returns, return_bytes, return_ns;
+} gm_spill_stats;
+
+/* Turns spilling on or off for DEVICE (-1: every device), host memory
+   for spilled blocks limited to HOST_LIMIT bytes in all (SIZE_MAX:
+   none).  Turning it off leaves spilled blocks where they are, to come
+   back on use.  GM_ERR_VALUE for a bad device.  */
+gm_status gm_spill_set (int device, bool enabled, size_t host_limit);
+/* Whether spilling is on for DEVICE.  */
+bool gm_spill_enabled (int device);
+/* Reads GPUMEM_SPILL once (a switch: on for every device).  GM_ERR_VALUE
+   for a bad value.  */
+gm_status gm_spill_from_env (void);
+gm_status gm_spill_stats_get (int device, gm_spill_stats *stats);
+
+/* Lists BLOCK (just allocated) among DEVICE's movable blocks, as the
+   most recently used; the engine tells USER's hook when it moves it.  */
+void gm_spill_track (gm_block *block, void *user);
+/* Takes BLOCK off its list (its maker let go, or its memory went to
+   another record).  */
+void gm_spill_untrack (gm_block *block);
+/* Marks BLOCK the most recently used.  */
+static inline void gm_spill_touch (gm_block *block);
+
+/* What the engine calls when it moves a block's bytes to host memory:
+   USER is gm_spill_track's.  One hook for the process (the Python
+   layer's).  */
+typedef void (*gm_spill_moved_fn) (void *user);
+void gm_spill_set_moved_hook (gm_spill_moved_fn hook);
+
+/* Moves blocks of DEVICE that may move, least recently used first, to
+   host memory until NBYTES have gone or none is left; the NKEEP blocks
+   KEEP never move.  *FREED, the bytes moved.  GM_OK, or the error of a
+   copy; the caller retries its allocation after.  */
+gm_status gm_spill_make_room (int device, size_t nbytes, gm_block *const *keep,
+                              int nkeep, size_t *freed);
+/* Moves BLOCK to host memory now, if it may move (else GM_ERR_FAILED
+   saying why).  */
+gm_status gm_spill_block (gm_block *block);
+/* Brings spilled BLOCK back to its device (a new address in
+   BLOCK->ptr), moving others out of the way when EVICT and spilling is
+   on, never those of KEEP.  GM_ERR_NOMEM where no room can be made.  */
+gm_status gm_spill_return (gm_block *block, bool evict,
+                           gm_block *const *keep, int nkeep);
+/* Writes into BUF of SIZE why the blocks of DEVICE that stay could not
+   move, counted by reason ("3 blocks (12 MiB) held by native code,
+   ..."); empty when every block moved or none is listed.  */
+void gm_spill_explain (int device, char *buf, size_t size);
+/* Why BLOCK may not move now, in words, or NULL when it may.  */
+const char *gm_spill_why_not (const gm_block *block);
+
+/* The list a block sits on; the engine's.  */
+void gm_spill_touch_slow (gm_block *block);
+static inline void
+gm_spill_touch (gm_block *block)
+{
+  if (block->listed && block->next != NULL)
+    gm_spill_touch_slow (block);
+}
+
+#endif /* GM_SPILL_H */

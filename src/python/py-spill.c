@@ -1,0 +1,72 @@
+/* py-spill.c -- spilling from Python: gpumem.set_spill, the array's
+   spill () and is_spilled, and the hook through which the spill engine
+   (src/core/spill.c) tells an array that its bytes moved.  */
+
+#include "gm-python.h"
+
+static PyObject *
+gmpy_set_spill (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = {"enabled", "device", "host_limit", NULL};
+  PyObject *device_obj = Py_None, *limit_obj = Py_None;
+  int enabled = 1, device = -1;
+  Py_ssize_t limit = -1;
+  gm_status status;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|pOO:set_spill", keywords,
+                                    &enabled, &device_obj, &limit_obj))
+    return NULL;
+  if (device_obj != Py_None && gmpy_device_arg (device_obj, &device) < 0)
+    return NULL;
+  if (limit_obj != Py_None && gmpy_size_arg (limit_obj, "host_limit",
+                                             &limit) < 0)
+    return NULL;
+  status = gm_spill_set (device, enabled,
+                         limit < 0 ? SIZE_MAX : (size_t) limit);
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  Py_RETURN_NONE;
+}
+
+PyObject *
+gmpy_array_spill (PyObject *self, PyObject *unused)
+{
+  arraypy_object *array = (arraypy_object *) self;
+  gm_status status;
+
+  if (array->spilled && !array->released)
+    Py_RETURN_NONE;
+  if (gmpy_array_usable (array) < 0)
+    return NULL;
+  if (array->base != NULL || array->block == NULL)
+    {
+      PyErr_SetString (PyExc_ValueError, "spill: only an array that owns "
+                       "its memory spills (a view spills with its base)");
+      return NULL;
+    }
+  status = gm_spill_block (array->block);
+  if (status != GM_OK)
+    return gmpy_raise (status);
+  Py_RETURN_NONE;
+}
+
+PyObject *
+gmpy_array_get_is_spilled (PyObject *self, void *closure)
+{
+  arraypy_object *owner = gmpy_array_owner ((arraypy_object *) self);
+
+  return PyBool_FromLong (owner != NULL && owner->spilled);
+}
+
+PyMethodDef gmpy_spill_methods[] = {
+  {"set_spill", (PyCFunction) (void (*) (void)) gmpy_set_spill,
+   METH_VARARGS | METH_KEYWORDS,
+   "set_spill(enabled=True, device=None, host_limit=None)\n--\n\n"
+   "Turn spilling on (or off) for DEVICE (None: every device): when an\n"
+   "array of empty, zeros, ones, full, the *_like functions or to_device\n"
+   "does not fit the device or the memory limit, arrays nothing outside\n"
+   "gpumem holds move to host memory, least recently used first, and\n"
+   "come back on their next use.  HOST_LIMIT bounds the host memory\n"
+   "spilled arrays take, in bytes (None: no bound)."},
+  {NULL, NULL, 0, NULL}
+};

@@ -1,0 +1,178 @@
+"""Spilling (src/core/spill.c, src/python/py-spill.c): arrays that
+nothing outside gpumem holds move to host memory when an allocation
+does not fit, least recently used first, and come back on use.  The
+pressure comes from set_memory_limit, so every rule runs on both
+backends."""
+
+import gc
+import os
+import subprocess
+
+import numpy as np
+
+import gmtest
+from gmtest import case, raises
+
+import gpumem
+
+MIB = 1 << 20
+N = MIB // 4                     # float32 elements of one MiB
+
+
+def spill_stats():
+    s = gpumem.memory_stats()
+    return {k: s[k] for k in ("spilled_bytes", "spilled_blocks", "spills",
+                              "spill_bytes", "returns", "return_bytes")}
+
+
+class pressure:
+    """Spilling on and a limit of LIMIT bytes over what is in use now;
+    both undone on exit."""
+
+    def __init__(self, limit):
+        self.limit = limit
+
+    def __enter__(self):
+        gc.collect()                  # earlier cases' arrays are gone
+        used = gpumem.memory_stats()["allocated_bytes"]
+        gpumem.set_spill(True)
+        gpumem.set_memory_limit(used + self.limit)
+        return self
+
+    def __exit__(self, *exc):
+        gpumem.set_memory_limit(None)
+        gpumem.set_spill(False)
+
+
+@case
+def bad_arguments():
+    raises(ValueError, gpumem.set_spill, True, host_limit=-1)
+    raises(TypeError, gpumem.set_spill, True, host_limit="lots")
+    raises(ValueError, gpumem.set_spill, True, device=gpumem.device_count())
+    a = gpumem.zeros(4)
+    raises(ValueError, a[1:].spill)               # views spill with their base
+
+
+@case
+def off_means_out_of_memory():
+    used = gpumem.memory_stats()["allocated_bytes"]
+    gpumem.set_memory_limit(used + 2 * MIB)
+    try:
+        a = gpumem.zeros(N)
+        b = gpumem.zeros(N)
+        raises(gpumem.OutOfMemoryError, gpumem.zeros, N)
+        assert not a.is_spilled and not b.is_spilled
+    finally:
+        gpumem.set_memory_limit(None)
+
+
+@case
+def least_recently_used_moves_and_returns():
+    with pressure(3 * MIB):
+        a = gpumem.full(N, 1.0, "float32")
+        b = gpumem.full(N, 2.0, "float32")
+        view = a[10:20]
+        c = gpumem.full(N, 3.0, "float32")
+        b.fill(5.0)                               # b used after a
+        before = spill_stats()
+        d = gpumem.full(N, 4.0, "float32")                   # a, the oldest, moves
+        assert a.is_spilled and view.is_spilled
+        assert not b.is_spilled and not c.is_spilled and not d.is_spilled
+        after = spill_stats()
+        assert after["spilled_bytes"] == before["spilled_bytes"] + MIB
+        assert after["spills"] == before["spills"] + 1
+        assert after["spill_bytes"] == before["spill_bytes"] + MIB
+        # No room to come back without moving others inside this call:
+        exc = raises(gpumem.OutOfMemoryError, a.copy_to_host)
+        assert "prefetch" in str(exc), exc
+        c.free()                                  # room now
+        np.testing.assert_array_equal(view.copy_to_host(), np.ones(10))
+        assert not a.is_spilled
+        np.testing.assert_array_equal(a.copy_to_host(), np.ones(N))
+        assert spill_stats()["returns"] == before["returns"] + 1
+        assert spill_stats()["spilled_bytes"] == before["spilled_bytes"]
+        np.testing.assert_array_equal(b.copy_to_host(), np.full(N, 5.0))
+        np.testing.assert_array_equal(d.copy_to_host(), np.full(N, 4.0))
+
+
+@case
+def a_view_made_while_spilled():
+    with pressure(2 * MIB):
+        a = gpumem.to_device(np.arange(N, dtype=np.float32))
+        a.spill()
+        assert a.is_spilled
+        view = a[100:110]
+        np.testing.assert_array_equal(view.copy_to_host(),
+                                      np.arange(100, 110, dtype=np.float32))
+
+
+@case
+def held_and_exported_arrays_never_move():
+    with pressure(3 * MIB):
+        a = gpumem.full(N, 1.0, "float32")
+        capsule = a.__dlpack__()                  # a DLPack consumer holds it
+        b = gpumem.full(N, 2.0, "float32")
+        c = gpumem.full(N, 3.0, "float32")
+        exc = raises(gpumem.Error, a.spill)
+        assert "native code" in str(exc), exc
+        d = gpumem.full(N, 4.0, "float32")                   # b moves, not a
+        assert not a.is_spilled and b.is_spilled
+        del capsule
+        a.spill()                                 # no holder now
+        assert a.is_spilled
+        a.spill()                                 # already: nothing to do
+        assert a.is_spilled
+
+
+@case
+def nothing_movable_names_why():
+    with pressure(2 * MIB):
+        a = gpumem.full(N, 1.0, "float32")
+        held = a.__dlpack__()
+        b = gpumem.full(N, 2.0, "float32")
+        capsule_b = b.__dlpack__()
+        exc = raises(gpumem.OutOfMemoryError, gpumem.zeros, N)
+        assert "native code" in str(exc), exc
+        del held, capsule_b
+
+
+@case
+def free_of_a_spilled_array():
+    with pressure(2 * MIB):
+        a = gpumem.full(N, 1.0, "float32")
+        a.spill()
+        spilled = spill_stats()["spilled_bytes"]
+        a.free()
+        assert spill_stats()["spilled_bytes"] == spilled - MIB
+        raises(ValueError, a.copy_to_host)
+
+
+@case
+def host_limit_bounds_spilled_memory():
+    with pressure(2 * MIB):
+        gpumem.set_spill(True, host_limit=MIB)
+        a = gpumem.full(N, 1.0, "float32")
+        b = gpumem.full(N, 2.0, "float32")
+        c = gpumem.full(N, 3.0, "float32")                   # a moves: 1 MiB on the host
+        assert a.is_spilled
+        raises(gpumem.OutOfMemoryError, gpumem.full, N, 4.0, "float32")
+        assert not b.is_spilled and not c.is_spilled
+
+
+@case
+def environment_turns_it_on():
+    code = ("import gpumem; used = gpumem.memory_stats()['allocated_bytes'];"
+            "gpumem.set_memory_limit(used + (2 << 20));"
+            "a = gpumem.zeros(1 << 18); b = gpumem.zeros(1 << 18);"
+            "c = gpumem.zeros(1 << 18); print(a.is_spilled)")
+    run = lambda value: subprocess.run(
+        [gmtest.GPUMEM, f"--backend={gpumem.backend}", "-q", "-c", code],
+        capture_output=True, text=True, env=dict(os.environ,
+                                                  GPUMEM_SPILL=value))
+    done = run("1")
+    assert done.returncode == 0 and done.stdout.strip() == "True", done
+    done = run("sometimes")
+    assert done.returncode != 0 and "GPUMEM_SPILL" in done.stderr, done
+
+
+gmtest.main()
