@@ -21,8 +21,9 @@ src_core_libgm_core_la_SOURCES = \
 src_core_libgm_core_la_CPPFLAGS = $(GM_CORE_CPPFLAGS)
 
 ## The library PyTorch's CUDAPluggableAllocator opens by path, bound to
-## the pool at run time (src/core/torch-shim.c): no dependency of its own.
+## the pool at run time (src/core/torch-shim.cc, C++ to throw a refusal
+## as PyTorch's allocator needs): no dependency of its own.
 pkglib_LTLIBRARIES = src/libgpumem-torch.la
-src_libgpumem_torch_la_SOURCES = src/core/torch-shim.c
+src_libgpumem_torch_la_SOURCES = src/core/torch-shim.cc
 src_libgpumem_torch_la_CPPFLAGS = $(GM_CORE_CPPFLAGS)
 src_libgpumem_torch_la_LDFLAGS = -module -avoid-version -shared

@@ -196,6 +196,12 @@ gm_pool_torch_alloc (size_t nbytes, int device, void *stream)
   return ptr;
 }
 
+const char *
+gm_pool_torch_error (void)
+{
+  return gm_last_error ()->message;
+}
+
 void
 gm_pool_torch_free (void *ptr, size_t nbytes, int device, void *stream)
 {

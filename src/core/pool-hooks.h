@@ -57,10 +57,12 @@ gm_status gm_pool_blocks_share (const void *ptr, gm_pool_share_fn make,
                                 gm_pool_drop_fn drop, gm_pool_block *found);
 
 /* The two functions PyTorch's CUDAPluggableAllocator calls, through the
-   shim library libgpumem-torch (torch-shim.c) that gpumem binds to them:
-   NULL when the memory cannot be had (PyTorch raises its out-of-memory
-   error then; gpumem.memory_stats () says who holds what).  */
+   shim library libgpumem-torch (torch-shim.cc) that gpumem binds to
+   them: NULL when the memory cannot be had, which the shim throws as a
+   C++ exception with gm_pool_torch_error's message, the calling
+   thread's last error (PyTorch takes a null pointer as memory).  */
 void *gm_pool_torch_alloc (size_t nbytes, int device, void *stream);
 void gm_pool_torch_free (void *ptr, size_t nbytes, int device, void *stream);
+const char *gm_pool_torch_error (void);
 
 #endif /* GM_POOL_HOOKS_H */

@@ -218,7 +218,8 @@ static int
 torch_shim_bind (void)
 {
   typedef void (*bind_fn) (void *(*) (size_t, int, void *),
-                           void (*) (void *, size_t, int, void *));
+                           void (*) (void *, size_t, int, void *),
+                           const char *(*) (void));
   const char *path = getenv ("GPUMEM_TORCH_SHIM");
   char beside[sizeof torch_shim_path];
   bind_fn bind;
@@ -254,7 +255,7 @@ torch_shim_bind (void)
       torch_shim = NULL;
       return -1;
     }
-  bind (gm_pool_torch_alloc, gm_pool_torch_free);
+  bind (gm_pool_torch_alloc, gm_pool_torch_free, gm_pool_torch_error);
   strcpy (torch_shim_path, path);
   return 0;
 }
