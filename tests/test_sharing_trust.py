@@ -539,6 +539,45 @@ def bad_allow_lists_are_refused():
     assert "GPUMEM_SHARE_ALLOW" in out.stdout + out.stderr, out
 
 
+@case
+def bad_share_settings_are_gpumem_errors():
+    # GPUMEM_SHARE_TIMEOUT is seconds (1 to 3600, a decimal point
+    # allowed), not a size: "1K" was once 1024 s.  A bad value of it or
+    # of GPUMEM_SHARE_ALLOW is a gpumem.Error at the open, as
+    # docs/command-line.md says, naming the variable and the value.
+    a = filled(4)
+    h = gpumem.share(a)
+    for value in ("1K", "1k", "-1", "0", "0.5", "3601", "3600.5", " 5",
+                  "5s", "1e2", "0x10", "1.", "abc", "99999999999999999999"):
+        out = run_child(OPEN, h.hex(),
+                        env={"GPUMEM_SHARE_TIMEOUT": value})
+        assert out.returncode == 0, (value, out.stderr)
+        assert out.stdout.startswith("error GPUMEM_SHARE_TIMEOUT='%s'"
+                                     % value), (value, out.stdout)
+        assert "seconds" in out.stdout and "KiB" not in out.stdout, \
+            out.stdout
+    for value in ("1", "2.5", "3600", "10.125"):
+        assert open_elsewhere(h, env={"GPUMEM_SHARE_TIMEOUT": value}) \
+            == "opened 6.0", value
+    for value in ("nobody,x y", "no-such-user-gpumem",
+                  ",".join(str(60000 + i) for i in range(17)),
+                  "1" * 2000):
+        out = run_child(OPEN, h.hex(), env={"GPUMEM_SHARE_ALLOW": value})
+        assert out.returncode == 0, (value, out.stderr)
+        assert out.stdout.startswith("error GPUMEM_SHARE_ALLOW"), \
+            (value, out.stdout)
+    # The producer's side: share() with a bad list.
+    out = run_child("import gpumem\n"
+                    "a = gpumem.shared_empty((4,))\n"
+                    "try:\n"
+                    "    gpumem.share(a)\n"
+                    "except gpumem.Error as e:\n"
+                    "    print('error', e)\n",
+                    env={"GPUMEM_SHARE_ALLOW": "no-such-user-gpumem"})
+    assert out.returncode == 0 and out.stdout.startswith(
+        "error GPUMEM_SHARE_ALLOW"), (out.stdout, out.stderr)
+
+
 class Users:
     """Two throwaway users, made for one case and removed after."""
 
