@@ -285,8 +285,11 @@ const uint32_t *gmpy_launch_blocks (void);
    thread: its device's calls without stream= go to it until
    gmpy_stream_context_pop.  0 or -1.  */
 int gmpy_stream_context_push (PyObject *stream);
-/* Closes the innermost block of STREAM's device in this thread, which
-   must be STREAM's (else RuntimeError).  0 or -1.  */
+/* Closes STREAM's block opened by the calling frame (else its innermost
+   one), wherever it is in its thread's stack and whichever thread opened
+   it, as if it had never opened: the stream of calls without stream=
+   is again that of the innermost block still open.  RuntimeError when
+   STREAM has no open block.  0 or -1.  */
 int gmpy_stream_context_pop (PyObject *stream);
 
 /* gpumem.Event (py-stream.c).  */
