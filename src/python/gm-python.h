@@ -20,9 +20,11 @@
 /* Where a call goes, decided once a call (py-dispatch.h).  */
 typedef struct gmpy_dispatch gmpy_dispatch;
 
-/* The module's state.  The program embeds one interpreter, which imports
-   gpumem once; gmpy_state () returns that module's state to C helpers
-   that have no module object at hand.  */
+/* The module's state.  There is one a process: a second import of
+   gpumem (after del sys.modules["gpumem"]) makes a module that holds
+   the first one's names and a copy of its references (module.c);
+   gmpy_state_get () returns the first module's state to C helpers that
+   have no module object at hand.  */
 typedef struct gmpy_state
 {
   PyTypeObject *device_type;
