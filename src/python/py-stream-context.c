@@ -35,9 +35,23 @@ static uint32_t launch_blocks;
 
 /* Every stack context_stack made, in any thread: where an exit looks
    for a block its own thread does not hold.  A list; a stack no thread
-   holds any more (its thread ended) and that is empty is dropped as the
-   list is searched.  */
+   holds any more (its thread ended) and that is empty is dropped
+   (drop_idle_stacks) before a new stack is added.  */
 static PyObject *all_stacks;
+
+/* Drops from all_stacks the stacks of ended threads that hold no open
+   block.  */
+static void
+drop_idle_stacks (void)
+{
+  for (Py_ssize_t k = PyList_GET_SIZE (all_stacks) - 1; k >= 0; k--)
+    {
+      PyObject *stack = PyList_GET_ITEM (all_stacks, k);
+      if (Py_REFCNT (stack) == 1 && PyList_GET_SIZE (stack) == 0
+          && PyList_SetSlice (all_stacks, k, k + 1, NULL) < 0)
+        PyErr_Clear ();
+    }
+}
 
 /* The list of DEVICE's open `with stream:` blocks in this thread, a new
    reference; created when CREATE, else None when there is none.  NULL
@@ -88,6 +102,7 @@ context_stack (int device, bool create)
       Py_DECREF (key);
       return NULL;
     }
+  drop_idle_stacks ();
   stack = PyList_New (0);
   if (stack != NULL && PyList_Append (all_stacks, stack) < 0)
     Py_CLEAR (stack);
@@ -215,14 +230,6 @@ remove_block (PyObject *stack, PyObject *stream, PyObject *frame)
           PyObject *other = PyList_GET_ITEM (all_stacks, k);
           if (other == stack)
             continue;
-          if (Py_REFCNT (other) == 1 && PyList_GET_SIZE (other) == 0)
-            {
-              if (PyList_SetSlice (all_stacks, k, k + 1, NULL) < 0)
-                PyErr_Clear ();
-              else
-                k--;
-              continue;
-            }
           if ((i = find_block (other, stream, exact)) >= 0)
             return PyList_SetSlice (other, i, i + 1, NULL) == 0;
         }
