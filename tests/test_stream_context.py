@@ -1,6 +1,7 @@
 """`with stream:`, waits between streams, foreign streams and event flags
 (py-stream.c, py-stream-context.c)."""
 
+import contextlib
 import ctypes
 import gc
 import threading
@@ -95,6 +96,14 @@ def blocks_end_in_any_order():
     assert gpumem.current_stream() is s2 and launch_blocks() == 1
     s2.__exit__(None, None, None)
     raises(RuntimeError, s1.__exit__, None, None, None, match="no open")
+    all_closed()
+    # Entered and ended through contextlib's frames, not the caller's.
+    outer, inner = contextlib.ExitStack(), contextlib.ExitStack()
+    outer.enter_context(s1)
+    inner.enter_context(s2)
+    outer.close()
+    assert gpumem.current_stream() is s2
+    inner.close()
     all_closed()
 
 
