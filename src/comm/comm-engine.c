@@ -10,8 +10,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
