@@ -193,6 +193,33 @@ def blocks_ended_from_another_thread_restore_their_own():
     t.join(60)
     assert not errors and seen == [None], (errors, seen)
     all_closed()
+    # The garbage collector, in this thread, ends a block a worker left
+    # open in a generator kept by a cycle; the worker goes on.
+    made.clear()
+    closed.clear()
+    seen.clear()
+
+    def leaves_a_cycle():
+        g = holding(s0)
+        next(g)
+        cycle = [g]
+        cycle.append(cycle)
+        del g, cycle
+        made.set()
+        closed.wait(60)
+        seen.append((gpumem.current_stream(), launch_blocks()))
+
+    t = threading.Thread(target=leaves_a_cycle)
+    t.start()
+    made.wait(60)
+    assert launch_blocks() == 1
+    with s1:
+        gc.collect()
+        assert gpumem.current_stream() is s1 and launch_blocks() == 1
+    closed.set()
+    t.join(60)
+    assert seen == [(None, 0)], seen
+    all_closed()
     # Threads that each hand their generator to the next: every block
     # ends in a thread that did not open it.
     gens, lock = [], threading.Lock()
