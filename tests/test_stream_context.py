@@ -212,7 +212,6 @@ def blocks_ended_from_another_thread_restore_their_own():
     t = threading.Thread(target=leaves_a_cycle)
     t.start()
     made.wait(60)
-    assert launch_blocks() == 1
     with s1:
         gc.collect()
         assert gpumem.current_stream() is s1 and launch_blocks() == 1
