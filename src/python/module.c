@@ -224,8 +224,8 @@ new_exception (PyObject *module, const char *name, const char *doc,
 }
 
 /* The module whose state is gmpy_module_state: the first gpumem module
-   made in this process and still alive (borrowed; its free clears
-   it).  */
+   whose exec succeeded in this process, still alive (borrowed; its free
+   clears it).  */
 static PyObject *first_module;
 
 /* Fills MODULE, made by a second import of gpumem while the first
@@ -303,7 +303,6 @@ gmpy_exec (PyObject *module)
   if (started < 0)
     return -1;
   gmpy_state_set (state);
-  first_module = module;
   state->numpy = PyImport_ImportModule ("numpy");
   if (state->numpy == NULL)
     return -1;
@@ -366,6 +365,7 @@ gmpy_exec (PyObject *module)
   if (gmpy_comm_init (module, state) < 0)
     return -1;
 #endif
+  first_module = module;
   return 0;
 }
 
@@ -421,11 +421,12 @@ static void
 gmpy_free (void *module)
 {
   gmpy_clear ((PyObject *) module);
-  if (module != first_module)
-    return;
+  if (module == first_module)
+    first_module = NULL;
+  else if (gmpy_state_get () != PyModule_GetState ((PyObject *) module))
+    return;                     /* a second module: the first one stays */
   gmpy_exchange_clear ();
   gmpy_state_set (NULL);
-  first_module = NULL;
 }
 
 static PyModuleDef_Slot gmpy_slots[] = {
