@@ -405,6 +405,34 @@ def test_bad_host_devices():
 
 
 @gmtest.case
+def test_settings_take_only_their_documented_spellings():
+    # docs/command-line.md: GPUMEM_HOST_DEVICES is a count (digits
+    # only), GPUMEM_COMM_TIMEOUT seconds (digits, a decimal point
+    # allowed); strtol and strtod took a sign, spaces, hex and exponents.
+    for value in (" 4", "+4", "4 ", "0x4", "4K", "04.0"):
+        proc = gpumem("--backend=host", "-q", "-c", "pass",
+                      env=child_env(None, GPUMEM_HOST_DEVICES=value))
+        assert proc.returncode == 3, f"{value!r}: " + show(proc)
+        assert f"GPUMEM_HOST_DEVICES='{value}' is not a count" \
+            in proc.stderr, show(proc)
+    proc = gpumem("--backend=host", "-q", "-c",
+                  "import gpumem; print(gpumem.device_count())",
+                  env=child_env(None, GPUMEM_HOST_DEVICES="007"))
+    assert proc.returncode == 0 and proc.stdout == "7\n", show(proc)
+    for value in ("1e2", " 5", "+5", "0x10", "5s", "inf", "1.", ".5",
+                  "604801", "99999999999999999999"):
+        proc = gpumem("-q", "-c", "pass",
+                      env=child_env("host", GPUMEM_COMM_TIMEOUT=value))
+        assert proc.returncode == 3, f"{value!r}: " + show(proc)
+        assert f"GPUMEM_COMM_TIMEOUT='{value}'" in proc.stderr \
+            and "seconds" in proc.stderr, show(proc)
+    for value in ("0", "0.001", "2.5", "604800"):
+        proc = gpumem("-q", "-c", "pass",
+                      env=child_env("host", GPUMEM_COMM_TIMEOUT=value))
+        assert proc.returncode == 0, f"{value!r}: " + show(proc)
+
+
+@gmtest.case
 def test_list_kernels():
     import gpumem as gm
     for flag in ("-k", "--list-kernels"):
@@ -685,8 +713,9 @@ def test_small_copies_setting():
 
 @gmtest.case
 def test_copy_engine_sizes():
-    # GPUMEM_COPY_* are sizes (gm_env_size), read where the CUDA backend
-    # starts: a good value works, garbage exits 3 naming it.
+    # GPUMEM_COPY_* are sizes (gm_env_size), GPUMEM_COPY_THREADS a
+    # count (gm_env_count), read where the CUDA backend starts: a good
+    # value works, garbage exits 3 naming it.
     if not cuda_available():
         gmtest.skip("no CUDA device: only the cuda backend reads them")
     code = ("import gpumem, numpy as np; h = np.arange(1 << 20, "
@@ -705,6 +734,7 @@ def test_copy_engine_sizes():
     for name, value in (("GPUMEM_COPY_CHUNK", "16 MB"),
                         ("GPUMEM_COPY_MIN", "-1"),
                         ("GPUMEM_COPY_THREADS", "999"),
+                        ("GPUMEM_COPY_THREADS", "1K"),
                         ("GPUMEM_COPY_BATCH", "1 MB")):
         proc = gpumem("-q", "-c", "pass",
                       env=child_env("cuda", **{name: value}))

@@ -41,6 +41,73 @@ def program(code, *options):
     return result.stdout
 
 
+REIMPORT = """
+import gc, importlib, sys
+import numpy as np
+import gpumem
+first = gpumem
+a = gpumem.to_device(np.arange(8, dtype=np.float32))
+view = a[2:]
+s = gpumem.Stream()
+del sys.modules["gpumem"]
+import gpumem
+# One gpumem a process: the second module holds the first one's names.
+for name in ("DeviceArray", "Stream", "Error", "OutOfMemoryError", "zeros",
+             "copy", "kernels", "_C_API", "share", "memory_stats"):
+    assert getattr(gpumem, name) is getattr(first, name), name
+assert gpumem.__name__ == "gpumem"
+del first
+gc.collect()
+# Arrays made through the first still work, with the second's calls.
+assert a.copy_to_host().tolist() == list(range(8))
+assert view.copy_to_host().tolist() == list(range(2, 8))
+b = gpumem.zeros(8)
+assert isinstance(a, gpumem.DeviceArray) and type(a) is type(b)
+gpumem.copy(b, a)
+with s:
+    got = b.copy_to_host()
+s.synchronize()
+assert got.tolist() == list(range(8)), got
+gpumem.set_memory_limit(1)
+try:
+    gpumem.empty(1 << 20)
+except gpumem.OutOfMemoryError:
+    pass
+else:
+    raise AssertionError("no OutOfMemoryError")
+gpumem.set_memory_limit(None)
+importlib.reload(gpumem)
+assert gpumem.DeviceArray is type(a)
+a.free()
+try:
+    a.copy_to_host()
+except ValueError:
+    pass
+# A third import, and a module of its own once everything is gone.
+del sys.modules["gpumem"]
+import gpumem
+assert gpumem.zeros(3).copy_to_host().tolist() == [0, 0, 0]
+del a, b, view, s, gpumem, sys.modules["gpumem"]
+gc.collect()
+import gpumem
+assert gpumem.zeros(2).copy_to_host().tolist() == [0, 0]
+print("reimported")
+"""
+
+
+@case
+def a_second_import_is_the_same_gpumem():
+    # `del sys.modules["gpumem"]; import gpumem` (test runners,
+    # autoreload) once made a second module with its own types and
+    # state: an array made before crashed the next call (SIGSEGV).  In
+    # the extension module and in the program alike.
+    result = python(REIMPORT, backend=gpumem.backend)
+    assert result.returncode == 0 and result.stdout == "reimported\n", \
+        (result.returncode, result.stdout, result.stderr)
+    assert program(REIMPORT, f"--backend={gpumem.backend}") == \
+        "reimported\n"
+
+
 @case
 def the_same_module_from_another_file():
     result = python("import gpumem; print(gpumem.__file__)")

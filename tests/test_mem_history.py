@@ -1,6 +1,7 @@
 """The memory history, snapshots, the HTML report and the out-of-memory
 message (memory.c, mem-history.c, mem-report.c, py-mem-history.c)."""
 
+import errno
 import gc
 import html.parser
 import json
@@ -8,6 +9,7 @@ import os
 import pickle
 import shutil
 import subprocess
+import stat
 import sys
 import tempfile
 import time
@@ -513,6 +515,70 @@ def outputs_refuse_planted_names():
         exc = raises(FileNotFoundError, gpumem.memory_report,
                      os.path.join(folder, "none", "r.html"))
         assert "No such file or directory" in str(exc), str(exc)
+    finally:
+        shutil.rmtree(folder)
+
+
+@case
+def outputs_refuse_a_planted_fifo_without_waiting():
+    # A FIFO planted at the name, read by nobody or by somebody: each
+    # output refuses it at once (before, open() waited for a reader for
+    # good), and --memory-report says why on standard error.  The test
+    # runs the calls in a child with a deadline, so the old hang fails.
+    folder = tempfile.mkdtemp()
+    try:
+        fifo = os.path.join(folder, "report.html")
+        os.mkfifo(fifo)
+        script = os.path.join(folder, "outputs.py")
+        with open(script, "w") as f:
+            f.write(
+                "import os, sys, gpumem\n"
+                "fifo = sys.argv[1]\n"
+                "def each(reader):\n"
+                "    for function in (gpumem.memory_report,\n"
+                "                     gpumem.dump_snapshot):\n"
+                "        try:\n"
+                "            function(fifo)\n"
+                "        except OSError as exc:\n"
+                "            assert exc.filename == fifo, exc\n"
+                "            assert 'not a regular file' in str(exc), exc\n"
+                "            print(function.__name__, reader, 'refused',\n"
+                "                  exc.errno)\n"
+                "        else:\n"
+                "            print(function.__name__, reader, 'WROTE')\n"
+                "each('none')\n"
+                "r = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)\n"
+                "each('one')\n"
+                "assert os.read(r, 100) == b''\n")
+        if gmtest.GPUMEM == "gpumem" and not shutil.which("gpumem"):
+            gmtest.skip("no gpumem program to run")
+        env = dict(os.environ, GPUMEM_BACKEND=gpumem.backend)
+        try:
+            got = subprocess.run([gmtest.GPUMEM, "-q", script, fifo],
+                                 capture_output=True, text=True, env=env,
+                                 timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("an output waited on the FIFO")
+        assert got.returncode == 0, got.stderr
+        lines = got.stdout.split("\n")
+        assert lines[:4] == [
+            f"memory_report none refused {errno.ENXIO}",
+            f"dump_snapshot none refused {errno.ENXIO}",
+            f"memory_report one refused {errno.EINVAL}",
+            f"dump_snapshot one refused {errno.EINVAL}"], got.stdout
+        # A device is no regular file either.
+        exc = raises(OSError, gpumem.memory_report, "/dev/null")
+        assert "not a regular file" in str(exc), str(exc)
+        try:
+            got = subprocess.run([gmtest.GPUMEM, "-q",
+                                  "--memory-report=" + fifo, "-c",
+                                  "import gpumem"], capture_output=True,
+                                 text=True, env=env, timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("--memory-report waited on the FIFO")
+        assert "--memory-report" in got.stderr and fifo in got.stderr \
+            and "not a regular file" in got.stderr, got.stderr
+        assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     finally:
         shutil.rmtree(folder)
 

@@ -66,4 +66,34 @@ def wrong_arguments_raise():
     raises(TypeError, gpumem.copy, dst=1, src=2, bogus=3)
 
 
+@case
+def a_second_import_holds_the_first_ones_state():
+    # del sys.modules["gpumem"]; import gpumem (test runners, autoreload)
+    # in this process: the new module holds the first one's types and
+    # functions, and an array made before works with its calls (it once
+    # crashed: ASan saw gmpy_copy_device_to_host reach freed type data).
+    # test_extension.py runs the longer script in a plain python and in
+    # the program; this case runs in check-sanitizers too.
+    import gc
+    import importlib
+    first = sys.modules["gpumem"]
+    a = gpumem.zeros(6, "int32")
+    del sys.modules["gpumem"]
+    try:
+        second = importlib.import_module("gpumem")
+    finally:
+        sys.modules["gpumem"] = first
+    for name in ("DeviceArray", "Error", "zeros", "copy", "Stream"):
+        assert getattr(second, name) is getattr(first, name), name
+    gc.collect()
+    b = second.ones(6, "int32")
+    second.copy(a, b)
+    assert a.copy_to_host().tolist() == [1] * 6
+    assert isinstance(a, second.DeviceArray)
+    raises(first.OutOfMemoryError, second.empty, 1 << 62, "uint8")
+    del second
+    gc.collect()
+    assert a.copy_to_host().sum() == 6
+
+
 gmtest.main()

@@ -10,6 +10,7 @@ fork() cannot use CUDA, so the fork cases run on the host backend only.
 import multiprocessing
 import os
 import pickle
+import re
 import signal
 import struct
 import subprocess
@@ -303,6 +304,38 @@ IMPORT_BOOKS = (
     "actions = [(snap['actions'][e['action']], int(e['size']))\n"
     "           for e in mine(snap['events'], snap)]\n"
     "print(json.dumps([refused, opened, closed, actions]))\n")
+
+
+def readable_bytes(n):
+    """N as gpumem's messages write it beside the figure in bytes."""
+    value, unit = float(n), 0
+    while value >= 1024.0 and unit < 5:
+        value /= 1024.0
+        unit += 1
+    if unit == 0:
+        return f"{n} B"
+    return f"{value:.1f} {['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'][unit]}"
+
+
+@case
+def out_of_memory_figures_agree_with_shared_blocks():
+    # Every "N bytes (R)" of the out-of-memory message: R is N written
+    # readably, also the device's free bytes once shared blocks are
+    # named (their figure once took the free figure's place).
+    base = gpumem.memory_stats()
+    a = gpumem.shared_empty((3 << 16,), dtype="float32")
+    gpumem.set_memory_limit(base["allocated_bytes"] + (1 << 20))
+    try:
+        text = str(gmtest.raises(gpumem.OutOfMemoryError, gpumem.empty,
+                                 (1 << 18,), dtype="float32"))
+    finally:
+        gpumem.set_memory_limit(None)
+        del a
+    assert "768.0 KiB of it in 1 blocks shared with other" in text, text
+    pairs = re.findall(r"(\d+) bytes \(([^)]*)\)", text)
+    assert len(pairs) >= 4 and "free of" in text, text
+    for figure, readable in pairs:
+        assert readable == readable_bytes(int(figure)), (figure, text)
 
 
 @case

@@ -14,11 +14,13 @@ import pwd
 import random
 import resource
 import selectors
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -539,6 +541,45 @@ def bad_allow_lists_are_refused():
     assert "GPUMEM_SHARE_ALLOW" in out.stdout + out.stderr, out
 
 
+@case
+def bad_share_settings_are_gpumem_errors():
+    # GPUMEM_SHARE_TIMEOUT is seconds (1 to 3600, a decimal point
+    # allowed), not a size: "1K" was once 1024 s.  A bad value of it or
+    # of GPUMEM_SHARE_ALLOW is a gpumem.Error at the open, as
+    # docs/command-line.md says, naming the variable and the value.
+    a = filled(4)
+    h = gpumem.share(a)
+    for value in ("1K", "1k", "-1", "0", "0.5", "3601", "3600.5", " 5",
+                  "5s", "1e2", "0x10", "1.", "abc", "99999999999999999999"):
+        out = run_child(OPEN, h.hex(),
+                        env={"GPUMEM_SHARE_TIMEOUT": value})
+        assert out.returncode == 0, (value, out.stderr)
+        assert out.stdout.startswith("error GPUMEM_SHARE_TIMEOUT='%s'"
+                                     % value), (value, out.stdout)
+        assert "seconds" in out.stdout and "KiB" not in out.stdout, \
+            out.stdout
+    for value in ("1", "2.5", "3600", "10.125"):
+        assert open_elsewhere(h, env={"GPUMEM_SHARE_TIMEOUT": value}) \
+            == "opened 6.0", value
+    for value in ("nobody,x y", "no-such-user-gpumem",
+                  ",".join(str(60000 + i) for i in range(17)),
+                  "1" * 2000):
+        out = run_child(OPEN, h.hex(), env={"GPUMEM_SHARE_ALLOW": value})
+        assert out.returncode == 0, (value, out.stderr)
+        assert out.stdout.startswith("error GPUMEM_SHARE_ALLOW"), \
+            (value, out.stdout)
+    # The producer's side: share() with a bad list.
+    out = run_child("import gpumem\n"
+                    "a = gpumem.shared_empty((4,))\n"
+                    "try:\n"
+                    "    gpumem.share(a)\n"
+                    "except gpumem.Error as e:\n"
+                    "    print('error', e)\n",
+                    env={"GPUMEM_SHARE_ALLOW": "no-such-user-gpumem"})
+    assert out.returncode == 0 and out.stdout.startswith(
+        "error GPUMEM_SHARE_ALLOW"), (out.stdout, out.stderr)
+
+
 class Users:
     """Two throwaway users, made for one case and removed after."""
 
@@ -654,6 +695,145 @@ def other_users_open_only_what_is_shared_with_them():
         finally:
             squat.kill()
             squat.wait()
+
+
+# An LD_PRELOAD library that plays a consumer's own code: as gpumem maps
+# a descriptor of shared memory read-only, it tries to make the file
+# writable (fchmod), to open it again for writing through /proc/self/fd
+# and to write through a writable mapping of that.
+REOPEN_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void *
+mmap (void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+  static void *(*real) (void *, size_t, int, int, int, off_t);
+  char path[64], link[256];
+  ssize_t n;
+
+  if (real == NULL)
+    real = (void *(*) (void *, size_t, int, int, int, off_t))
+           dlsym (RTLD_NEXT, "mmap");
+  snprintf (path, sizeof path, "/proc/self/fd/%d", fd);
+  if (fd >= 0 && (flags & MAP_SHARED) && !(prot & PROT_WRITE)
+      && (n = readlink (path, link, sizeof link - 1)) > 0
+      && (link[n] = 0, strstr (link, "gpumem-shared") != NULL))
+    {
+      int w;
+      if (fchmod (fd, 0666) == 0)
+        dprintf (2, "CHMOD done\n");
+      w = open (path, O_RDWR);
+      if (w < 0)
+        dprintf (2, "REOPEN refused: %s\n", strerror (errno));
+      else
+        {
+          unsigned *m = real (NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+                              w, off);
+          if (m != MAP_FAILED)
+            {
+              m[0] = 0xdeadbeef;
+              dprintf (2, "WROTE\n");
+            }
+          close (w);
+        }
+    }
+  return real (addr, len, prot, flags, fd, off);
+}
+"""
+
+RO_PRODUCER = (
+    "import sys, gpumem\n"
+    "a = gpumem.shared_empty((16,), dtype='uint32')\n"
+    "a.fill(2)\n"
+    "ro = gpumem.asarray(a, readonly=True)\n"
+    "print(gpumem.share(ro, allow=[int(sys.argv[1])]).hex(), flush=True)\n"
+    "sys.stdin.readline()\n"
+    "print(a.copy_to_host().tolist(), flush=True)\n")
+
+RO_CONSUMER = (
+    "import sys, gpumem\n"
+    "b = gpumem.open_shared(bytes.fromhex(sys.argv[1]))\n"
+    "print('opened', b.copy_to_host().tolist(), flush=True)\n")
+
+
+def memfd_modes():
+    """The modes of this process's shared memory files, by inode."""
+    modes = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if "gpumem-shared" in os.readlink("/proc/self/fd/" + fd):
+                st = os.stat("/proc/self/fd/" + fd)
+                modes[st.st_ino] = st.st_mode & 0o777
+        except OSError:
+            pass
+    return modes
+
+
+@case
+def a_read_only_share_cannot_be_written_by_another_user():
+    # docs/security.md: a read-only share's consumer cannot write the
+    # block.  memfd_create makes the file 0777 and the consumer holds a
+    # descriptor of it: reopened through /proc/self/fd/N with O_RDWR it
+    # once gave a writable mapping of the producer's array.  The file is
+    # now 0400 before any read-only descriptor leaves the producer.
+    if not HOST:
+        gmtest.skip("the host backend's memfd: on CUDA the read-only flag "
+                    "binds through gpumem's checks only (docs/security.md)")
+    before = memfd_modes()
+    a = gpumem.shared_empty((4,))
+    a.fill(3)
+    h = gpumem.share(gpumem.asarray(a, readonly=True))
+    assert open_elsewhere(h) == "opened 12.0"
+    made = {ino: mode for ino, mode in memfd_modes().items()
+            if ino not in before}
+    assert list(made.values()) == [0o400], made
+    del a, h
+    need_root()
+    if gmtest.sanitized():
+        gmtest.skip("the shim is not instrumented: no LD_PRELOAD under "
+                    "AddressSanitizer")
+    folder = tempfile.mkdtemp()
+    try:
+        os.chmod(folder, 0o755)
+        shim = os.path.join(folder, "reopen.so")
+        src = os.path.join(folder, "reopen.c")
+        with open(src, "w") as f:
+            f.write(REOPEN_SHIM)
+        built = subprocess.run(["cc", "-shared", "-fPIC", "-o", shim, src,
+                                "-ldl"], capture_output=True, text=True)
+        if built.returncode != 0:
+            gmtest.skip("no C compiler for the shim: " + built.stderr[-200:])
+        os.chmod(shim, 0o755)
+        with Users() as users:
+            a_name, b_name = users.names
+            producer = subprocess.Popen(
+                as_user(a_name) + [gmtest.GPUMEM, "-c", RO_PRODUCER,
+                                   str(users.uids[1])],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            try:
+                handle = readline(producer).strip()
+                out = run_child(RO_CONSUMER, handle, user=b_name,
+                                env={"GPUMEM_SHARE_ALLOW": a_name,
+                                     "LD_PRELOAD": shim})
+            finally:
+                kept, _ = producer.communicate("\n", timeout=60)
+            assert out.returncode == 0, out.stderr
+            assert out.stdout == "opened %s\n" % ([2] * 16), out.stdout
+            assert "REOPEN refused: Permission denied" in out.stderr, \
+                out.stderr
+            assert "WROTE" not in out.stderr and "CHMOD" not in out.stderr, \
+                out.stderr
+            assert kept == "%s\n" % ([2] * 16), kept
+    finally:
+        shutil.rmtree(folder)
 
 
 def race_main():

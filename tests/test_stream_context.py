@@ -1,6 +1,9 @@
 """`with stream:`, waits between streams, foreign streams and event flags
 (py-stream.c, py-stream-context.c)."""
 
+import contextlib
+import ctypes
+import gc
 import threading
 
 import numpy as np
@@ -58,16 +61,185 @@ def with_block_is_per_thread():
     assert seen == [None]
 
 
+def launch_blocks():
+    """The C API's count of open blocks that pick the launch stream
+    (gm_c_api_table.launch_blocks, the last field of the table)."""
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype = ctypes.c_void_p
+    get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    table = get_pointer(gpumem._C_API, b"gpumem._C_API")
+    # Fields are only ever added after it: abi, size, 10 pointer-sized
+    # fields, then launch_blocks (test_capi.py's Table).
+    pointer = ctypes.c_void_p.from_address(table + 8 + 10 * 8).value
+    return ctypes.c_uint32.from_address(pointer).value
+
+
+def all_closed():
+    """The thread has no block open: no current stream, launch_blocks
+    back to 0, and gpumem.concurrent() may open."""
+    assert gpumem.current_stream() is None
+    assert launch_blocks() == 0, launch_blocks()
+    with gpumem.concurrent():
+        pass
+
+
 @case
-def blocks_must_end_innermost_first():
+def blocks_end_in_any_order():
+    # Each block ends as if it had never opened: the current stream is
+    # the innermost block's still open.  Exiting a stream with no open
+    # block is a RuntimeError.
     s1, s2 = gpumem.Stream(), gpumem.Stream()
     s1.__enter__()
     s2.__enter__()
-    raises(RuntimeError, s1.__exit__, None, None, None, match="innermost")
-    s2.__exit__(None, None, None)
+    assert launch_blocks() == 2
     s1.__exit__(None, None, None)
-    raises(RuntimeError, s1.__exit__, None, None, None)
-    assert gpumem.current_stream() is None
+    assert gpumem.current_stream() is s2 and launch_blocks() == 1
+    s2.__exit__(None, None, None)
+    raises(RuntimeError, s1.__exit__, None, None, None, match="no open")
+    all_closed()
+    # Entered and ended through contextlib's frames, not the caller's.
+    outer, inner = contextlib.ExitStack(), contextlib.ExitStack()
+    outer.enter_context(s1)
+    inner.enter_context(s2)
+    outer.close()
+    assert gpumem.current_stream() is s2
+    inner.close()
+    all_closed()
+
+
+def holding(stream, log=None):
+    """A generator that holds a `with STREAM:` block across its yields."""
+    with stream:
+        while True:
+            if log is not None:
+                log.append(gpumem.current_stream())
+            yield
+
+
+@case
+def generators_closed_out_of_order_restore():
+    # The issue's case: a generator holding `with s0:` closed while
+    # `with s1:` is innermost once raised "not the innermost" and left
+    # s0 current for good (and concurrent() refused).
+    s0, s1, s2 = gpumem.Stream(), gpumem.Stream(), gpumem.Stream()
+    g = holding(s0)
+    next(g)
+    assert gpumem.current_stream() is s0
+    with s1:
+        g.close()
+        assert gpumem.current_stream() is s1
+    all_closed()
+    # Two generators of the same stream and a third, closed in the
+    # opposite order, and a block of the same stream in this frame.
+    log = []
+    gens = [holding(s0, log), holding(s1, log), holding(s0, log)]
+    for g in gens:
+        next(g)
+    assert log == [s0, s1, s0] and launch_blocks() == 3
+    with s2:
+        with s0:
+            gens[0].close()
+            assert gpumem.current_stream() is s0
+        assert gpumem.current_stream() is s2
+        gens[2].close()
+        assert gpumem.current_stream() is s2
+    assert gpumem.current_stream() is s1
+    next(gens[1])
+    assert log[-1] is s1
+    gens[1].close()
+    all_closed()
+    # A generator dropped without close(): the garbage collector ends
+    # its block.
+    g = holding(s2)
+    next(g)
+    with s1:
+        del g
+        gc.collect()
+        assert gpumem.current_stream() is s1
+    all_closed()
+
+
+@case
+def blocks_ended_from_another_thread_restore_their_own():
+    # A generator started in a worker holds a block of the worker's; the
+    # main thread closes it (as the garbage collector may): the worker's
+    # stack loses the block, the main thread's is untouched.
+    s0, s1 = gpumem.Stream(), gpumem.Stream()
+    made, closed, seen, errors = (threading.Event(), threading.Event(),
+                                  [], [])
+    box = []
+
+    def worker():
+        try:
+            g = holding(s0)
+            next(g)
+            box.append(g)
+            made.set()
+            closed.wait(60)
+            seen.append(gpumem.current_stream())
+            with gpumem.concurrent():
+                pass
+        except Exception as exc:
+            errors.append(exc)
+            made.set()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    made.wait(60)
+    with s1:
+        box.pop().close()
+        assert gpumem.current_stream() is s1
+    closed.set()
+    t.join(60)
+    assert not errors and seen == [None], (errors, seen)
+    all_closed()
+    # The garbage collector, in this thread, ends a block a worker left
+    # open in a generator kept by a cycle; the worker goes on.
+    made.clear()
+    closed.clear()
+    seen.clear()
+
+    def leaves_a_cycle():
+        g = holding(s0)
+        next(g)
+        cycle = [g]
+        cycle.append(cycle)
+        del g, cycle
+        made.set()
+        closed.wait(60)
+        seen.append((gpumem.current_stream(), launch_blocks()))
+
+    t = threading.Thread(target=leaves_a_cycle)
+    t.start()
+    made.wait(60)
+    with s1:
+        gc.collect()
+        assert gpumem.current_stream() is s1 and launch_blocks() == 1
+    closed.set()
+    t.join(60)
+    assert seen == [(None, 0)], seen
+    all_closed()
+    # Threads that each hand their generator to the next: every block
+    # ends in a thread that did not open it.
+    gens, lock = [], threading.Lock()
+
+    def start_and_close():
+        g = holding(gpumem.Stream())
+        next(g)
+        with lock:
+            gens.append(g)
+            other = gens.pop(0) if len(gens) > 1 else None
+        if other is not None:
+            other.close()
+
+    threads = [threading.Thread(target=start_and_close) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for g in gens:
+        g.close()
+    all_closed()
 
 
 @case

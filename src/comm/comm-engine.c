@@ -10,9 +10,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +32,6 @@ gm_comm_engine_init (void)
 {
   static const char *const names[] = {"auto", "nccl", "mpi", "ipc"};
   const char *engine = getenv ("GPUMEM_COMM");
-  const char *timeout = getenv ("GPUMEM_COMM_TIMEOUT");
 
   if (engine != NULL && *engine != '\0')
     {
@@ -47,21 +45,13 @@ gm_comm_engine_init (void)
                              "mpi, ipc", engine);
       engine_setting = (gm_comm_engine) i;
     }
-  if (timeout != NULL && *timeout != '\0')
+  if (gm_env_seconds ("GPUMEM_COMM_TIMEOUT", COMM_DEFAULT_TIMEOUT_S * 1000L,
+                      0, COMM_MAX_TIMEOUT_S, &timeout_ms) != GM_OK)
     {
-      char *end;
-      double seconds;
-      errno = 0;
-      seconds = strtod (timeout, &end);
-      if (errno != 0 || *end != '\0' || end == timeout || !isfinite (seconds)
-          || seconds < 0 || seconds > COMM_MAX_TIMEOUT_S)
-        return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
-                             "GPUMEM_COMM_TIMEOUT='%s' is not a number of "
-                             "seconds from 0 (no limit) to %d", timeout,
-                             COMM_MAX_TIMEOUT_S);
-      timeout_ms = (long) (seconds * 1000.0);
-      if (seconds > 0 && timeout_ms == 0)
-        timeout_ms = 1;
+      char why[GM_ERROR_MESSAGE_MAX];
+      snprintf (why, sizeof why, "%s", gm_last_error ()->message);
+      return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "%s (0: no limit)",
+                           why);
     }
   return GM_OK;
 }

@@ -122,8 +122,8 @@ learn_nodes (int leader, int size)
 
   if (node_of == NULL)
     return GM_ERR_HOST_NOMEM;
-  status = gm_env_size ("GPUMEM_TEST_RANKS_PER_NODE", 0, 0, 1 << 20,
-                        &per_node);
+  status = gm_env_count ("GPUMEM_TEST_RANKS_PER_NODE", 0, 0, 1 << 20,
+                         &per_node);
   if (status == GM_OK
       && MPI_Allgather (&leader, 1, MPI_INT, node_of, 1, MPI_INT,
                         MPI_COMM_WORLD) != MPI_SUCCESS)

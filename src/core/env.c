@@ -84,6 +84,78 @@ bad:
 }
 
 gm_status
+gm_env_count (const char *name, size_t fallback, size_t min, size_t max,
+              size_t *value)
+{
+  const char *text = getenv (name), *p;
+  uint64_t n = 0;
+  bool overflow = false;
+
+  *value = fallback;
+  if (text == NULL || *text == '\0')
+    return GM_OK;
+  for (p = text; *p >= '0' && *p <= '9'; p++)
+    overflow |= __builtin_mul_overflow (n, 10, &n)
+                || __builtin_add_overflow (n, (uint64_t) (*p - '0'), &n);
+  if (p == text || *p != '\0')
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s='%s' is not a count: "
+                         "give digits only, from %zu to %zu", name, text,
+                         min, max);
+  if (overflow || n < min || n > max)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s='%s' is out of range: "
+                         "give %zu to %zu", name, text, min, max);
+  *value = (size_t) n;
+  return GM_OK;
+}
+
+gm_status
+gm_env_seconds (const char *name, long fallback_ms, long min_s, long max_s,
+                long *ms)
+{
+  const char *text = getenv (name), *p;
+  uint64_t whole = 0, thousandths = 0, scale = 100;
+  bool overflow = false, fraction_rest = false;
+
+  *ms = fallback_ms;
+  if (text == NULL || *text == '\0')
+    return GM_OK;
+  for (p = text; *p >= '0' && *p <= '9'; p++)
+    overflow |= __builtin_mul_overflow (whole, 10, &whole)
+                || __builtin_add_overflow (whole, (uint64_t) (*p - '0'),
+                                           &whole);
+  if (p == text)
+    goto bad;
+  if (*p == '.')
+    {
+      const char *digits = ++p;
+      for (; *p >= '0' && *p <= '9'; p++)
+        {
+          thousandths += (uint64_t) (*p - '0') * scale;
+          fraction_rest |= scale == 0 && *p != '0';
+          scale /= 10;
+        }
+      if (p == digits)
+        goto bad;
+    }
+  if (*p != '\0')
+    goto bad;
+  if (overflow || whole > (uint64_t) max_s
+      || (whole == (uint64_t) max_s && (thousandths > 0 || fraction_rest))
+      || whole < (uint64_t) min_s)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s='%s' is out of range: "
+                         "give %ld to %ld seconds", name, text, min_s, max_s);
+  *ms = (long) (whole * 1000 + thousandths);
+  if (*ms == 0 && (thousandths > 0 || fraction_rest))
+    *ms = 1;
+  return GM_OK;
+bad:
+  return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s='%s' is not a number of "
+                       "seconds: give digits, a decimal point allowed "
+                       "(10, 0.5), from %ld to %ld", name, text, min_s,
+                       max_s);
+}
+
+gm_status
 gm_env_switch_size (const char *name, size_t on_value, size_t min, size_t max,
                     size_t *value)
 {

@@ -27,6 +27,27 @@ gm_status gm_env_bool (const char *name, bool fallback, bool *value);
    accepted and the range (*VALUE is FALLBACK then).  */
 gm_status gm_env_size (const char *name, size_t fallback, size_t min,
                        size_t max, size_t *value);
+/* Reads the environment variable NAME as a count setting into *VALUE
+   (env.c, the one parser of every such setting): decimal digits only
+   ("4", "16"); no sign, space, suffix or hex.  Unset or empty gives
+   FALLBACK.  A value outside MIN..MAX, or any other spelling:
+   GM_ERR_VALUE naming the variable, its value, the spelling accepted
+   and the range (*VALUE is FALLBACK then).  */
+gm_status gm_env_count (const char *name, size_t fallback, size_t min,
+                        size_t max, size_t *value);
+
+/* Reads the environment variable NAME as a duration setting, given in
+   seconds, into *MS in milliseconds (env.c, the one parser of every
+   such setting): decimal digits, with a decimal point and more digits
+   if wanted ("10", "0.5", "2.25"); nothing else: no sign, space,
+   exponent, hex or unit.  Unset or empty gives FALLBACK_MS.  A value
+   outside MIN_S..MAX_S seconds, or any other spelling: GM_ERR_VALUE
+   naming the variable, its value, the spelling accepted and the range
+   (*MS is FALLBACK_MS then).  A value above 0 that rounds to 0 ms is
+   1 ms.  */
+gm_status gm_env_seconds (const char *name, long fallback_ms, long min_s,
+                          long max_s, long *ms);
+
 /* Reads NAME, a switch or a count: a true spelling of gm_env_bool gives
    ON_VALUE, a false one or none 0, a size as gm_env_size reads it (MIN
    to MAX) itself.  GM_ERR_VALUE, naming the variable, for anything

@@ -231,12 +231,14 @@ gm_status gm_mem_history_from_env (void);
 
 /* Opens PATH to write an output file of gpumem's (a report, a
    snapshot), made with mode 0666 less the umask when there is none.  A
-   symbolic link is not followed, and a regular file is written into
-   only when it is the user's own and has no other hard link, so that a
-   name planted in a shared folder cannot make a run overwrite another
-   file; a regular file is emptied once those checks pass.  The
-   descriptor, or -1 with errno set and *WHY saying why in words (a
-   static string: strerror's, or one that names the fix).  */
+   symbolic link is not followed, what is not a regular file (a FIFO, a
+   device, a socket) is refused without waiting in open(), and a
+   regular file is written into only when it is the user's own and has
+   no other hard link, so that a name planted in a shared folder can
+   neither make a run overwrite another file nor hold it; a regular
+   file is emptied once those checks pass.  The descriptor, or -1 with
+   errno set and *WHY saying why in words (a static string: strerror's,
+   or one that names the fix).  */
 int gm_output_create (const char *path, const char **why);
 
 /* The memory report (mem-report.c).  Writes the HTML page of the

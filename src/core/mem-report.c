@@ -47,15 +47,22 @@ gm_mem_exit_leaks (void)
   return exit_leaks;
 }
 
+#define NOT_REGULAR                                                      \
+  "it is not a regular file (a FIFO, a device or a socket), which gpumem " \
+  "does not write into (remove it, or name another file)"
+
 int
 gm_output_create (const char *path, const char **why)
 {
   struct stat st;
   int fd, saved;
 
-  /* No O_TRUNC: nothing is cut before the checks below pass.  */
-  fd = open (path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
-             0666);
+  /* No O_TRUNC: nothing is cut before the checks below pass.
+     O_NONBLOCK: a FIFO planted at PATH fails at once (ENXIO without a
+     reader) instead of waiting for one; what opens is refused below
+     unless it is a regular file.  */
+  fd = open (path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC
+             | O_NONBLOCK, 0666);
   if (fd < 0)
     {
       saved = errno;
@@ -63,6 +70,9 @@ gm_output_create (const char *path, const char **why)
       if (saved == ELOOP && lstat (path, &st) == 0 && S_ISLNK (st.st_mode))
         *why = "it is a symbolic link, which gpumem does not write "
                "through (remove it, or name the file it points at)";
+      else if (lstat (path, &st) == 0 && !S_ISREG (st.st_mode)
+               && !S_ISDIR (st.st_mode))
+        *why = NOT_REGULAR;
       errno = saved;
       return -1;
     }
@@ -70,19 +80,26 @@ gm_output_create (const char *path, const char **why)
   *why = NULL;
   if (fstat (fd, &st) != 0)
     saved = errno;
-  else if (S_ISREG (st.st_mode) && st.st_uid != geteuid ())
+  else if (!S_ISREG (st.st_mode))
+    {
+      saved = EINVAL;
+      *why = NOT_REGULAR;
+    }
+  else if (fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) & ~O_NONBLOCK) != 0)
+    saved = errno;
+  else if (st.st_uid != geteuid ())
     {
       saved = EPERM;
       *why = "it is another user's file, which gpumem does not write "
              "into (remove it, or name another file)";
     }
-  else if (S_ISREG (st.st_mode) && st.st_nlink > 1)
+  else if (st.st_nlink > 1)
     {
       saved = EMLINK;
       *why = "it has other hard links, which gpumem does not write "
              "through (remove it, or name another file)";
     }
-  else if (S_ISREG (st.st_mode) && ftruncate (fd, 0) != 0)
+  else if (ftruncate (fd, 0) != 0)
     saved = errno;
   if (saved == 0)
     return fd;

@@ -161,7 +161,7 @@ out_of_memory (gm_mem_owner owner, int device, size_t nbytes, bool by_limit)
   size_t free_bytes = 0, total = 0, reserved = 0;
   bool history_on;
   gm_mem_stats stats;
-  char message[GM_ERROR_MESSAGE_MAX], text[3][32];
+  char message[GM_ERROR_MESSAGE_MAX], text[4][32];
   size_t used = 0;
 
   if (!by_limit)
@@ -217,9 +217,9 @@ out_of_memory (gm_mem_owner owner, int device, size_t nbytes, bool by_limit)
     }
   if (stats.shared_bytes > 0)
     {
-      gm_format_bytes (stats.shared_bytes, text[1], sizeof text[1]);
+      gm_format_bytes (stats.shared_bytes, text[3], sizeof text[3]);
       APPEND (" (%s of it in %zu blocks shared with other processes)",
-              text[1], stats.shared_blocks);
+              text[3], stats.shared_blocks);
     }
   APPEND ("; the device has %zu bytes (%s) free of %zu; the pool keeps %s "
           "idle (reserved, not allocated); in use by owner:", free_bytes,

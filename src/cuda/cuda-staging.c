@@ -324,8 +324,8 @@ gm_staging_init (void)
 
   if (cores > 0 && (size_t) cores < fallback)
     fallback = (size_t) cores;
-  if (gm_env_size ("GPUMEM_COPY_THREADS", fallback, 0, 256,
-                   &settings.threads) != GM_OK
+  if (gm_env_count ("GPUMEM_COPY_THREADS", fallback, 0, 256,
+                     &settings.threads) != GM_OK
       || gm_env_size ("GPUMEM_COPY_CHUNK", 0, 64 << 10, (size_t) 1 << 30,
                       &settings.chunk) != GM_OK
       || gm_env_size ("GPUMEM_COPY_MIN", GM_STAGING_MIN, 0, SIZE_MAX,

@@ -12,7 +12,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,22 +62,19 @@ static bool host_peer_access = true;
 static gm_status
 host_init (void)
 {
-  const char *value = getenv ("GPUMEM_HOST_DEVICES");
-  char *end;
-  long count;
+  char why[GM_ERROR_MESSAGE_MAX];
+  size_t count;
   gm_status status;
 
   status = gm_env_bool ("GPUMEM_HOST_PEER_ACCESS", true, &host_peer_access);
   if (status != GM_OK)
     return status;
-  if (value == NULL || *value == '\0')
-    return GM_OK;
-  errno = 0;
-  count = strtol (value, &end, 10);
-  if (errno != 0 || *end != '\0' || count < 1 || count > HOST_MAX_DEVICES)
-    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
-                         "GPUMEM_HOST_DEVICES='%s' is not a device count "
-                         "from 1 to %d", value, HOST_MAX_DEVICES);
+  if (gm_env_count ("GPUMEM_HOST_DEVICES", (size_t) host_devices, 1,
+                    HOST_MAX_DEVICES, &count) != GM_OK)
+    {
+      snprintf (why, sizeof why, "%s", gm_last_error ()->message);
+      return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "%s", why);
+    }
   host_devices = (int) count;
   return GM_OK;
 }

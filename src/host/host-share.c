@@ -84,12 +84,19 @@ host_ipc_release (int device, void *ctx, void *ptr, size_t nbytes)
 }
 
 /* A read-only descriptor of the file FD: opened again through /proc, as
-   a new open file that cannot be mapped for writing.  */
+   a new open file that cannot be mapped for writing.  The file is made
+   mode 0400 first (memfd_create makes it 0777): a consumer reopening
+   its descriptor through /proc/self/fd/N is checked against the mode,
+   so that no user but the producer's (and root) can open the file for
+   writing.  No write seal: the producer, and the consumers it shares
+   the block with writable, keep writing the same file.  */
 static int
 host_ipc_readonly_fd (int fd)
 {
   char path[64];
 
+  if (fchmod (fd, S_IRUSR) != 0)
+    return -1;
   snprintf (path, sizeof path, "/proc/self/fd/%d", fd);
   return open (path, O_RDONLY | O_CLOEXEC);
 }

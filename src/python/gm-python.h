@@ -20,9 +20,11 @@
 /* Where a call goes, decided once a call (py-dispatch.h).  */
 typedef struct gmpy_dispatch gmpy_dispatch;
 
-/* The module's state.  The program embeds one interpreter, which imports
-   gpumem once; gmpy_state () returns that module's state to C helpers
-   that have no module object at hand.  */
+/* The module's state.  There is one a process: a second import of
+   gpumem (after del sys.modules["gpumem"]) makes a module that holds
+   the first one's names and a copy of its references (module.c);
+   gmpy_state_get () returns the first module's state to C helpers that
+   have no module object at hand.  */
 typedef struct gmpy_state
 {
   PyTypeObject *device_type;
@@ -289,8 +291,11 @@ const uint32_t *gmpy_launch_blocks (void);
    thread: its device's calls without stream= go to it until
    gmpy_stream_context_pop.  0 or -1.  */
 int gmpy_stream_context_push (PyObject *stream);
-/* Closes the innermost block of STREAM's device in this thread, which
-   must be STREAM's (else RuntimeError).  0 or -1.  */
+/* Closes STREAM's block opened by the calling frame (else its innermost
+   one), wherever it is in its thread's stack and whichever thread opened
+   it, as if it had never opened: the stream of calls without stream=
+   is again that of the innermost block still open.  RuntimeError when
+   STREAM has no open block.  0 or -1.  */
 int gmpy_stream_context_pop (PyObject *stream);
 
 /* gpumem.Event (py-stream.c).  */

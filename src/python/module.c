@@ -223,12 +223,72 @@ new_exception (PyObject *module, const char *name, const char *doc,
   return exc;
 }
 
+/* The module whose state is gmpy_module_state: the first gpumem module
+   whose exec succeeded in this process, still alive (borrowed; its free
+   clears it).  */
+static PyObject *first_module;
+
+/* Fills MODULE, made by a second import of gpumem while the first
+   module lives (`del sys.modules["gpumem"]; import gpumem`, as test
+   runners and autoreload do), with the first module's names and state,
+   so that there is one gpumem per process: the same types, functions,
+   exceptions and state, whichever module object a script reached them
+   through, and the first module stays alive while this one refers to
+   it.  MODULE keeps its own identity (__name__, __spec__, __file__...).
+   0, or -1 with an exception.  */
+static int
+exec_again (PyObject *module, gmpy_state *state)
+{
+  static const char *const own[] = {"__name__", "__doc__", "__package__",
+                                    "__loader__", "__spec__", "__file__",
+                                    "__cached__", "__path__",
+                                    "__builtins__"};
+  const gmpy_state *first = gmpy_state_get ();
+  PyObject *from = PyModule_GetDict (first_module);
+  PyObject *to = PyModule_GetDict (module), *key, *value;
+  Py_ssize_t pos = 0;
+
+  *state = *first;
+  Py_XINCREF (state->device_type);
+  Py_XINCREF (state->array_type);
+  Py_XINCREF (state->stream_type);
+  Py_XINCREF (state->event_type);
+  Py_XINCREF (state->pinned_type);
+  Py_XINCREF (state->error);
+  Py_XINCREF (state->cuda_error);
+  Py_XINCREF (state->oom_error);
+  Py_XINCREF (state->numpy);
+  Py_XINCREF (state->np_ndarray);
+  for (int d = 0; d < GM_NDTYPES; d++)
+    Py_XINCREF (state->np_dtypes[d]);
+  Py_XINCREF (state->devices);
+  Py_XINCREF (state->kernels);
+  Py_XINCREF (state->plugins);
+  Py_XINCREF (state->jit_kernels);
+  while (PyDict_Next (from, &pos, &key, &value))
+    {
+      bool skip = false;
+      for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (PyUnicode_Check (key)
+            && PyUnicode_CompareWithASCIIString (key, own[i]) == 0)
+          skip = true;
+      if (!skip && PyDict_SetItem (to, key, value) < 0)
+        return -1;
+    }
+  return 0;
+}
+
 static int
 gmpy_exec (PyObject *module)
 {
   gmpy_state *state = PyModule_GetState (module);
   PyObject *bases, *backend_warning;
   int started;
+
+  if (module == first_module)
+    return 0;                   /* importlib.reload: nothing to redo */
+  if (first_module != NULL)
+    return exec_again (module, state);
 
   backend_warning = new_exception (module, "BackendWarning",
                                    "Warned on import when gpumem, "
@@ -315,6 +375,7 @@ gmpy_exec (PyObject *module)
   if (gmpy_comm_init (module, state) < 0)
     return -1;
 #endif
+  first_module = module;
   return 0;
 }
 
@@ -370,9 +431,12 @@ static void
 gmpy_free (void *module)
 {
   gmpy_clear ((PyObject *) module);
+  if (module == first_module)
+    first_module = NULL;
+  else if (gmpy_state_get () != PyModule_GetState ((PyObject *) module))
+    return;                     /* a second module: the first one stays */
   gmpy_exchange_clear ();
-  if (gmpy_state_get () == PyModule_GetState ((PyObject *) module))
-    gmpy_state_set (NULL);
+  gmpy_state_set (NULL);
 }
 
 static PyModuleDef_Slot gmpy_slots[] = {

@@ -683,8 +683,9 @@ static PyMethodDef gmpy_mem_history_methods[] = {
    "Write a self-contained HTML page: each device's allocated and\n"
    "reserved bytes over time, the peak, the largest live blocks and\n"
    "the lines that made them.  OSError when PATH is a symbolic link,\n"
-   "another user's file or one with other hard links (none is written\n"
-   "through), or cannot be written.  docs/security.md."},
+   "not a regular file (a FIFO, a device), another user's file or one\n"
+   "with other hard links (none is written through), or cannot be\n"
+   "written.  docs/security.md."},
   {NULL, NULL, 0, NULL}
 };
 

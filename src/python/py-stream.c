@@ -283,8 +283,8 @@ static PyMethodDef streampy_methods[] = {
    "gpumem.concurrent() block of this thread."},
   {"__exit__", streampy_exit, METH_VARARGS,
    "__exit__($self, *exc_info)\n--\n\n"
-   "End the with block; the stream that was current before is again.\n"
-   "Does not wait for the stream."},
+   "End the with block, in any order and from any thread: the current\n"
+   "stream is again the innermost open block's.  Does not wait."},
   {NULL, NULL, 0, NULL}
 };
 

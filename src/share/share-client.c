@@ -72,8 +72,9 @@ wait_for (wait_state *w, int conn, short events)
       if (left <= 0)
         return gm_error_set (GM_ERR_FAILED, 0, NULL, "the shared array's "
                              "producer (process %u) did not answer within "
-                             "%d s (GPUMEM_SHARE_TIMEOUT)",
-                             (unsigned) w->handle->pid, w->timeout_ms / 1000);
+                             "%g s (GPUMEM_SHARE_TIMEOUT)",
+                             (unsigned) w->handle->pid,
+                             w->timeout_ms / 1000.0);
       ready = poll (&fd, events != 0 ? 1 : 0,
                     left < WAIT_SLICE_MS ? (int) left : WAIT_SLICE_MS);
       if (w->interrupted != NULL && w->interrupted (w->arg))

@@ -23,8 +23,8 @@ static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
 static uint32_t allowed[GM_IPC_MAX_ALLOW];
 static size_t nallowed;
 static char allow_error[256];
-static size_t timeout_s;
-static bool timeout_bad;
+static long timeout_ms;
+static char timeout_error[GM_ERROR_MESSAGE_MAX];
 
 /* Reads the user NAME (a number or a user name) into *UID.  */
 static bool
@@ -52,15 +52,19 @@ parse_user (const char *name, uint32_t *uid)
 
 /* The one parser of GPUMEM_SHARE_ALLOW (a comma-separated list of user
    names and uids, at most GM_IPC_MAX_ALLOW) and GPUMEM_SHARE_TIMEOUT
-   (seconds, 1 to 3600, default 10).  */
+   (seconds as gm_env_seconds reads them, 1 to 3600, default 10).  What
+   is wrong with either is kept in words, for every call that needs it
+   to fail alike.  */
 static void
 read_settings (void)
 {
   const char *value = getenv ("GPUMEM_SHARE_ALLOW");
   char list[1024], *item, *save = NULL;
 
-  if (gm_env_size ("GPUMEM_SHARE_TIMEOUT", 10, 1, 3600, &timeout_s) != GM_OK)
-    timeout_bad = true;
+  if (gm_env_seconds ("GPUMEM_SHARE_TIMEOUT", 10000, 1, 3600, &timeout_ms)
+      != GM_OK)
+    snprintf (timeout_error, sizeof timeout_error, "%s",
+              gm_last_error ()->message);
   if (value == NULL || value[0] == '\0')
     return;
   if (strlen (value) >= sizeof list)
@@ -97,7 +101,7 @@ gm_ipc_trusted (uint32_t uid, bool *trusted)
   pthread_once (&settings_once, read_settings);
   *trusted = false;
   if (allow_error[0] != '\0')
-    return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s", allow_error);
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s", allow_error);
   if (uid == (uint32_t) geteuid () || uid == 0)
     *trusted = true;
   for (size_t i = 0; i < nallowed; i++)
@@ -109,11 +113,9 @@ gm_ipc_trusted (uint32_t uid, bool *trusted)
 gm_status
 gm_ipc_timeout_ms (int *ms)
 {
-  size_t ignored;
-
   pthread_once (&settings_once, read_settings);
-  if (timeout_bad)
-    return gm_env_size ("GPUMEM_SHARE_TIMEOUT", 10, 1, 3600, &ignored);
-  *ms = (int) timeout_s * 1000;
+  if (timeout_error[0] != '\0')
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "%s", timeout_error);
+  *ms = (int) timeout_ms;
   return GM_OK;
 }

@@ -274,10 +274,10 @@ void gm_ipc_counts (size_t *blocks, size_t *leases, size_t *imports);
 
 /* The settings (share-settings.c).  Whether UID may share with this
    process, either way: its own, root, or a user of GPUMEM_SHARE_ALLOW.
-   GM_ERR_VALUE for a bad setting.  */
+   GM_ERR_FAILED (gpumem.Error) for a bad setting.  */
 gm_status gm_ipc_trusted (uint32_t uid, bool *trusted);
 /* GPUMEM_SHARE_TIMEOUT, the longest wait for a peer, in milliseconds
-   (read once).  GM_ERR_VALUE for a bad setting.  */
+   (read once).  GM_ERR_FAILED for a bad setting.  */
 gm_status gm_ipc_timeout_ms (int *ms);
 
 /* What a process keeps once (share-process.c).  The lock of the
