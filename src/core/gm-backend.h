@@ -124,6 +124,12 @@ typedef struct gm_backend
   gm_status (*launch) (const gm_kernel *kernel, const gm_arg *args,
                        const gm_launch_cfg *cfg, int device,
                        gm_stream *stream);
+  /* Loads the code of KERNEL, a JIT kernel (jit.c), into DEVICE, as its
+     first launch would, and checks the parameters the loaded kernel
+     reports against KERNEL's signature (their count and sizes):
+     GM_ERR_VALUE at a mismatch.  NULL for a backend that does not
+     launch JIT kernels.  */
+  gm_status (*jit_load) (const gm_kernel *kernel, int device);
 
   /* Waits up to TIMEOUT_US for all work in STREAM (NULL: the device's
      default stream and the streams it waits for) to finish: GM_OK when

@@ -141,6 +141,7 @@ const gm_backend gm_backend_cuda = {
   .copy2d = gm_cuda_nvtx_copy2d,
   .memset = gm_cuda_nvtx_memset,
   .launch = gm_cuda_nvtx_launch,
+  .jit_load = gm_cuda_jit_load,
   .reduce = gm_cuda_reduce,
   .wait = gm_cuda_nvtx_wait,
   .device_synchronize = gm_cuda_nvtx_device_synchronize,

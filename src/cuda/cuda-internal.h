@@ -72,6 +72,7 @@ void gm_cuda_streams_device_done (int device);
 /* Frees what gm_cuda_streams_init took.  */
 void gm_cuda_streams_shutdown (void);
 
+gm_status gm_cuda_jit_load (const gm_kernel *kernel, int device);
 cudaStream_t gm_cuda_handle_of (gm_stream *stream);
 cudaStream_t gm_cuda_queue_on (int device, gm_stream *stream);
 gm_status gm_cuda_wait (int device, gm_stream *stream, long timeout_us);
