@@ -163,6 +163,9 @@ gm_cuda_launch (const gm_kernel *kernel, const gm_arg *args,
 
   if (status != GM_OK)
     return status;
+  status = gm_cuda_join (device, stream);
+  if (status != GM_OK)
+    return status;
   full.sm_count = gm_cuda_props (device)->sm_count;
   full.max_threads_per_block
     = gm_cuda_props (device)->max_threads_per_block;
@@ -195,6 +198,8 @@ gm_cuda_reduce (void *dst, void *const *srcs, int n, size_t count,
 
   if (status == GM_OK)
     status = gm_cuda_use_device (device);
+  if (status == GM_OK && count > 0)
+    status = gm_cuda_join (device, stream);
   if (status != GM_OK || count == 0)
     return status;
   err = (cudaError_t) gm_cuda_reduce_launch (dst, srcs, n, count, dtype, op,

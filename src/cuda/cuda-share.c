@@ -109,6 +109,8 @@ cuda_ipc_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr,
   int pool_fd = -1;
 
   *fd = -1;
+  if (status == GM_OK)
+    status = gm_cuda_join (device, stream);
   if (status != GM_OK)
     return status;
   status = gm_cuda_export_pool (device, &pool, &pool_fd);
@@ -132,6 +134,8 @@ cuda_ipc_describe (int device, void *ctx, void *ptr, gm_stream *stream,
   cudaIpcEventHandle_t event_handle;
   gm_status status = gm_cuda_use_device (device);
 
+  if (status == GM_OK)
+    status = gm_cuda_join (device, stream);
   if (status != GM_OK)
     return status;
   _Static_assert (sizeof data + sizeof event_handle <= GM_IPC_OPAQUE,
