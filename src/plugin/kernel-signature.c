@@ -329,11 +329,14 @@ typedef struct mangled_type
   bool is_void;
 } mangled_type;
 
-enum { MAX_SUBS = 64, MAX_TARGS = 16 };
+/* Types nest no deeper than MAX_DEPTH here (a name nesting deeper is
+   not read), so that a hostile name cannot exhaust the stack.  */
+enum { MAX_SUBS = 64, MAX_TARGS = 16, MAX_DEPTH = 32 };
 
 typedef struct demangler
 {
   const char *p;
+  int depth;
   mangled_type subs[MAX_SUBS];
   int nsubs;
   mangled_type targs[MAX_TARGS];
@@ -462,8 +465,23 @@ read_template_args (demangler *d)
   return 0;
 }
 
+static int read_type_at (demangler *d, mangled_type *t);
+
 static int
 read_type (demangler *d, mangled_type *t)
+{
+  int result;
+
+  if (d->depth >= MAX_DEPTH)
+    return -1;
+  d->depth++;
+  result = read_type_at (d, t);
+  d->depth--;
+  return result;
+}
+
+static int
+read_type_at (demangler *d, mangled_type *t)
 {
   char c = *d->p, name[64];
   bool is_void;
@@ -636,10 +654,12 @@ gm_kernel_signature_check_lowered (const gm_kernel *kernel,
   d.p = lowered + 2;
   if (read_function_name (&d) != 0)
     return GM_OK;
-  while (*d.p != '\0' && *d.p != '.')
+  /* More than GM_MAX_KERNEL_PARAMS are not read: no signature has
+     that many.  */
+  while (*d.p != '\0' && *d.p != '.' && n <= GM_MAX_KERNEL_PARAMS)
     {
       mangled_type t;
-      if (n > GM_MAX_KERNEL_PARAMS || read_type (&d, &t) != 0)
+      if (read_type (&d, &t) != 0)
         return GM_OK;
       params[n++] = t;
     }
@@ -647,9 +667,10 @@ gm_kernel_signature_check_lowered (const gm_kernel *kernel,
     n = 0;
   if (n != kernel->nparams)
     return gm_error_set (GM_ERR_VALUE, 0, NULL, "kernel '%s': the signature "
-                         "lists %d parameter%s but the kernel (%s) takes %d",
-                         kernel->name, kernel->nparams,
-                         kernel->nparams == 1 ? "" : "s", lowered, n);
+                         "lists %d parameter%s but the kernel (%.200s) takes "
+                         "%d%s", kernel->name, kernel->nparams,
+                         kernel->nparams == 1 ? "" : "s", lowered, n,
+                         n > GM_MAX_KERNEL_PARAMS ? " or more" : "");
   for (int i = 0; i < n; i++)
     {
       const gm_kernel_param *param = &kernel->params[i];
@@ -674,7 +695,8 @@ gm_kernel_signature_check_lowered (const gm_kernel *kernel,
                 gm_dtypes[param->dtype].name, array ? " *" : "");
       return gm_error_set (GM_ERR_VALUE, 0, NULL, "kernel '%s': parameter %d "
                            "('%s') is %s in the signature, but the kernel "
-                           "(%s) takes %s: %s", kernel->name, i, param->name,
+                           "(%.200s) takes %s: %s", kernel->name, i,
+                           param->name,
                            want, lowered, have, why);
     }
   return GM_OK;
