@@ -197,7 +197,13 @@ cuda_ipc_release (int device, void *ctx, void *ptr, size_t nbytes)
 
   if (!gm_cuda_lost () && gm_cuda_use_device (device) == GM_OK)
     {
-      cudaError_t err = cudaFreeAsync (ptr, cudaStreamLegacy);
+      cudaError_t err;
+
+      /* Work still queued on a non-blocking stream may read it: joined
+         first, as before every free.  */
+      if (gm_cuda_join (device, NULL) != GM_OK)
+        cudaGetLastError ();
+      err = cudaFreeAsync (ptr, cudaStreamLegacy);
       if (err != cudaSuccess && err != cudaErrorCudartUnloading)
         gm_cuda_status (err, "cudaFreeAsync", __FILE__, __LINE__);
     }
