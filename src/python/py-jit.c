@@ -149,13 +149,13 @@ jit_kernel_finish (gm_kernel *kernel, gm_jit_code *code)
       PyErr_NoMemory ();
       return -1;
     }
-  snprintf (doc, size, "A kernel compiled with NVRTC (gpumem.jit) for %s%s%s.",
-            code->arch, gm_backend_current->launches_jit ? "" : "; the ",
-            gm_backend_current->launches_jit ? ""
-            : gm_backend_current->name);
-  if (!gm_backend_current->launches_jit)
-    snprintf (doc + strlen (doc) - 1, size - strlen (doc) + 1, " backend "
-              "cannot launch it: compiled and checked only.");
+  if (gm_backend_current->launches_jit)
+    snprintf (doc, size, "A kernel compiled with NVRTC (gpumem.jit) for %s.",
+              code->arch);
+  else
+    snprintf (doc, size, "A kernel compiled with NVRTC (gpumem.jit) for %s; "
+              "the %s backend cannot launch it: compiled and checked only.",
+              code->arch, gm_backend_current->name);
   kernel->doc = doc;
   kernel->origin = "jit";
   kernel->jit = code;
@@ -336,8 +336,9 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
       gm_jit_code_free (result.code);
       goto done;
     }
-  /* Compiled for this device: loaded now, so that the parameters the
-     loaded kernel reports are checked here, not at its first call.  */
+  /* Compiled for this device (no ARCH given): loaded now, so that the
+     parameters the loaded kernel reports are checked here, not at its
+     first call (code for a given ARCH may be another device's).  */
   if (arch_text == NULL && gm_backend_current->jit_load != NULL)
     {
       int device = gmpy_current_device ();
