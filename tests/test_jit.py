@@ -677,6 +677,12 @@ def parameter_sizes_checked_on_cuda():
     raises(ValueError, gpumem.jit, src, "scale",
            "int64 n, float32 a, float32 *x[n], int32 m",
            match="lists 4 parameters but the compiled kernel takes 3")
+    # Code for a given architecture is checked when it loads, at its
+    # first call, and at every call after that.
+    g = gpumem.jit(src, "scale", "int64 n, float32 a", arch="compute_80")
+    for _ in range(2):
+        raises(ValueError, g, 4, 2.0,
+               match="lists 2 parameters but the compiled kernel takes 3")
     # A pointer and an 8-byte scalar have one size: only a C++ kernel's
     # name tells them apart (signature_checked_against_the_kernel).
 
