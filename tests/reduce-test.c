@@ -315,7 +315,7 @@ run_reduce (run_kind run, void *dst, void *const *srcs, int n, size_t count,
 
   if (run == RUN_PLAIN)
     return backend->reduce (dst, srcs, n, count, dtype, op, 0, NULL);
-  status = backend->stream_create (0, &stream);
+  status = backend->stream_create (0, 0, &stream);
   if (status != GM_OK)
     return status;
   if (run == RUN_GRAPH)

@@ -517,7 +517,8 @@ def lent_view():
     load_view's view but for the owner and the launch stream; never a
     view's; unusable from the moment work on a stream is pending on it,
     it is freed or shared, until load_view lends it again.
-    launch_blocks counts the open blocks that pick the launch stream."""
+    launch_blocks counts the open blocks that pick the launch stream, and
+    the non-blocking streams alive."""
     assert (ctypes.cast(TABLE.array_type, ctypes.py_object).value
             is gpumem.DeviceArray)
     a = gpumem.zeros((3, 5), "int16")
@@ -572,6 +573,14 @@ def lent_view():
         assert blocks[0] == 1
         with gpumem.concurrent():
             assert blocks[0] == 2
+    assert blocks[0] == 0
+    # A non-blocking stream counts while it lives: the default stream's
+    # work must first wait for it, which load_view arranges.
+    nb = gpumem.Stream(non_blocking=True)
+    assert blocks[0] == 1
+    load_view(a2 := gpumem.zeros(2))
+    assert lent_of(a2).usable == 1
+    del nb
     assert blocks[0] == 0
 
 

@@ -116,11 +116,14 @@ def cache_miss_then_hit():
         capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["1", "0"], proc.stdout
-    # Options, architecture and name are part of the key.
+    # Options, architecture, name and signature (what it says, not how
+    # it is spelt) are part of the key.
     before = gpumem.jit_stats()
     gpumem.jit(src, "scale", SCALE_SIG, ["-DUNUSED=1"], arch="compute_90")
     gpumem.jit(src, "scale", SCALE_SIG, arch="compute_80")
-    assert stats_delta(before)["compiles"] == 2
+    gpumem.jit(src, "scale", "int64 n, float32 a, out float32 *x[n]",
+               arch="compute_90")
+    assert stats_delta(before)["compiles"] == 3
 
 
 @case
@@ -560,15 +563,128 @@ def bad_arguments_before_nvrtc():
 def host_backend_refuses_clearly():
     if CUDA:
         gmtest.skip("the host backend's refusal (the cuda backend launches)")
+    # Said at jit() time, without arch=; with it, the function says so.
     raises(gpumem.Error, gpumem.jit, fresh("noarch"), "scale", SCALE_SIG,
-           match="give arch=")
+           match="give arch= (such as 'compute_90') to compile and check "
+                 "the kernel only")
     f = gpumem.jit(SCALE, "scale", SCALE_SIG, arch="compute_90")
+    assert "host backend cannot launch it" in f.__doc__, f.__doc__
     x = gpumem.zeros(4)
     raises(gpumem.Error, f, 4, 2.0, x, match="cannot launch JIT kernels")
     # The argument checks still come first.
     raises(TypeError, f, 4, 2.0, gpumem.zeros(4, "int32"),
            match="must hold float32")
     raises(ValueError, f, 5, 2.0, x, match="needs at least 5")
+
+
+CPP = r"""
+struct __half { unsigned short bits; };
+__global__ void axpy(long long n, float a, const float *x, float *y) { }
+__global__ void halve(int n, __half *x) { }
+template <typename T> __global__ void fill(int n, T v, T *y) { }
+namespace lib { __global__ void dot(int n, const double *a,
+                                    const double *b, double *out) { } }
+"""
+
+
+@case
+def signature_checked_against_the_kernel():
+    """A C++ kernel's lowered (mangled) name gives its parameters: a
+    signature of another count, dtype, scalar size or const-ness is
+    refused at jit() time, on either backend (NVRTC needs no GPU)."""
+    src = f"// {gmtest.rng.integers(2**62)}\n" + CPP
+    good = {
+        "axpy": "int64 n, float32 a, in float32 *x[n], inout float32 *y[n]",
+        "halve": "int32 n, float16 *x[n]",
+        "fill<double>": "int32 n, float64 v, out float64 *y[n]",
+        "fill<int>": "int32 n, int32 v, out int32 *y[n]",
+        "lib::dot": "int32 n, in float64 *a[n], const float64 *b[n], "
+                    "out float64 *out[1]",
+    }
+    for name, sig in good.items():
+        gpumem.jit(src, name, sig, arch="compute_90")
+    # A non-const pointer may still be declared in: a promise the
+    # signature makes.
+    gpumem.jit(src, "axpy", "int64 n, float32 a, in float32 *x[n], "
+               "in float32 *y[n]", arch="compute_90")
+    bad = [
+        # count
+        ("axpy", "int64 n, float32 a, in float32 *x[n]",
+         "lists 3 parameters but the kernel (_Z4axpyxfPKfPf) takes 4"),
+        ("axpy", "int64 n, float32 a, in float32 *x[n], float32 *y[n], "
+         "int32 m", "lists 5 parameters"),
+        # a scalar's size: int for long long
+        ("axpy", "int32 n, float32 a, in float32 *x[n], float32 *y[n]",
+         "parameter 0 ('n') is int32 in the signature, but the kernel "
+         "(_Z4axpyxfPKfPf) takes int64"),
+        ("axpy", "int64 n, float64 a, in float32 *x[n], float32 *y[n]",
+         "takes float32: another dtype"),
+        # an array's dtype
+        ("axpy", "int64 n, float32 a, in float64 *x[n], float32 *y[n]",
+         "parameter 2 ('x') is in float64 *"),
+        ("halve", "int32 n, float32 *x[n]", "takes float16 *"),
+        ("fill<double>", "int32 n, float64 v, out float32 *y[n]",
+         "(_Z4fillIdEviT_PS0_) takes float64 *"),
+        ("fill<int>", "int32 n, int64 v, out int32 *y[n]",
+         "parameter 1 ('v') is int64"),
+        # const-ness: a const array cannot be written
+        ("axpy", "int64 n, float32 a, inout float32 *x[n], float32 *y[n]",
+         "takes const float32 *: a const array, which it cannot write"),
+        ("lib::dot", "int32 n, in float64 *a[n], out float64 *b[n], "
+         "out float64 *out[1]", "parameter 2 ('b') is out float64 *"),
+        # a pointer for a scalar and back
+        ("axpy", "int64 n, float32 *a[n], in float32 *x[n], float32 *y[n]",
+         "a scalar for an array"),
+        ("halve", "int32 n, int64 x", "a pointer for a scalar"),
+    ]
+    for name, sig, message in bad:
+        raises(ValueError, gpumem.jit, src, name, sig, arch="compute_90",
+               match=message)
+    # Refused again when the code comes from the disk cache.
+    name, sig, message = bad[0]
+    before = gpumem.jit_stats()
+    raises(ValueError, gpumem.jit, src, name, sig, arch="compute_90",
+           match=message)
+    d = stats_delta(before)
+    assert d["cache_hits"] == 1 and d["compiles"] == 0, d
+    # extern "C" kernels show no types: nothing to check from the name
+    # (the cuda backend checks the sizes when it loads them).
+    gpumem.jit(fresh("externc"), "scale", "int64 n, float32 a",
+               arch="compute_90")
+
+
+@case
+def parameter_sizes_checked_on_cuda():
+    """The loaded kernel's parameters (cudaFuncGetParamInfo: count and
+    sizes) against the signature, for extern "C" kernels too, at jit()
+    time."""
+    if not CUDA:
+        gmtest.skip("loading JIT kernels needs the cuda backend")
+    src = fresh("sizes")
+    gpumem.jit(src, "scale", SCALE_SIG)
+    raises(ValueError, gpumem.jit, src, "scale", "int64 n, float32 a",
+           match="lists 2 parameters but the compiled kernel takes 3")
+    raises(ValueError, gpumem.jit, src, "scale",
+           "int32 n, float32 a, float32 *x[n]",
+           match="parameter 0 ('n') is a scalar int32 of 4 bytes in the "
+                 "signature, but the compiled kernel's parameter 0 has 8 "
+                 "bytes")
+    raises(ValueError, gpumem.jit, src, "scale",
+           "int64 n, float64 a, float32 *x[n]",
+           match="parameter 1 ('a') is a scalar float64 of 8 bytes in the "
+                 "signature, but the compiled kernel's parameter 1 has 4 "
+                 "bytes")
+    raises(ValueError, gpumem.jit, src, "scale",
+           "int64 n, float32 a, float32 *x[n], int32 m",
+           match="lists 4 parameters but the compiled kernel takes 3")
+    # Code for a given architecture is checked when it loads, at its
+    # first call, and at every call after that.
+    g = gpumem.jit(src, "scale", "int64 n, float32 a", arch="compute_80")
+    for _ in range(2):
+        raises(ValueError, g, 4, 2.0,
+               match="lists 2 parameters but the compiled kernel takes 3")
+    # A pointer and an 8-byte scalar have one size: only a C++ kernel's
+    # name tells them apart (signature_checked_against_the_kernel).
 
 
 @case

@@ -43,6 +43,15 @@ Z = (np.arange(LARGEST, dtype=np.int64) % 3 + 10).astype(np.float32)
 flag = gpumem.zeros(1, "int32")
 
 
+# Whether the cases' streams are non-blocking (Stream(non_blocking=True)):
+# CUDA does not order those with the default stream, gpumem does.
+NON_BLOCKING = False
+
+
+def new_stream(device=None):
+    return gpumem.Stream(device=device, non_blocking=NON_BLOCKING)
+
+
 def busy(stream):
     """Queues SPIN_MS of waiting on STREAM."""
     gpumem.kernels.spin(SPIN_MS, flag, stream=stream)
@@ -140,7 +149,7 @@ def batched_uploads_wait_for_a_stream_that_reads():
 
 @case
 def plain_reads_wait_for_a_stream_that_writes():
-    s = gpumem.Stream()
+    s = new_stream()
     for nbytes in SIZES:
         n = nbytes // 4
         want = 2 * X[:n] + Y[:n]
@@ -154,7 +163,7 @@ def plain_reads_wait_for_a_stream_that_writes():
 
 @case
 def plain_uploads_wait_for_a_stream_that_reads():
-    s = gpumem.Stream()
+    s = new_stream()
     for nbytes in SIZES:
         n = nbytes // 4
         for write in WRITERS:
@@ -179,7 +188,7 @@ def plain_uploads_wait_for_a_stream_that_reads():
 
 @case
 def to_device_and_zeros_are_complete_on_return():
-    s = gpumem.Stream()
+    s = new_stream()
     for nbytes in SIZES:
         n = nbytes // 4
         busy(s)
@@ -192,7 +201,7 @@ def to_device_and_zeros_are_complete_on_return():
 
 @case
 def device_copies_wait_both_ways():
-    s = gpumem.Stream()
+    s = new_stream()
     for nbytes in SIZES:
         n = nbytes // 4
         x, y = gpumem.to_device(X[:n]), gpumem.to_device(Y[:n])
@@ -213,7 +222,7 @@ def device_copies_wait_both_ways():
 
 @case
 def plain_kernels_wait_for_a_stream():
-    s = gpumem.Stream()
+    s = new_stream()
     n = MiB // 4
     x, y = gpumem.to_device(X[:n]), gpumem.to_device(Y[:n])
     z = gpumem.zeros(n)
@@ -229,7 +238,7 @@ def copies_across_devices_wait_for_both():
         gmtest.skip("needs two devices")
     for nbytes in (64 * KiB, 16 * MiB + 4):
         n = nbytes // 4
-        s1 = gpumem.Stream(device=1)
+        s1 = new_stream(device=1)
         x1 = gpumem.to_device(X[:n], device=1)
         y1 = gpumem.to_device(Y[:n], device=1)
         z0 = gpumem.empty(n, device=0)
@@ -239,13 +248,66 @@ def copies_across_devices_wait_for_both():
         gpumem.copy(z0, y1)           # runs on device 0, s1 is device 1's
         expect(z0.copy_to_host(), 2 * X[:n] + Y[:n],
                f"device 1 to 0, {nbytes} bytes")
-        s0 = gpumem.Stream(device=0)
+        s0 = new_stream(device=0)
         w0 = gpumem.to_device(Z[:n], device=0)
         gpumem.kernels.spin(SPIN_MS, flag, stream=s0)
         gpumem.kernels.saxpy(n, 1.0, z0, w0, stream=s0)   # w0 = z0 + Z
         gpumem.copy(y1, w0)           # runs on device 1, s0 is device 0's
         expect(y1.copy_to_host(), 2 * X[:n] + Y[:n] + Z[:n],
                f"device 0 to 1, {nbytes} bytes")
+
+
+@case
+def non_blocking_streams_keep_the_rule():
+    """The cases above again with non-blocking streams, which CUDA does
+    not order with the legacy default stream: gpumem joins them to it
+    (cuda-streams.c, gm_cuda_join)."""
+    global NON_BLOCKING
+    NON_BLOCKING = True
+    try:
+        assert new_stream().non_blocking
+        for fn in (plain_reads_wait_for_a_stream_that_writes,
+                   plain_uploads_wait_for_a_stream_that_reads,
+                   to_device_and_zeros_are_complete_on_return,
+                   device_copies_wait_both_ways,
+                   plain_kernels_wait_for_a_stream,
+                   copies_across_devices_wait_for_both):
+            try:
+                fn()
+            except gmtest.Skip:
+                pass
+    finally:
+        NON_BLOCKING = False
+
+
+@case
+def non_blocking_stream_work_seen_by_every_default_path():
+    """What the cases above do not cover, with a non-blocking stream:
+    Event.record() without a stream, a stream dropped with its work
+    pending, and the stream's work after a plain call."""
+    n = MiB // 4
+    s = gpumem.Stream(non_blocking=True)
+    x, y = gpumem.to_device(X[:n]), gpumem.to_device(Y[:n])
+    busy(s)
+    gpumem.kernels.saxpy(n, 2.0, x, y, stream=s)
+    e = gpumem.Event()
+    e.record()                      # on the default stream
+    e.synchronize()
+    assert s.query(), "Event.record() without stream= missed the stream"
+    busy(s)
+    gpumem.kernels.saxpy(n, 1.0, x, y, stream=s)
+    expect(y.copy_to_host(), 3 * X[:n] + Y[:n], "after a second write")
+    # A stream dropped with work pending: the next plain call sees it.
+    t = gpumem.Stream(non_blocking=True)
+    busy(t)
+    gpumem.kernels.saxpy(n, 1.0, x, y, stream=t)
+    del t
+    expect(y.copy_to_host(), 4 * X[:n] + Y[:n], "a dropped stream's work")
+    # Writes by a plain call that a non-blocking stream reads after it.
+    gpumem.copy_to_gpu(Z[:n], x, n)
+    gpumem.kernels.saxpy(n, 1.0, x, y, stream=s)
+    s.synchronize()
+    expect(y.copy_to_host(), 4 * X[:n] + Y[:n] + Z[:n], "stream after plain")
 
 
 FAILED_STAGED_COPY = """

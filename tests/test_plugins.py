@@ -197,6 +197,49 @@ def refused_plugins():
 
 
 @case
+def mismatched_functions_do_not_compile():
+    """A plugin's kernels cannot be inspected once built (the table holds
+    adapters of one C type), so the mismatch between a kernel's line and
+    its function is caught where it can be: GM_PLUGIN_KERNEL declares the
+    function from the line, and a definition of another parameter count,
+    size or const-ness is a compile error."""
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        gmtest.skip("no C compiler (cc) to build a plugin with")
+    line = ('GM_PLUGIN_KERNEL_HOST (p_axpy, "y += a x.",\n'
+            '  GM_SCALAR (0, n, int64) GM_SCALAR (1, a, float32)\n'
+            '  GM_IN (2, x, float32, "n") GM_INOUT (3, y, float32, "n"))\n')
+    definitions = {
+        None: "int64_t n, float a, const float *x, float *y",
+        "count": "int64_t n, float a, const float *x",
+        "size": "int32_t n, float a, const float *x, float *y",
+        "dtype": "int64_t n, float a, const double *x, float *y",
+        "const-ness": "int64_t n, float a, float *x, float *y",
+        "written const": "int64_t n, float a, const float *x, "
+                         "const float *y",
+    }
+    folder = tempfile.mkdtemp(prefix="gpumem-plugin-test-")
+    try:
+        for what, params in definitions.items():
+            path = os.path.join(folder, "p.c")
+            with open(path, "w") as f:
+                f.write("#include <gpumem/kernel.h>\n" + line
+                        + f"void gm_ref_p_axpy ({params}) {{ }}\n"
+                        + "GM_PLUGIN_TABLE (p_axpy)\n")
+            proc = subprocess.run(
+                [cc, "-std=c11", "-fsyntax-only", "-I",
+                 os.path.join(gmtest.SRCDIR, "include"), path],
+                capture_output=True, text=True, timeout=120)
+            if what is None:
+                assert proc.returncode == 0, proc.stderr
+            else:
+                assert proc.returncode != 0, what
+                assert "gm_ref_p_axpy" in proc.stderr, (what, proc.stderr)
+    finally:
+        shutil.rmtree(folder)
+
+
+@case
 def signature_errors_name_the_kernel():
     exc = raises(gpumem.Error, gpumem.load_kernels, plugin("bad_signature"))
     assert "kernel 'bad_sig'" in str(exc), exc

@@ -54,6 +54,39 @@ def bad_stream_arguments():
 
 
 @case
+def non_blocking_streams():
+    """Stream(non_blocking=True), CuPy's name: checked arguments, the
+    property, and the ordering rule kept (test_ordering.py has the cases
+    that can fail on the cuda backend)."""
+    for bad in (1, None, "yes", np.bool_(True)):
+        raises(TypeError, gpumem.Stream, non_blocking=bad,
+               match="non_blocking must be True or False")
+    raises(TypeError, gpumem.Stream, None, True)    # keyword only
+    raises(ValueError, gpumem.Stream, device=gpumem.device_count(),
+           non_blocking=True)
+    assert gpumem.Stream().non_blocking is False
+    assert gpumem.Stream(non_blocking=False).non_blocking is False
+    n = 1 << 18
+    host = random_array(n, "float32")
+    for dev in range(gpumem.device_count()):
+        s = gpumem.Stream(device=dev, non_blocking=True)
+        assert s.non_blocking is True and s.device.index == dev
+        assert "Stream" in repr(s)
+        a = gpumem.to_device(host, device=dev)
+        b = gpumem.zeros(n, device=dev)
+        gpumem.kernels.saxpy(n, 2.0, a, b, stream=s)
+        with s:
+            gpumem.kernels.saxpy(n, 1.0, a, b)
+        # No synchronize: the plain call sees the stream's work.
+        assert np.array_equal(b.copy_to_host(), np.float32(3) * host)
+        s.synchronize()
+        assert s.query() is True
+    # A wrapped stream says what it is (the host backend's are blocking).
+    w = gpumem.Stream.from_handle(0)
+    assert w.non_blocking is False
+
+
+@case
 def events_time_and_order():
     s = gpumem.Stream()
     start, end = gpumem.Event(), gpumem.Event()

@@ -229,7 +229,9 @@ typedef struct gm_c_api_table
   Py_ssize_t lent_offset;
   /* Nonzero while a block that picks the stream of calls without
      stream= (`with stream:`, gpumem.concurrent ()) is open in any
-     thread: a lent view's launch stream is then load_view's to say.  */
+     thread, or a non-blocking gpumem.Stream exists (the default stream
+     must then first wait for it, which load_view arranges): a lent
+     view's launch stream is then load_view's to say.  */
   const uint32_t *launch_blocks;
   /* Members from gpumem 0.6 on: test with GM_C_API_HAS first.  */
   /* Takes a hold on the memory that OWNER (a gm_buffer's or gm_view's

@@ -203,12 +203,20 @@ done:
   return status;
 }
 
-/* Makes LANE's stream wait for all work queued on DEVICE so far.  */
+/* Makes LANE's stream wait for all work queued on DEVICE so far, that of
+   gpumem's non-blocking streams included (joined to the legacy stream
+   first).  */
 static gm_status
 lane_follow (int device, nccl_lane *lane)
 {
   gm_status status = GM_OK;
 
+  if (gm_backend_current->join_streams != NULL)
+    {
+      status = gm_backend_current->join_streams (device);
+      if (status != GM_OK)
+        return status;
+    }
   GM_CUDA_CHECK (cudaSetDevice (device));
   GM_CUDA_CHECK (cudaEventRecord (lane->queued, cudaStreamLegacy));
   GM_CUDA_CHECK (cudaStreamWaitEvent (lane->stream, lane->queued, 0));

@@ -38,6 +38,12 @@ typedef struct gm_graph gm_graph;
    GM_EVENT_TIMING.  */
 #define GM_EVENT_INTERPROCESS 4u
 
+/* Flags of the backend's stream_create.  A non-blocking stream is not
+   ordered with the device's default stream by the device (CUDA's
+   cudaStreamNonBlocking); the backend keeps the ordering rule for it
+   (a NULL-stream call sees the work queued on it: join_streams).  */
+#define GM_STREAM_NON_BLOCKING 1u
+
 /* Where a backend's device memory lives.  */
 typedef enum gm_memory_kind
 {
@@ -124,6 +130,12 @@ typedef struct gm_backend
   gm_status (*launch) (const gm_kernel *kernel, const gm_arg *args,
                        const gm_launch_cfg *cfg, int device,
                        gm_stream *stream);
+  /* Loads the code of KERNEL, a JIT kernel (jit.c), into DEVICE, as its
+     first launch would, and checks the parameters the loaded kernel
+     reports against KERNEL's signature (their count and sizes):
+     GM_ERR_VALUE at a mismatch.  NULL for a backend that does not
+     launch JIT kernels.  */
+  gm_status (*jit_load) (const gm_kernel *kernel, int device);
 
   /* Waits up to TIMEOUT_US for all work in STREAM (NULL: the device's
      default stream and the streams it waits for) to finish: GM_OK when
@@ -133,10 +145,21 @@ typedef struct gm_backend
   gm_status (*wait) (int device, gm_stream *stream, long timeout_us);
   gm_status (*device_synchronize) (int device);
 
-  gm_status (*stream_create) (int device, gm_stream **stream);
+  /* FLAGS: GM_STREAM_NON_BLOCKING or 0.  */
+  gm_status (*stream_create) (int device, unsigned flags,
+                              gm_stream **stream);
   void (*stream_destroy) (gm_stream *stream);
   gm_status (*stream_query) (gm_stream *stream, bool *done);
   void *(*stream_handle) (gm_stream *stream);   /* cudaStream_t, or NULL */
+  /* GM_STREAM_NON_BLOCKING for a non-blocking stream (made so, or a
+     wrapped one that is), else 0.  */
+  unsigned (*stream_flags) (gm_stream *stream);
+  /* Makes the work that DEVICE's default stream gets from now on wait
+     for the work queued so far on the backend's non-blocking streams
+     of DEVICE, as every operation with a NULL stream does itself; for
+     code that queues work on the default stream on its own (NCCL's
+     lanes, the C API's callers).  NULL where streams need no join.  */
+  gm_status (*join_streams) (int device);
   /* Wraps HANDLE, a stream made by other code (a cudaStream_t; 0, 1 and
      2 name CUDA's default, legacy and per-thread streams), as a stream
      of DEVICE.  gpumem does not own it: stream_destroy frees only the

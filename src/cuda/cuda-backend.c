@@ -18,7 +18,7 @@
    NULL gm_stream (Python: no stream=) is complete when it returns and
    sees all work queued before it on any of gpumem's streams.  It rests
    on one property of CUDA: every stream gpumem makes is a blocking
-   stream (cudaStreamCreate, never cudaStreamNonBlocking), and blocking
+   stream unless asked for a non-blocking one (below), and blocking
    streams are ordered both ways with their device's legacy default
    stream: work queued on the legacy stream waits for everything queued
    before it on every blocking stream of the device, and work queued
@@ -45,9 +45,20 @@
      into device memory (from pageable memory once the driver holds the
      bytes, between devices at once), so those are followed by a
      synchronize of the legacy stream.
-   Streams other libraries make non-blocking are outside this rule;
-   DLPack's stream handshake and the CUDA Array Interface's stream
-   order those.  Collectives keep the rule too: MPI's (comm-mpi.c)
+   Non-blocking streams (Stream(non_blocking=True), or a wrapped
+   handle CUDA made non-blocking) are not ordered with the legacy
+   stream by CUDA, so gpumem orders them one way, the way the rule
+   needs: every operation of a NULL-stream call first makes the legacy
+   stream of each device it queues on wait for an event recorded on
+   each non-blocking stream of that device that got work since its
+   last join (gm_cuda_join, cuda-streams.c; one atomic load while
+   there is no such stream); the other way, work queued on them after
+   the call, holds as for every stream, since the call is complete
+   when it returns.  A non-blocking stream destroyed with work not yet
+   joined is joined as it goes.  Other libraries' work on non-blocking
+   streams is outside this rule (but for a stream whose handle went
+   out through gpumem, joined at every join); DLPack's stream
+   handshake and the CUDA Array Interface's stream order those.  Collectives keep the rule too: MPI's (comm-mpi.c)
    synchronize the device first and stage through this backend with
    NULL streams; NCCL's (comm-nccl.c) run on a stream that first waits
    for an event recorded on the legacy stream, and are waited for when
@@ -141,6 +152,7 @@ const gm_backend gm_backend_cuda = {
   .copy2d = gm_cuda_nvtx_copy2d,
   .memset = gm_cuda_nvtx_memset,
   .launch = gm_cuda_nvtx_launch,
+  .jit_load = gm_cuda_jit_load,
   .reduce = gm_cuda_reduce,
   .wait = gm_cuda_nvtx_wait,
   .device_synchronize = gm_cuda_nvtx_device_synchronize,
@@ -150,6 +162,8 @@ const gm_backend gm_backend_cuda = {
   .stream_wait_event = gm_cuda_stream_wait_event,
   .stream_query = gm_cuda_stream_query,
   .stream_handle = gm_cuda_stream_handle,
+  .stream_flags = gm_cuda_stream_flags,
+  .join_streams = gm_cuda_join_streams,
   .event_create = gm_cuda_event_create,
   .event_destroy = gm_cuda_event_destroy,
   .event_record = gm_cuda_event_record,

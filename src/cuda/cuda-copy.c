@@ -62,6 +62,11 @@ gm_cuda_copy (void *dst, int dst_device, const void *src, int src_device,
   GM_CUDA_CHECK_ALIVE ();
   if (nbytes == 0)
     goto done;
+  status = gm_cuda_join (dst_device, stream);
+  if (status == GM_OK && src_device != dst_device)
+    status = gm_cuda_join (src_device, stream);
+  if (status != GM_OK)
+    goto done;
   if (stream != NULL)
     device = stream->device;
   if (device >= 0)
@@ -152,6 +157,11 @@ gm_cuda_copy2d (void *dst, size_t dpitch, int dst_device, const void *src,
   GM_CUDA_CHECK_ALIVE ();
   if (width == 0 || height == 0)
     goto done;
+  status = gm_cuda_join (dst_device, stream);
+  if (status == GM_OK && src_device != dst_device)
+    status = gm_cuda_join (src_device, stream);
+  if (status != GM_OK)
+    goto done;
   if (device >= 0)
     {
       status = gm_cuda_use_device (device);
@@ -166,7 +176,8 @@ gm_cuda_copy2d (void *dst, size_t dpitch, int dst_device, const void *src,
                                  cudaMemcpyDefault));
   else
     GM_CUDA_CHECK (cudaMemcpy2DAsync (dst, dpitch, src, spitch, width, height,
-                                      cudaMemcpyDefault, stream->handle));
+                                      cudaMemcpyDefault,
+                                      gm_cuda_handle_of (stream)));
   /* Into device memory cudaMemcpy2D may return before the bytes land,
      as cudaMemcpy may (see Ordering, cuda-backend.c).  */
   if (stream == NULL && dst_device >= 0)
@@ -181,6 +192,8 @@ gm_cuda_memset (void *dst, int device, int value, size_t nbytes,
 {
   gm_status status = gm_cuda_use_device (device);
 
+  if (status == GM_OK && nbytes > 0)
+    status = gm_cuda_join (device, stream);
   if (status != GM_OK || nbytes == 0)
     return status;
   GM_CUDA_CHECK (cudaMemsetAsync (dst, value, nbytes,

@@ -137,7 +137,9 @@ gm_cuda_graph_launch (gm_graph *graph, gm_stream *stream)
   gm_status status = GM_OK;
 
   GM_CUDA_CHECK_ALIVE ();
-  status = gm_cuda_use_device (graph->device);
+  status = gm_cuda_join (graph->device, stream);
+  if (status == GM_OK)
+    status = gm_cuda_use_device (graph->device);
   if (status != GM_OK)
     goto done;
   GM_CUDA_CHECK (cudaGraphLaunch (graph->exec,

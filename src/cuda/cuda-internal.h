@@ -11,6 +11,7 @@
 #ifndef GM_CUDA_BACKEND_H
 #define GM_CUDA_BACKEND_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -23,6 +24,19 @@ struct gm_stream
   int device;
   cudaStream_t handle;
   bool owned;           /* made by stream_create, not wrapped */
+  /* A non-blocking stream (cudaStreamNonBlocking), made so or wrapped:
+     not ordered with the legacy default stream by CUDA, so joined to
+     it by gm_cuda_join (cuda-streams.c), through these: the operations
+     queued on it (gm_cuda_handle_of counts them), the count the last
+     join covered, whether its handle went out to other code (then
+     every join covers it), the join's event, and the next stream of
+     the list of non-blocking streams.  */
+  bool non_blocking;
+  atomic_ulong ops;
+  unsigned long joined_ops;
+  atomic_bool handle_out;
+  cudaEvent_t join_event;
+  struct gm_stream *next;
   /* While graph_begin's capture lasts: the nodes that end each call
      graph_order numbered (cuda-graph.c); else NULL.  */
   struct gm_cuda_capture *capture;
@@ -72,15 +86,40 @@ void gm_cuda_streams_device_done (int device);
 /* Frees what gm_cuda_streams_init took.  */
 void gm_cuda_streams_shutdown (void);
 
+/* How many non-blocking streams gpumem has, on all devices.  */
+extern atomic_int gm_cuda_non_blocking_streams;
+
+/* The join_streams member (gm-backend.h): makes the work queued from
+   now on DEVICE's legacy default stream wait for the work gpumem
+   queued so far on DEVICE's non-blocking streams; DEVICE is current on
+   return when there are any.  */
+gm_status gm_cuda_join_streams (int device);
+
+/* The ordering rule's part for non-blocking streams (Ordering,
+   cuda-backend.c): every operation of a NULL-STREAM call joins them to
+   the legacy stream of each DEVICE it queues work on before it queues
+   anything.  While gpumem has no non-blocking stream it costs one
+   atomic load.  */
+static inline gm_status
+gm_cuda_join (int device, gm_stream *stream)
+{
+  if (stream != NULL || device < 0
+      || atomic_load (&gm_cuda_non_blocking_streams) == 0)
+    return GM_OK;
+  return gm_cuda_join_streams (device);
+}
+
 cudaStream_t gm_cuda_handle_of (gm_stream *stream);
 cudaStream_t gm_cuda_queue_on (int device, gm_stream *stream);
 gm_status gm_cuda_wait (int device, gm_stream *stream, long timeout_us);
 gm_status gm_cuda_device_synchronize (int device);
-gm_status gm_cuda_stream_create (int device, gm_stream **stream);
+gm_status gm_cuda_stream_create (int device, unsigned flags,
+                                 gm_stream **stream);
 gm_status gm_cuda_stream_wrap (int device, void *handle, gm_stream **stream);
 void gm_cuda_stream_destroy (gm_stream *stream);
 gm_status gm_cuda_stream_query (gm_stream *stream, bool *done_flag);
 void *gm_cuda_stream_handle (gm_stream *stream);
+unsigned gm_cuda_stream_flags (gm_stream *stream);
 gm_status gm_cuda_stream_wait_event (int device, gm_stream *stream,
                                      gm_event *event);
 gm_status gm_cuda_event_create (int device, unsigned flags,
@@ -150,6 +189,7 @@ gm_status gm_cuda_memset (void *dst, int device, int value, size_t nbytes,
 
 /* cuda-launch.c */
 
+gm_status gm_cuda_jit_load (const gm_kernel *kernel, int device);
 gm_status gm_cuda_launch (const gm_kernel *kernel, const gm_arg *args,
                           const gm_launch_cfg *cfg, int device,
                           gm_stream *stream);

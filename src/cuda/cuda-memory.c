@@ -23,6 +23,9 @@ gm_cuda_malloc (int device, size_t nbytes, gm_stream *stream, void **ptr)
 
   if (status != GM_OK)
     return status;
+  status = gm_cuda_join (device, stream);
+  if (status != GM_OK)
+    return status;
   pool = gm_cuda_pool (device);
   if (pool != NULL)
     GM_CUDA_CHECK (cudaMallocFromPoolAsync (ptr, nbytes, pool,
@@ -46,6 +49,9 @@ gm_cuda_free (int device, void *ptr, size_t nbytes, gm_stream *stream)
   if (gm_cuda_lost ())
     return GM_OK;
   status = gm_cuda_use_device (device);
+  if (status != GM_OK)
+    return status;
+  status = gm_cuda_join (device, stream);
   if (status != GM_OK)
     return status;
   err = cudaFreeAsync (ptr, gm_cuda_handle_of (stream));

@@ -109,6 +109,8 @@ cuda_ipc_alloc (int device, size_t nbytes, gm_stream *stream, void **ptr,
   int pool_fd = -1;
 
   *fd = -1;
+  if (status == GM_OK)
+    status = gm_cuda_join (device, stream);
   if (status != GM_OK)
     return status;
   status = gm_cuda_export_pool (device, &pool, &pool_fd);
@@ -132,6 +134,8 @@ cuda_ipc_describe (int device, void *ctx, void *ptr, gm_stream *stream,
   cudaIpcEventHandle_t event_handle;
   gm_status status = gm_cuda_use_device (device);
 
+  if (status == GM_OK)
+    status = gm_cuda_join (device, stream);
   if (status != GM_OK)
     return status;
   _Static_assert (sizeof data + sizeof event_handle <= GM_IPC_OPAQUE,
@@ -193,7 +197,13 @@ cuda_ipc_release (int device, void *ctx, void *ptr, size_t nbytes)
 
   if (!gm_cuda_lost () && gm_cuda_use_device (device) == GM_OK)
     {
-      cudaError_t err = cudaFreeAsync (ptr, cudaStreamLegacy);
+      cudaError_t err;
+
+      /* Work still queued on a non-blocking stream may read it: joined
+         first, as before every free.  */
+      if (gm_cuda_join (device, NULL) != GM_OK)
+        cudaGetLastError ();
+      err = cudaFreeAsync (ptr, cudaStreamLegacy);
       if (err != cudaSuccess && err != cudaErrorCudartUnloading)
         gm_cuda_status (err, "cudaFreeAsync", __FILE__, __LINE__);
     }

@@ -47,6 +47,13 @@ static atomic_bool *handles_out;
 static atomic_ulong *legacy_ops;
 static atomic_ulong *idle_ops;
 
+/* The non-blocking streams (made or wrapped), all devices, in a list
+   under non_blocking_lock, and how many there are: the counter that
+   gm_cuda_join reads.  */
+atomic_int gm_cuda_non_blocking_streams;
+static gm_stream *non_blocking_list;
+static pthread_mutex_t non_blocking_lock = PTHREAD_MUTEX_INITIALIZER;
+
 gm_status
 gm_cuda_streams_init (int count)
 {
@@ -71,6 +78,8 @@ gm_cuda_handle_of (gm_stream *stream)
   if (stream == NULL)
     return cudaStreamLegacy;
   atomic_fetch_add (&stream_ops[stream->device], 1);
+  if (stream->non_blocking)
+    atomic_fetch_add (&stream->ops, 1);
   return stream->handle;
 }
 
@@ -163,6 +172,91 @@ query_event (void *handle)
   return cudaEventQuery ((cudaEvent_t) handle);
 }
 
+/* Joins S (non_blocking_lock held) to the legacy stream of its device,
+   which is current, when it needs it: FORCE, or work since its last
+   join, or its handle out.  */
+static gm_status
+join_one (gm_stream *s, bool force)
+{
+  gm_status status = GM_OK;
+  unsigned long ops = atomic_load (&s->ops);
+
+  if (!force && ops == s->joined_ops && !atomic_load (&s->handle_out))
+    return GM_OK;
+  if (s->join_event == NULL)
+    GM_CUDA_CHECK (cudaEventCreateWithFlags (&s->join_event,
+                                             cudaEventDisableTiming));
+  GM_CUDA_CHECK (cudaEventRecord (s->join_event, s->handle));
+  atomic_fetch_add (&legacy_ops[s->device], 1);
+  GM_CUDA_CHECK (cudaStreamWaitEvent (cudaStreamLegacy, s->join_event, 0));
+  s->joined_ops = ops;
+done:
+  return status;
+}
+
+/* A non-blocking stream is joined to the legacy stream by an event
+   recorded on it that the legacy stream waits for, when gpumem queued
+   work on it since its last join (or its handle went out, and others
+   may have).  The wait is an operation on the legacy stream that may
+   still be pending when the call returns: counted in legacy_ops.  */
+gm_status
+gm_cuda_join_streams (int device)
+{
+  gm_status status;
+
+  if (atomic_load (&gm_cuda_non_blocking_streams) == 0)
+    return GM_OK;
+  status = gm_cuda_use_device (device);
+  if (status != GM_OK)
+    return status;
+  pthread_mutex_lock (&non_blocking_lock);
+  for (gm_stream *s = non_blocking_list; s != NULL && status == GM_OK;
+       s = s->next)
+    if (s->device == device)
+      status = join_one (s, false);
+  pthread_mutex_unlock (&non_blocking_lock);
+  return status;
+}
+
+/* Adds STREAM, non-blocking, to the list.  */
+static void
+non_blocking_add (gm_stream *stream)
+{
+  pthread_mutex_lock (&non_blocking_lock);
+  stream->next = non_blocking_list;
+  non_blocking_list = stream;
+  atomic_fetch_add (&gm_cuda_non_blocking_streams, 1);
+  pthread_mutex_unlock (&non_blocking_lock);
+}
+
+/* Takes STREAM, non-blocking, off the list and destroys its event.  Its
+   work not yet joined is joined first: a stream destroyed with work
+   pending (CUDA finishes it) is still seen by the next NULL-stream
+   call.  */
+static void
+non_blocking_remove (gm_stream *stream)
+{
+  bool alive = !gm_cuda_lost ();
+
+  pthread_mutex_lock (&non_blocking_lock);
+  if (alive && (atomic_load (&stream->ops) != stream->joined_ops
+                || atomic_load (&stream->handle_out))
+      && (gm_cuda_use_device (stream->device) != GM_OK
+          || join_one (stream, true) != GM_OK))
+    cudaGetLastError ();
+  for (gm_stream **at = &non_blocking_list; *at != NULL; at = &(*at)->next)
+    if (*at == stream)
+      {
+        *at = stream->next;
+        atomic_fetch_sub (&gm_cuda_non_blocking_streams, 1);
+        break;
+      }
+  pthread_mutex_unlock (&non_blocking_lock);
+  if (stream->join_event != NULL && alive
+      && cudaEventDestroy (stream->join_event) != cudaSuccess)
+    cudaGetLastError ();
+}
+
 /* STREAM NULL: cudaStreamQuery of it says done while the legacy default
    stream's own queue is empty, even when streams it follows are busy,
    and a synchronous copy queued behind those would then block its
@@ -208,6 +302,11 @@ gm_cuda_wait (int device, gm_stream *stream, long timeout_us)
   if (status != GM_OK)
     return status;
   ops = atomic_load (&stream_ops[device]);
+  /* Non-blocking streams with work since their last join (counted in
+     OPS, so that the mark below is recorded) are joined first.  */
+  status = gm_cuda_join (device, NULL);
+  if (status != GM_OK)
+    return status;
   if (ops == atomic_load (&marked_ops[device])
       && !atomic_load (&handles_out[device]))
     {
@@ -253,7 +352,7 @@ done:
 }
 
 gm_status
-gm_cuda_stream_create (int device, gm_stream **stream)
+gm_cuda_stream_create (int device, unsigned flags, gm_stream **stream)
 {
   gm_status status = gm_cuda_use_device (device);
   gm_stream *created = NULL;
@@ -265,7 +364,13 @@ gm_cuda_stream_create (int device, gm_stream **stream)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for a stream");
   created->device = device;
   created->owned = true;
-  GM_CUDA_CHECK (cudaStreamCreate (&created->handle));
+  created->non_blocking = (flags & GM_STREAM_NON_BLOCKING) != 0;
+  GM_CUDA_CHECK (cudaStreamCreateWithFlags (&created->handle,
+                                            created->non_blocking
+                                            ? cudaStreamNonBlocking
+                                            : cudaStreamDefault));
+  if (created->non_blocking)
+    non_blocking_add (created);
   *stream = created;
   created = NULL;
 done:
@@ -304,6 +409,13 @@ gm_cuda_stream_wrap (int device, void *handle, gm_stream **stream)
   created->device = device;
   created->handle = (cudaStream_t) handle;
   created->owned = false;
+  /* Work gpumem queues on it is joined as on its own non-blocking
+     streams; the work of the code that made it, as that of any other
+     code, only once its handle went out through gpumem.  */
+  created->non_blocking = (uintptr_t) handle > 2
+                          && (flags & cudaStreamNonBlocking) != 0;
+  if (created->non_blocking)
+    non_blocking_add (created);
   *stream = created;
 done:
   return status;
@@ -312,6 +424,8 @@ done:
 void
 gm_cuda_stream_destroy (gm_stream *stream)
 {
+  if (stream->non_blocking)
+    non_blocking_remove (stream);
   if (stream->owned && !gm_cuda_lost ()
       && cudaStreamDestroy (stream->handle) != cudaSuccess)
     cudaGetLastError ();
@@ -340,7 +454,15 @@ gm_cuda_stream_handle (gm_stream *stream)
     return NULL;
   /* Others may queue work on it now, which stream_ops cannot count.  */
   atomic_store (&handles_out[stream->device], true);
+  if (stream->non_blocking)
+    atomic_store (&stream->handle_out, true);
   return (void *) stream->handle;
+}
+
+unsigned
+gm_cuda_stream_flags (gm_stream *stream)
+{
+  return stream->non_blocking ? GM_STREAM_NON_BLOCKING : 0;
 }
 
 gm_status
@@ -393,8 +515,10 @@ gm_cuda_event_destroy (gm_event *event)
 gm_status
 gm_cuda_event_record (gm_event *event, gm_stream *stream)
 {
-  gm_status status = gm_cuda_use_device (event->device);
+  gm_status status = gm_cuda_join (event->device, stream);
 
+  if (status == GM_OK)
+    status = gm_cuda_use_device (event->device);
   if (status != GM_OK)
     return status;
   GM_CUDA_CHECK (cudaEventRecord (event->handle, gm_cuda_handle_of (stream)));
@@ -477,6 +601,9 @@ gm_cuda_foreign_stream_wait (int device, gm_stream *stream, void *handle)
   /* A stream is ordered after its own work already.  */
   if (waiter == source)
     return GM_OK;
+  status = gm_cuda_join (device, stream);
+  if (status != GM_OK)
+    return status;
   GM_CUDA_CHECK (cudaEventCreateWithFlags (&event, cudaEventDisableTiming));
   GM_CUDA_CHECK (cudaEventRecord (event, source));
   /* The legacy default stream now waits for SOURCE's work: see

@@ -151,7 +151,7 @@ device_ready (gm_queue *queue, int device, queue_device **out)
 
   if (dev->stream == NULL)
     {
-      gm_status status = gm_backend_current->stream_create (device,
+      gm_status status = gm_backend_current->stream_create (device, 0,
                                                             &dev->stream);
       if (status != GM_OK)
         {

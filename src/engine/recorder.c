@@ -105,7 +105,7 @@ gm_recorder_stream (gm_recorder *rec, int device,
     {
       gm_stream *fresh = NULL;
 
-      status = gm_backend_current->stream_create (device, &fresh);
+      status = gm_backend_current->stream_create (device, 0, &fresh);
       if (status == GM_OK)
         {
           status = gm_backend_current->graph_begin (fresh);

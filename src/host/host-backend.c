@@ -36,6 +36,7 @@ struct gm_stream
 {
   int device;
   void *handle;         /* what stream_wrap was given; NULL for our own */
+  unsigned flags;       /* stream_create's: GM_STREAM_NON_BLOCKING or 0 */
   gm_graph *recording;  /* graph_begin's graph until graph_end, or NULL */
 };
 
@@ -248,14 +249,17 @@ host_device_synchronize (int device)
   return GM_OK;
 }
 
+/* All work runs in the calling thread: a non-blocking stream is
+   ordered as every other, and only says what it was made as.  */
 static gm_status
-host_stream_create (int device, gm_stream **stream)
+host_stream_create (int device, unsigned flags, gm_stream **stream)
 {
   *stream = malloc (sizeof **stream);
   if (*stream == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no memory for a stream");
   (*stream)->device = device;
   (*stream)->handle = NULL;
+  (*stream)->flags = flags;
   (*stream)->recording = NULL;
   return GM_OK;
 }
@@ -263,7 +267,7 @@ host_stream_create (int device, gm_stream **stream)
 static gm_status
 host_stream_wrap (int device, void *handle, gm_stream **stream)
 {
-  gm_status status = host_stream_create (device, stream);
+  gm_status status = host_stream_create (device, 0, stream);
 
   if (status == GM_OK)
     (*stream)->handle = handle;
@@ -293,6 +297,12 @@ host_stream_query (gm_stream *stream, bool *done)
   (void) stream;
   *done = true;
   return GM_OK;
+}
+
+static unsigned
+host_stream_flags (gm_stream *stream)
+{
+  return stream->flags;
 }
 
 static void *
@@ -515,6 +525,7 @@ const gm_backend gm_backend_host = {
   .wait = host_wait,
   .device_synchronize = host_device_synchronize,
   .stream_create = host_stream_create,
+  .stream_flags = host_stream_flags,
   .stream_destroy = host_stream_destroy,
   .stream_query = host_stream_query,
   .stream_handle = host_stream_handle,

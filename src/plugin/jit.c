@@ -7,9 +7,10 @@
 
    The cache.  What NVRTC made is kept in one file per kernel, in the
    folder gm_jit_cache_dir names, called KEY.bin, KEY being the SHA-256
-   (hex) of everything the code depends on: this file format's version,
-   NVRTC's version, the architecture, the kernel's name, the options and
-   the source.  A file is
+   (hex) of everything the code depends on, and of the signature it was
+   checked against: this file format's version, NVRTC's version, the
+   architecture, the kernel's name, the signature, the options and the
+   source.  A file is
 
      "GMJIT001"            8 bytes, the format
      key                   32 bytes, the SHA-256 the name is made of
@@ -237,6 +238,8 @@ cache_key (const gm_jit_request *request, unsigned char digest[32])
   gm_sha256_update (&ctx, version, (size_t) n + 1);
   gm_sha256_update (&ctx, request->arch, strlen (request->arch) + 1);
   gm_sha256_update (&ctx, request->name, strlen (request->name) + 1);
+  gm_sha256_update (&ctx, request->signature,
+                    strlen (request->signature) + 1);
   for (int i = 0; i < request->noptions; i++)
     gm_sha256_update (&ctx, request->options[i],
                       strlen (request->options[i]) + 1);

@@ -30,6 +30,7 @@ typedef struct gm_jit_request
 {
   const char *source;
   const char *name;              /* the __global__ function's name */
+  const char *signature;         /* its parameters, gpumem's notation */
   const char *const *options;    /* NVRTC options */
   int noptions;
   const char *arch;              /* "sm_XY" or "compute_XY" */

@@ -262,7 +262,9 @@ typedef struct streampy_object
   gm_stream *stream;
   int device;
   bool external;          /* made by Stream.from_handle: not ours */
+  bool non_blocking;      /* the backend's GM_STREAM_NON_BLOCKING */
 } streampy_object;
+
 
 /* gpumem.current_stream(device=None).  */
 PyObject *gmpy_current_stream_fn (PyObject *module, PyObject *args,
@@ -287,6 +289,13 @@ bool gmpy_stream_context_open (void);
    the GIL.  */
 void gmpy_launch_blocks_note (bool opened);
 const uint32_t *gmpy_launch_blocks (void);
+/* Counts a non-blocking Stream made (MADE true) or gone (false), and
+   whether any is alive, under the GIL.  While any is, code that
+   launches on the default stream on its own asks gpumem for its stream
+   (gmpy_dispatch_handle joins them): each counts as a block that picks
+   the launch stream, so that a lent view is not read in place.  */
+void gmpy_non_blocking_note (bool made);
+bool gmpy_non_blocking_streams (void);
 /* Opens a `with stream:` block of STREAM (a gpumem.Stream) in this
    thread: its device's calls without stream= go to it until
    gmpy_stream_context_pop.  0 or -1.  */

@@ -111,12 +111,27 @@ gmpy_dispatch_handle (int device, void **handle)
   /* No block open in any thread, the common case: the default stream,
      without asking the thread's blocks.  */
   if (!gmpy_concurrent_active () && !gmpy_stream_context_open ())
-    return 0;
-  if (gmpy_dispatch_get (NULL, device, &d) < 0
-      || gmpy_dispatch_stream (&d, device, &stream) < 0)
+    stream = NULL;
+  else if (gmpy_dispatch_get (NULL, device, &d) < 0
+           || gmpy_dispatch_stream (&d, device, &stream) < 0)
     return -1;
-  *handle = stream != NULL ? gm_backend_current->stream_handle (stream)
-                           : NULL;
+  if (stream != NULL)
+    {
+      *handle = gm_backend_current->stream_handle (stream);
+      return 0;
+    }
+  /* The default stream: the caller's work must see gpumem's non-blocking
+     streams' (the ordering rule).  */
+  if (gmpy_non_blocking_streams ()
+      && gm_backend_current->join_streams != NULL)
+    {
+      gm_status status = gm_backend_current->join_streams (device);
+      if (status != GM_OK)
+        {
+          gmpy_raise (status);
+          return -1;
+        }
+    }
   return 0;
 }
 

@@ -141,7 +141,7 @@ jit_kernel_free (gm_kernel *kernel, char *storage)
 static int
 jit_kernel_finish (gm_kernel *kernel, gm_jit_code *code)
 {
-  size_t size = 128 + strlen (code->arch);
+  size_t size = 256 + strlen (code->arch);
   char *doc = malloc (size);
 
   if (doc == NULL)
@@ -149,8 +149,13 @@ jit_kernel_finish (gm_kernel *kernel, gm_jit_code *code)
       PyErr_NoMemory ();
       return -1;
     }
-  snprintf (doc, size, "A kernel compiled with NVRTC (gpumem.jit) for %s.",
-            code->arch);
+  if (gm_backend_current->launches_jit)
+    snprintf (doc, size, "A kernel compiled with NVRTC (gpumem.jit) for %s.",
+              code->arch);
+  else
+    snprintf (doc, size, "A kernel compiled with NVRTC (gpumem.jit) for %s; "
+              "the %s backend cannot launch it: compiled and checked only.",
+              code->arch, gm_backend_current->name);
   kernel->doc = doc;
   kernel->origin = "jit";
   kernel->jit = code;
@@ -168,6 +173,8 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   const char *source, *name, *signature, *arch_text = NULL;
   const char **options = NULL;
   char arch[32], *storage = NULL;
+  /* The signature in one spelling, for the disk cache's key.  */
+  char canonical[GM_MAX_KERNEL_PARAMS * 160];
   gm_jit_request request;
   gm_jit_result result;
   gm_kernel *kernel = NULL;
@@ -217,9 +224,12 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     snprintf (arch, sizeof arch, "%s", arch_text);
   else if (!gm_backend_current->launches_jit)
     {
-      PyErr_Format (state->error, "jit: the %s backend runs no JIT kernels, "
-                    "so it has no GPU to compile for: give arch= (such as "
-                    "'compute_90') to compile only", gm_backend_current->name);
+      PyErr_Format (state->error, "jit: the %s backend cannot launch JIT "
+                    "kernels (the cuda backend does), so it has no GPU to "
+                    "compile for: give arch= (such as 'compute_90') to "
+                    "compile and check the kernel only; the function "
+                    "returned then refuses every call",
+                    gm_backend_current->name);
       goto done;
     }
   else
@@ -257,6 +267,10 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
 
   request.source = source;
   request.name = name;
+  /* (A signature too long for the buffer is keyed as written.)  */
+  request.signature = gm_kernel_signature_format (kernel, canonical,
+                                                  sizeof canonical) == 0
+                      ? canonical : signature;
   request.options = options;
   request.noptions = noptions;
   request.arch = arch;
@@ -308,10 +322,38 @@ jitpy_jit (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
         }
     }
 
+  /* The signature against the kernel: a C++ kernel's lowered name
+     gives its parameters' types.  */
+  status = gm_kernel_signature_check_lowered (kernel, result.code->entry);
+  if (status != GM_OK)
+    {
+      gm_jit_code_free (result.code);
+      gmpy_raise (status);
+      goto done;
+    }
   if (jit_kernel_finish (kernel, result.code) < 0)
     {
       gm_jit_code_free (result.code);
       goto done;
+    }
+  /* Compiled for this device (no ARCH given): loaded now, so that the
+     parameters the loaded kernel reports are checked here, not at its
+     first call (code for a given ARCH may be another device's).  */
+  if (arch_text == NULL && gm_backend_current->jit_load != NULL)
+    {
+      int device = gmpy_current_device ();
+      Py_BEGIN_ALLOW_THREADS
+      status = gm_backend_current->jit_load (kernel, device);
+      Py_END_ALLOW_THREADS
+      if (status != GM_OK)
+        {
+          gm_jit_code_free (kernel->jit);
+          free ((char *) kernel->doc);
+          kernel->jit = NULL;
+          kernel->doc = NULL;
+          gmpy_raise (status);
+          goto done;
+        }
     }
   /* The kernel has its code: it is the process's now, as is its
      function, held below or by the caller.  */
@@ -355,7 +397,10 @@ PyMethodDef gmpy_jit_methods[] = {
    "return it as a checked function, called as gpumem.kernels.NAME is.\n"
    "SIGNATURE lists its parameters in gpumem's notation, such as\n"
    "'int64 n, float32 a, inout float32 *x[n]' (gpumem-kernels(7)); they\n"
-   "must match the source's.  OPTIONS go to NVRTC.  ARCH: 'sm_XY' or\n"
+   "must match the source's, and are checked against the compiled\n"
+   "kernel (ValueError): a C++ kernel's mangled name gives their count,\n"
+   "dtypes and const-ness, the cuda backend their count and sizes.\n"
+   "OPTIONS go to NVRTC.  ARCH: 'sm_XY' or\n"
    "'compute_XY'; by default the current device's.  Compiled code is\n"
    "cached on disk under GPUMEM_CACHE_DIR, else $XDG_CACHE_HOME/gpumem,\n"
    "else ~/.cache/gpumem, and read back only from a folder and a file\n"
@@ -364,7 +409,8 @@ PyMethodDef gmpy_jit_methods[] = {
    "Without grid= and block=, a launch has one thread per element of the\n"
    "longest array (blocks of 256).  Compile errors raise gpumem.Error\n"
    "with NVRTC's log; a bad signature or ARCH ValueError.  Launching\n"
-   "needs the cuda backend."},
+   "needs the cuda backend: on the host backend ARCH is required, and\n"
+   "the kernel is compiled and checked only."},
   {"jit_stats", jitpy_stats, METH_NOARGS,
    "jit_stats()\n--\n\n"
    "A dict of gpumem.jit's counts in this process: calls, reused,\n"

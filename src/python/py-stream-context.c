@@ -269,6 +269,22 @@ gmpy_stream_context_pop (PyObject *stream)
   return 0;
 }
 
+/* The non-blocking Streams alive (made or wrapped), under the GIL.  */
+static Py_ssize_t non_blocking_streams;
+
+void
+gmpy_non_blocking_note (bool made)
+{
+  non_blocking_streams += made ? 1 : -1;
+  gmpy_launch_blocks_note (made);
+}
+
+bool
+gmpy_non_blocking_streams (void)
+{
+  return non_blocking_streams > 0;
+}
+
 void
 gmpy_launch_blocks_note (bool opened)
 {

@@ -25,31 +25,54 @@ gmpy_current_stream_fn (PyObject *module, PyObject *args, PyObject *kwargs)
   return gmpy_stream_current (device);
 }
 
+/* Counts S (just made) when it is non-blocking.  */
+static void
+note_non_blocking (streampy_object *s)
+{
+  s->non_blocking
+    = (gm_backend_current->stream_flags (s->stream)
+       & GM_STREAM_NON_BLOCKING) != 0;
+  if (s->non_blocking)
+    gmpy_non_blocking_note (true);
+}
+
 static PyObject *
 streampy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-  static char *keywords[] = {"device", NULL};
-  PyObject *device_obj = Py_None;
+  static char *keywords[] = {"device", "non_blocking", NULL};
+  PyObject *device_obj = Py_None, *non_blocking_obj = Py_False;
   streampy_object *self;
   gm_status status;
-  int device;
+  int device, non_blocking;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:Stream", keywords,
-                                    &device_obj)
-      || gmpy_device_arg (device_obj, &device) < 0)
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O$O:Stream", keywords,
+                                    &device_obj, &non_blocking_obj))
+    return NULL;
+  if (!PyBool_Check (non_blocking_obj))
+    {
+      PyErr_Format (PyExc_TypeError, "Stream: non_blocking must be True or "
+                    "False, not %.100s", Py_TYPE (non_blocking_obj)->tp_name);
+      return NULL;
+    }
+  non_blocking = non_blocking_obj == Py_True;
+  if (gmpy_device_arg (device_obj, &device) < 0)
     return NULL;
   self = (streampy_object *) type->tp_alloc (type, 0);
   if (self == NULL)
     return NULL;
   self->device = device;
   self->external = false;
-  status = gm_backend_current->stream_create (device, &self->stream);
+  status = gm_backend_current->stream_create (device,
+                                              non_blocking
+                                              ? GM_STREAM_NON_BLOCKING : 0,
+                                              &self->stream);
   if (status != GM_OK)
     {
       self->stream = NULL;
       Py_DECREF (self);
       return gmpy_raise (status);
     }
+  note_non_blocking (self);
   return (PyObject *) self;
 }
 
@@ -60,6 +83,8 @@ streampy_dealloc (PyObject *self)
   PyTypeObject *type = Py_TYPE (self);
 
   PyObject_GC_UnTrack (self);
+  if (s->non_blocking)
+    gmpy_non_blocking_note (false);
   if (s->stream != NULL)
     gm_backend_current->stream_destroy (s->stream);
   type->tp_free (self);
@@ -133,6 +158,7 @@ streampy_from_handle (PyObject *cls, PyObject *args, PyObject *kwargs)
       Py_DECREF (self);
       return gmpy_raise (status);
     }
+  note_non_blocking (self);
   return (PyObject *) self;
 }
 
@@ -222,6 +248,12 @@ streampy_get_external (PyObject *self, void *closure)
 }
 
 static PyObject *
+streampy_get_non_blocking (PyObject *self, void *closure)
+{
+  return PyBool_FromLong (((streampy_object *) self)->non_blocking);
+}
+
+static PyObject *
 streampy_get_device (PyObject *self, void *closure)
 {
   return gmpy_device_get (((streampy_object *) self)->device);
@@ -248,6 +280,12 @@ static PyGetSetDef streampy_getset[] = {
   {"handle", streampy_get_handle, NULL,
    "The cudaStream_t as an int (on the host backend 0, or what\n"
    "from_handle was given).", NULL},
+  {"non_blocking", streampy_get_non_blocking, NULL,
+   "True for a non-blocking stream (Stream(non_blocking=True), or a\n"
+   "from_handle stream that CUDA made non-blocking): not ordered with\n"
+   "the default stream by CUDA.  gpumem's calls without stream= still\n"
+   "see the work gpumem queued on it; other libraries' work on the\n"
+   "default stream does not wait for it.", NULL},
   {"external", streampy_get_external, NULL,
    "True for a stream made by Stream.from_handle (gpumem does not own\n"
    "or destroy it).", NULL},
@@ -295,9 +333,14 @@ static PyType_Slot streampy_slots[] = {
   {Py_tp_repr, streampy_repr},
   {Py_tp_getset, streampy_getset},
   {Py_tp_methods, streampy_methods},
-  {Py_tp_doc, "Stream(device=None)\n--\n\nA queue of asynchronous work on "
-              "one device.\n\n`with stream:` makes it the current stream of "
-              "its device in this\nthread (gpumem.current_stream)."},
+  {Py_tp_doc, "Stream(device=None, *, non_blocking=False)\n--\n\nA queue "
+              "of asynchronous work on one device.\n\nnon_blocking=True "
+              "(CuPy's name) makes a CUDA non-blocking stream,\nnot ordered "
+              "with the legacy default stream by CUDA; gpumem's\ncalls "
+              "without stream= still see all work gpumem queued on it,\nbut "
+              "other libraries' work on the default stream does not.\n"
+              "`with stream:` makes it the current stream of its device in "
+              "this\nthread (gpumem.current_stream)."},
   {0, NULL}
 };
 

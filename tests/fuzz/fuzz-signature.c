@@ -1,8 +1,12 @@
 /* fuzz-signature.c -- libFuzzer target: kernel signatures as text
    (gm_kernel_signature_parse in src/plugin/kernel-signature.c), as plugin
-   tables and gpumem.jit give them.
+   tables and gpumem.jit give them, and the check of a parsed one against
+   a kernel's lowered name (gm_kernel_signature_check_lowered), as NVRTC
+   or a JIT cache file gives it.
 
-   Input: the signature text, up to the first NUL.  A signature that
+   Input: the signature text, up to the first NUL; after it, the lowered
+   name, up to the next NUL or the end.  The check must answer GM_OK or
+   GM_ERR_VALUE, and its signature and format as one.  A signature that
    parses must describe a kernel gpumem can call: at most
    GM_MAX_KERNEL_PARAMS parameters with distinct identifier names, none
    of them a launch option, scalars of a number dtype without a length,
@@ -44,13 +48,16 @@ check_identifier (const char *name)
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
-  char *text = malloc (size + 1), *storage = NULL;
-  gm_kernel kernel = {.name = "fuzzed"};
+  char *text = malloc (size + 2), *storage = NULL, canonical[4096];
+  gm_kernel kernel = {.name = "fuzzed"}, again = {.name = "again"};
+  const char *lowered;
+  gm_status status;
 
   if (text == NULL)
     return 0;
   memcpy (text, data, size);
-  text[size] = '\0';
+  text[size] = text[size + 1] = '\0';
+  lowered = text + strlen (text) + 1;
   if (gm_kernel_signature_parse (&kernel, text, &storage) != GM_OK)
     {
       if (kernel.nparams != 0 || storage != NULL)
@@ -82,6 +89,23 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
                || gm_kernel_eval_length (&kernel, param->length, NULL,
                                          &value) != GM_OK)
         abort ();
+    }
+  status = gm_kernel_signature_check_lowered (&kernel, lowered);
+  if (status != GM_OK && status != GM_ERR_VALUE)
+    abort ();
+  /* The one spelling parses to the same parameters.  */
+  if (gm_kernel_signature_format (&kernel, canonical, sizeof canonical) == 0)
+    {
+      char *storage2 = NULL;
+      if (gm_kernel_signature_parse (&again, canonical, &storage2) != GM_OK
+          || again.nparams != kernel.nparams)
+        abort ();
+      for (int i = 0; i < kernel.nparams; i++)
+        if (again.params[i].kind != kernel.params[i].kind
+            || again.params[i].dtype != kernel.params[i].dtype
+            || strcmp (again.params[i].name, kernel.params[i].name) != 0)
+          abort ();
+      free (storage2);
     }
   free (storage);
   free (text);
