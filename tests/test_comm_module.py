@@ -56,6 +56,10 @@ g = comm.gather(gpumem.to_device(np.array([rank, -rank], dtype=np.int16)))
 facts = ["rank=%d" % rank, "size=%d" % size,
          "allreduce=%s" % total, "bcast=%s" % b.copy_to_host().tolist(),
          "gather=%s" % (g.copy_to_host().tolist() if rank == 0 else g)]
+mpi = gpumem.show_config(as_dict=True)["mpi"]
+facts += ["config_running=%s" % mpi["running"], "config_size=%d" % mpi["size"],
+          "config_thread=%s" % mpi["thread_level"],
+          "config_joined=%s" % ("joined" in mpi["started_by"])]
 if "mpi4py" in sys.modules:
     world = MPI.COMM_WORLD
     # The script's own collective on the world, between two of gpumem's.
@@ -106,6 +110,12 @@ def job(mode, env=None):
     return ranks
 
 
+def check_joined(ranks, joined):
+    """show_config() says whether gpumem JOINED an MPI others started."""
+    for facts in ranks.values():
+        assert facts["config_joined"] == str(joined), facts
+
+
 def check_results(ranks):
     """Every rank saw the job of 2 and the collectives' true results."""
     for rank, facts in ranks.items():
@@ -113,6 +123,10 @@ def check_results(ranks):
         # 10+20 = 30 added to 2 * arange(5).
         assert facts["allreduce"] == "[30.0,32.0,34.0,36.0,38.0]", facts
         assert facts["bcast"] == "[8,8,8]", facts
+        # gpumem.show_config() says so too.
+        assert facts["config_running"] == "True", facts
+        assert facts["config_size"] == "2", facts
+        assert facts["config_thread"] == "MPI_THREAD_MULTIPLE", facts
     assert ranks[0]["gather"] == "[[0,0],[1,-1]]", ranks[0]
     assert ranks[1]["gather"] == "None", ranks[1]
 
@@ -124,7 +138,9 @@ def need_mpi4py():
 
 @case
 def the_module_starts_the_jobs_mpi():
-    check_results(job("alone"))
+    ranks = job("alone")
+    check_results(ranks)
+    check_joined(ranks, False)
 
 
 @case
@@ -137,6 +153,7 @@ def mpi4py_imported_first_is_joined():
     need_mpi4py()
     ranks = job("mpi4py-first")
     check_results(ranks)
+    check_joined(ranks, True)
     for rank, facts in ranks.items():
         assert facts["mpi4py_rank"] == str(rank), facts
         assert facts["mpi4py_sum"] == "3", facts
@@ -148,6 +165,7 @@ def mpi4py_imported_last_gets_thread_multiple():
     need_mpi4py()
     ranks = job("mpi4py-last")
     check_results(ranks)
+    check_joined(ranks, False)
     for rank, facts in ranks.items():
         assert facts["mpi4py_rank"] == str(rank), facts
         assert facts["mpi4py_sum"] == "3", facts

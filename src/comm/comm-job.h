@@ -73,6 +73,21 @@ typedef struct gm_comm_call
                                this stream of DEVICE where NCCL runs it */
 } gm_comm_call;
 
+/* What this process knows of MPI and NCCL (gpumem --config).  */
+typedef struct gm_comm_facts
+{
+  bool mpi_built;             /* configure found MPI */
+  bool mpi_in_use;            /* gpumem started MPI, or joined it */
+  bool mpi_joined;            /* MPI ran before gpumem (mpi4py started it) */
+  int mpi_major, mpi_minor;   /* the standard's version */
+  char mpi_library[256];      /* MPI_Get_library_version's first line */
+  char mpi_path[4096];        /* the library's file */
+  const char *thread_level;   /* "MPI_THREAD_MULTIPLE"; "" unless in use */
+  bool nccl_built;            /* configure found NCCL */
+  int nccl_version;           /* ncclGetVersion's: 22703 for 2.27.3 */
+  char nccl_path[4096];
+} gm_comm_facts;
+
 /* Records what MPI said of this process once it started (comm-mpi.c
    alone calls it): RANK of SIZE processes, NODE_RANK of the NODE_SIZE
    on this node, and AWARE, whether MPI takes device addresses.  */

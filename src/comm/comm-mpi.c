@@ -52,6 +52,7 @@
 #include "comm-nccl.h"
 #endif
 #include "comm-watchdog.h"
+#include "config-facts.h"
 
 /* Data moves in chunks of at most this many bytes (GPUMEM_MPI_CHUNK
    changes it, for tests): MPI counts are ints, and staging through
@@ -731,4 +732,25 @@ gm_mpi_try_recv (int source, int tag, void *buf, size_t cap, size_t *nbytes)
                          source, cap);
   *nbytes = (size_t) count;
   return GM_OK;
+}
+
+void
+gm_mpi_describe (gm_comm_facts *facts)
+{
+  int len = 0;
+
+  MPI_Get_version (&facts->mpi_major, &facts->mpi_minor);
+  {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING];
+
+    MPI_Get_library_version (text, &len);
+    text[len > 0 && len < MPI_MAX_LIBRARY_VERSION_STRING ? len : 0] = '\0';
+    text[strcspn (text, "\n")] = '\0';
+    snprintf (facts->mpi_library, sizeof facts->mpi_library, "%s", text);
+  }
+  gm_loaded_from ((const void *) (uintptr_t) MPI_Init, facts->mpi_path,
+                  sizeof facts->mpi_path);
+  facts->mpi_in_use = mpi_in_use;
+  facts->mpi_joined = mpi_joined;
+  facts->thread_level = mpi_in_use ? thread_level_name (thread_level) : "";
 }

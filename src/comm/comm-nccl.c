@@ -46,6 +46,7 @@
 
 #include "comm-engine.h"
 #include "comm-nccl.h"
+#include "config-facts.h"
 #include "cuda-status.h"
 
 #define NCCL_MAX_GROUPS 64
@@ -654,4 +655,12 @@ gm_nccl_shutdown (void)
   lanes = NULL;
   lane_count = 0;
   pthread_mutex_unlock (&engine_lock);
+}
+
+void
+gm_nccl_describe (int *version, char *path, size_t size)
+{
+  if (ncclGetVersion (version) != ncclSuccess)
+    *version = 0;
+  gm_loaded_from ((const void *) (uintptr_t) ncclGetVersion, path, size);
 }

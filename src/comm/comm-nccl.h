@@ -50,4 +50,9 @@ gm_status gm_nccl_run_devices (const gm_comm_devices_call *call);
    down.  */
 void gm_nccl_shutdown (void);
 
+/* NCCL's version (ncclGetVersion: 22703 for 2.27.3) in *VERSION, 0
+   where it does not answer, and the path of the library that holds it
+   into PATH (SIZE bytes; empty where the loader cannot tell).  */
+void gm_nccl_describe (int *version, char *path, size_t size);
+
 #endif /* GM_COMM_NCCL_H */

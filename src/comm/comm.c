@@ -46,6 +46,22 @@ gm_comm_finalize (int status)
   return status;
 }
 
+void
+gm_comm_facts_get (gm_comm_facts *facts)
+{
+  memset (facts, 0, sizeof *facts);
+  facts->thread_level = "";
+#ifdef GM_HAVE_MPI
+  facts->mpi_built = true;
+  gm_mpi_describe (facts);
+#endif
+#ifdef GM_HAVE_NCCL
+  facts->nccl_built = true;
+  gm_nccl_describe (&facts->nccl_version, facts->nccl_path,
+                    sizeof facts->nccl_path);
+#endif
+}
+
 /* The local part of a collective in a job of one process.  */
 static gm_status
 run_alone (const gm_comm_call *call)

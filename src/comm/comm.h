@@ -61,6 +61,9 @@ gm_status gm_comm_run (const gm_comm_call *call);
    messages from one rank with one tag arrive in the order sent.  Both:
    GM_ERR_VALUE for a rank or tag out of range; GM_ERR_UNAVAILABLE when
    MPI fails; GM_ERR_HOST_NOMEM.  Call without the GIL.  */
+/* Fills FACTS; any time, MPI started or not.  */
+void gm_comm_facts_get (gm_comm_facts *facts);
+
 #define GM_COMM_MESSAGE_MAX 1024
 #define GM_COMM_TAG_MAX 32767
 gm_status gm_comm_send (int dest, int tag, const void *bytes, size_t nbytes);

@@ -293,6 +293,7 @@ gmpy_exec (PyObject *module)
       || gmpy_comm_devices_init (module, state) < 0
       || PyModule_AddFunctions (module, gmpy_memory_methods) < 0
       || PyModule_AddFunctions (module, gmpy_nvtx_methods) < 0
+      || PyModule_AddFunctions (module, gmpy_config_methods) < 0
       || gmpy_mem_history_init (module) < 0
       || PyModule_AddFunctions (module, gmpy_plugin_methods) < 0
       || PyModule_AddFunctions (module, gmpy_jit_methods) < 0
