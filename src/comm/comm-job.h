@@ -84,8 +84,11 @@ typedef struct gm_comm_facts
   char mpi_path[4096];        /* the library's file */
   const char *thread_level;   /* "MPI_THREAD_MULTIPLE"; "" unless in use */
   bool nccl_built;            /* configure found NCCL */
+  bool nccl_loaded;           /* its library opens (comm-nccl-load.h) */
   int nccl_version;           /* ncclGetVersion's: 22703 for 2.27.3 */
   char nccl_path[4096];
+  const char *nccl_how;       /* how it was found: "GPUMEM_NCCL", ... */
+  char nccl_error[GM_ERROR_MESSAGE_MAX];   /* why it does not open */
 } gm_comm_facts;
 
 /* Records what MPI said of this process once it started (comm-mpi.c

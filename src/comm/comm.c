@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,8 +58,13 @@ gm_comm_facts_get (gm_comm_facts *facts)
 #endif
 #ifdef GM_HAVE_NCCL
   facts->nccl_built = true;
-  gm_nccl_describe (&facts->nccl_version, facts->nccl_path,
-                    sizeof facts->nccl_path);
+  facts->nccl_loaded = gm_nccl_describe (&facts->nccl_version,
+                                         facts->nccl_path,
+                                         sizeof facts->nccl_path,
+                                         &facts->nccl_how);
+  if (!facts->nccl_loaded)
+    snprintf (facts->nccl_error, sizeof facts->nccl_error, "%s",
+              gm_last_error ()->message);
 #endif
 }
 

@@ -212,7 +212,7 @@ nvrtc_section (void)
 static PyObject *
 nccl_section (const gm_comm_facts *facts)
 {
-  bool found = facts->nccl_built && facts->nccl_version > 0;
+  bool found = facts->nccl_loaded;
   int v = facts->nccl_version;
   const char *fix = NULL;
   PyObject *d = PyDict_New ();
@@ -222,17 +222,17 @@ nccl_section (const gm_comm_facts *facts)
           "devices copy through host memory; build it with CUDA and NCCL "
           "2.14 or later (configure --with-nccl=DIR)";
   else if (!found)
-    fix = "the NCCL library linked in does not answer ncclGetVersion";
+    fix = facts->nccl_error;
   if (d == NULL
       || set_bool (d, "available", found) < 0
       /* NCCL's code is major * 10000 + minor * 100 + patch.  */
       || set_item (d, "version",
-                   found ? PyUnicode_FromFormat ("%d.%d.%d", v / 10000,
-                                                 v / 100 % 100, v % 100)
-                         : Py_NewRef (Py_None)) < 0
+                   found && v > 0
+                   ? PyUnicode_FromFormat ("%d.%d.%d", v / 10000,
+                                           v / 100 % 100, v % 100)
+                   : Py_NewRef (Py_None)) < 0
       || set_text (d, "path", found ? facts->nccl_path : NULL) < 0
-      || set_text (d, "loaded", found ? "linked when gpumem was built" : NULL)
-         < 0
+      || set_text (d, "loaded", found ? facts->nccl_how : NULL) < 0
       || set_text (d, "fix", fix) < 0)
     {
       Py_XDECREF (d);
