@@ -67,6 +67,15 @@ if "mpi4py" in sys.modules:
               "mpi4py_sum=%d" % world.allreduce(rank + 1),
               "thread=%d" % MPI.Query_thread(),
               "multiple=%d" % MPI.THREAD_MULTIPLE]
+    # A DeviceArray as mpi4py's buffer (DLPack): host memory on the host
+    # backend; device memory only where MPI is CUDA-aware.
+    if gpumem.backend == "host" or comm.cuda_aware:
+        x = gpumem.to_device(np.arange(3, dtype=np.int64) * (rank + 1))
+        y = gpumem.zeros(3, dtype=np.int64)
+        world.Allreduce(x, y)
+        facts.append("mpi4py_buffer=%s" % y.copy_to_host().tolist())
+    else:
+        facts.append("mpi4py_buffer=not-cuda-aware")
     comm.barrier()
     if mode == "finalize":
         MPI.Finalize()
@@ -158,6 +167,14 @@ def mpi4py_imported_first_is_joined():
         assert facts["mpi4py_rank"] == str(rank), facts
         assert facts["mpi4py_sum"] == "3", facts
         assert facts["thread"] == facts["multiple"], facts
+        check_buffer(facts)
+
+
+def check_buffer(facts):
+    """mpi4py's Allreduce of DeviceArrays gave the sum, where it ran."""
+    if facts["mpi4py_buffer"] == "not-cuda-aware":
+        return
+    assert facts["mpi4py_buffer"] == "[0,3,6]", facts
 
 
 @case
@@ -170,6 +187,7 @@ def mpi4py_imported_last_gets_thread_multiple():
         assert facts["mpi4py_rank"] == str(rank), facts
         assert facts["mpi4py_sum"] == "3", facts
         assert facts["thread"] == facts["multiple"], facts
+        check_buffer(facts)
 
 
 @case
