@@ -39,7 +39,7 @@ except ImportError:
 RANK_SCRIPT = r"""
 import sys
 mode = sys.argv[1]
-if mode in ("mpi4py-first", "finalize"):
+if mode in ("mpi4py-first", "finalize", "subcomm"):
     from mpi4py import MPI
 import numpy as np
 import gpumem
@@ -77,6 +77,41 @@ if "mpi4py" in sys.modules:
     else:
         facts.append("mpi4py_buffer=not-cuda-aware")
     comm.barrier()
+    if mode == "subcomm":
+        # The world's ranks reversed (rank 0 of REV is world rank 1), and
+        # a communicator of each rank alone.
+        rev = world.Split(0, key=size - rank)
+        alone = world.Split(rank, key=0)
+        x = gpumem.to_device(np.arange(3, dtype=np.float32) + 10 * rank)
+        comm.bcast(x, root=0, comm=rev)
+        facts.append("sub_bcast=%s" % x.copy_to_host().tolist())
+        y = gpumem.to_device(np.full(2, rank + 1, dtype=np.int32))
+        comm.allreduce(y, comm=rev)
+        facts.append("sub_allreduce=%s" % y.copy_to_host().tolist())
+        g = comm.gather(gpumem.to_device(np.array([rank], dtype=np.int16)),
+                        comm=rev)
+        facts.append("sub_gather=%s"
+                     % (g.copy_to_host().tolist() if g is not None else g))
+        z = gpumem.to_device(np.full(2, rank + 1, dtype=np.int32))
+        comm.allreduce(z, comm=alone)
+        facts.append("alone_allreduce=%s" % z.copy_to_host().tolist())
+        comm.barrier(comm=rev)
+        try:
+            comm.bcast(x, root=1, comm=alone)
+            facts.append("bad_root=returned")
+        except ValueError as error:
+            facts.append("bad_root=ValueError:%s" % error)
+        try:
+            comm.allreduce(x, comm="world")
+            facts.append("bad_comm=returned")
+        except TypeError as error:
+            facts.append("bad_comm=TypeError:%s" % error)
+        # The job's own collectives go on as before.
+        w = gpumem.to_device(np.full(2, rank + 1, dtype=np.int32))
+        comm.allreduce(w)
+        facts.append("world_after=%s" % w.copy_to_host().tolist())
+        rev.Free()
+        alone.Free()
     if mode == "finalize":
         MPI.Finalize()
         try:
@@ -188,6 +223,26 @@ def mpi4py_imported_last_gets_thread_multiple():
         assert facts["mpi4py_sum"] == "3", facts
         assert facts["thread"] == facts["multiple"], facts
         check_buffer(facts)
+
+
+@case
+def collectives_on_an_mpi4py_sub_communicator():
+    need_mpi4py()
+    ranks = job("subcomm")
+    check_results(ranks)
+    for rank, facts in ranks.items():
+        # REV's root is world rank 1, whose x is 10 + arange(3).
+        assert facts["sub_bcast"] == "[10.0,11.0,12.0]", facts
+        assert facts["sub_allreduce"] == "[3,3]", facts
+        assert facts["alone_allreduce"] == "[%d,%d]" % (rank + 1, rank + 1)
+        assert facts["bad_root"].startswith("ValueError:"), facts
+        assert "notarankofcomm" in facts["bad_root"], facts
+        assert facts["bad_comm"].startswith("TypeError:"), facts
+        assert "mpi4py" in facts["bad_comm"], facts
+        assert facts["world_after"] == "[3,3]", facts
+    # Row r of REV's gather is REV's rank r: world ranks 1, then 0.
+    assert ranks[1]["sub_gather"] == "[[1],[0]]", ranks[1]
+    assert ranks[0]["sub_gather"] == "None", ranks[0]
 
 
 @case

@@ -50,6 +50,15 @@ const char *gm_comm_op_name (gm_comm_op op);
    no order, so no max or min).  */
 gm_status gm_comm_op_check (gm_dtype dtype, gm_comm_op op);
 
+/* A communicator the script made (an mpi4py one: gpumem.comm's comm=),
+   as gm_comm_group_open (comm.h) found it.  */
+typedef struct gm_comm_group
+{
+  int handle;               /* MPI's Fortran handle of it (MPI_Comm_c2f) */
+  int rank;                 /* this process's rank in it */
+  int size;                 /* its processes */
+} gm_comm_group;
+
 /* One rank's part in a collective.  */
 typedef struct gm_comm_call
 {
@@ -71,6 +80,9 @@ typedef struct gm_comm_call
                                on DEVICE */
   gm_stream *stream;        /* NULL: complete on return; else queued on
                                this stream of DEVICE where NCCL runs it */
+  /* NULL: among the job's ranks (gpumem's own duplicate of the world);
+     else among GROUP's, ROOT a rank of GROUP, moved by MPI alone.  */
+  const gm_comm_group *group;
 } gm_comm_call;
 
 /* What this process knows of MPI and NCCL (gpumem --config).  */

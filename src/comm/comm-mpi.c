@@ -367,9 +367,58 @@ ipc_barrier (void)
   return GM_OK;
 }
 
+/* CALL's communicator, this rank in it and its size: gpumem's own
+   (the job's world), or the script's (CALL->group).  */
+static MPI_Comm
+call_comm (const gm_comm_call *call)
+{
+  return call->group != NULL ? MPI_Comm_f2c (call->group->handle)
+                             : collectives;
+}
+
+static int
+call_rank (const gm_comm_call *call)
+{
+  return call->group != NULL ? call->group->rank : gm_comm_rank ();
+}
+
+static int
+call_size (const gm_comm_call *call)
+{
+  return call->group != NULL ? call->group->size : gm_comm_size ();
+}
+
+gm_status
+gm_mpi_group_open (int handle, gm_comm_group *group)
+{
+  MPI_Comm comm;
+  int inter = 0, finalized = 0;
+
+  MPI_Finalized (&finalized);
+  if (!mpi_in_use || finalized)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "gpumem does not use MPI here (no MPI launcher "
+                         "started this process and MPI was not running when "
+                         "gpumem started, or it has been finalized): a "
+                         "communicator cannot be used");
+  comm = MPI_Comm_f2c (handle);
+  if (comm == MPI_COMM_NULL)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "comm is MPI_COMM_NULL, "
+                         "or no communicator (this process is not in it)");
+  if (MPI_Comm_test_inter (comm, &inter) != MPI_SUCCESS || inter)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "comm is an "
+                         "intercommunicator; collectives take an "
+                         "intracommunicator");
+  group->handle = handle;
+  MPI_Comm_rank (comm, &group->rank);
+  MPI_Comm_size (comm, &group->size);
+  return GM_OK;
+}
+
 /* Exchanges CALL's description with every rank and compares them; then
    chooses the engine (gm_comm_choose_engine sets *LAYOUT and
-   *IPC_KEY).  */
+   *IPC_KEY).  A communicator of the script's is MPI's alone: NCCL's
+   communicators and the shared windows are the job's.  */
 static gm_status
 agree (const gm_comm_call *call, uint64_t *layout, uint64_t *ipc_key)
 {
@@ -377,14 +426,16 @@ agree (const gm_comm_call *call, uint64_t *layout, uint64_t *ipc_key)
   gm_status status;
 
   gm_comm_describe (call, chunk_bytes, &mine);
-  all = malloc (sizeof *all * (size_t) gm_comm_size ());
+  all = malloc (sizeof *all * (size_t) call_size (call));
   if (all == NULL)
     fatal ("out of host memory for the ranks' descriptions");
   MPI_Allgather (&mine, GM_COMM_DESC_WORDS, MPI_INT64_T, all,
                  GM_COMM_DESC_WORDS,
-                 MPI_INT64_T, collectives);
-  status = gm_comm_compare (all, gm_comm_size ());
-  if (status == GM_OK)
+                 MPI_INT64_T, call_comm (call));
+  status = gm_comm_compare (all, call_size (call));
+  *layout = 0;
+  *ipc_key = 0;
+  if (status == GM_OK && call->group == NULL)
     status = gm_comm_choose_engine (all, gm_comm_size (), layout, ipc_key);
   free (all);
   return status;
@@ -511,7 +562,7 @@ typedef void (*chunk_fn) (const gm_comm_call *call, void *buf, int n,
 static void
 bcast_chunk (const gm_comm_call *call, void *buf, int n, MPI_Datatype type)
 {
-  MPI_Bcast (buf, n, type, call->root, collectives);
+  MPI_Bcast (buf, n, type, call->root, call_comm (call));
 }
 
 static void
@@ -519,7 +570,7 @@ allreduce_chunk (const gm_comm_call *call, void *buf, int n,
                  MPI_Datatype type)
 {
   MPI_Allreduce (MPI_IN_PLACE, buf, n, type, mpi_op (call->dtype, call->op),
-                 collectives);
+                 call_comm (call));
 }
 
 /* Runs FN over CALL's array in chunks of chunk_bytes.  STAGED: each
@@ -559,10 +610,11 @@ static gm_status
 run_gather (const gm_comm_call *call, bool staged)
 {
   size_t itemsize = gm_dtypes[call->dtype].itemsize;
-  size_t rows = (size_t) gm_comm_size ();
+  size_t rows = (size_t) call_size (call);
+  MPI_Comm comm = call_comm (call);
   size_t bytes = chunk_bytes / rows, chunk;
   MPI_Datatype type = mpi_type (call->dtype);
-  bool root = gm_comm_rank () == call->root;
+  bool root = call_rank (call) == call->root;
   gm_status status = GM_OK;
   char *host = NULL;
 
@@ -590,19 +642,19 @@ run_gather (const gm_comm_call *call, bool staged)
           MPI_Type_commit (&placed);
           MPI_Gather (data, (int) n, type,
                       (char *) call->result + off * itemsize, 1, placed,
-                      call->root, collectives);
+                      call->root, comm);
           MPI_Type_free (&placed);
           MPI_Type_free (&row);
         }
       else if (!staged)
         MPI_Gather (data, (int) n, type, NULL, 0, type, call->root,
-                    collectives);
+                    comm);
       else if (root)
         {
-          stage (&status, host + (size_t) gm_comm_rank () * nbytes, -1, data,
+          stage (&status, host + (size_t) call_rank (call) * nbytes, -1, data,
                  call->device, nbytes);
           MPI_Gather (MPI_IN_PLACE, (int) n, type, host, (int) n, type,
-                      call->root, collectives);
+                      call->root, comm);
           for (size_t r = 0; r < rows; r++)
             stage (&status,
                    (char *) call->result + (r * call->count + off) * itemsize,
@@ -612,7 +664,7 @@ run_gather (const gm_comm_call *call, bool staged)
         {
           stage (&status, host, -1, data, call->device, nbytes);
           MPI_Gather (host, (int) n, type, NULL, 0, type, call->root,
-                      collectives);
+                      comm);
         }
     }
   return status;
@@ -663,7 +715,7 @@ gm_mpi_run (const gm_comm_call *call)
      meets the other ranks.  */
   if (call->kind == GM_COMM_BCAST)
     {
-      bool root = gm_comm_rank () == call->root;
+      bool root = call_rank (call) == call->root;
 
       moved = run_chunks (call, staged, root, !root, bcast_chunk);
     }

@@ -22,6 +22,9 @@ void gm_mpi_finalize (int status);
 /* Fills FACTS's MPI fields, as gm_comm_facts_get says (comm.h).  */
 void gm_mpi_describe (gm_comm_facts *facts);
 
+/* gm_comm_group_open (comm.h).  */
+gm_status gm_mpi_group_open (int handle, gm_comm_group *group);
+
 /* Runs CALL with the job's other ranks, as gm_comm_run says (comm.h);
    the job has more than one process.  */
 gm_status gm_mpi_run (const gm_comm_call *call);

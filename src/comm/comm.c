@@ -68,6 +68,19 @@ gm_comm_facts_get (gm_comm_facts *facts)
 #endif
 }
 
+gm_status
+gm_comm_group_open (int handle, gm_comm_group *group)
+{
+#ifdef GM_HAVE_MPI
+  return gm_mpi_group_open (handle, group);
+#else
+  (void) handle;
+  (void) group;
+  return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                       "gpumem was built without MPI");
+#endif
+}
+
 /* The local part of a collective in a job of one process.  */
 static gm_status
 run_alone (const gm_comm_call *call)
@@ -85,7 +98,7 @@ static gm_status
 run_call (const gm_comm_call *call)
 {
 #ifdef GM_HAVE_MPI
-  if (gm_comm_size () > 1)
+  if (gm_comm_size () > 1 || call->group != NULL)
     return gm_mpi_run (call);
 #endif
   if (call->refused)
