@@ -170,9 +170,12 @@ learn_nodes (int leader, int size)
 static void
 release (void)
 {
-  if (!mpi_in_use)
-    return;
   pthread_mutex_lock (&mpi_lock);
+  if (!mpi_in_use)
+    {
+      pthread_mutex_unlock (&mpi_lock);
+      return;
+    }
   staging_release ();
   gm_comm_ipc_shutdown (&ipc_net);
   if (messages != MPI_COMM_NULL)
