@@ -9,9 +9,10 @@
 #   compiler's own search path (a system package: libnccl-dev).  Checks
 #   that nccl.h compiles (NCCL 2.14 or later: grouped sends and receives,
 #   nonblocking communicators whose asynchronous error can be polled and
-#   which can be aborted) and that a program calling them links.  A directory that is not
-#   the linker's own is also written into the program's run path, so the
-#   shared library is found at run time.
+#   which can be aborted) and that a program calling them links.  gpumem
+#   itself does not link it: it opens libnccl.so.2 at run time
+#   (src/comm/comm-nccl-load.c), the one in DIR or the toolkit first
+#   (GM_NCCL_LIBRARY), so that a build runs where NCCL is absent.
 #   Defines GM_HAVE_NCCL; sets the conditional GM_HAVE_NCCL; substitutes
 #   NCCL_CFLAGS and NCCL_LIBS.  --with-nccl=yes or DIR stops when NCCL
 #   cannot be used; check goes on without it.
@@ -87,7 +88,14 @@ AS_IF([test "x$with_nccl" != xno], [
   CPPFLAGS=$gm_save_CPPFLAGS
   LIBS=$gm_save_LIBS
   AS_IF([test "x$gm_have_nccl" = xyes],
-    [AC_DEFINE([GM_HAVE_NCCL], [1], [Define to 1 to run collectives on device memory with NCCL])],
+    [AC_DEFINE([GM_HAVE_NCCL], [1], [Define to 1 to run collectives on device memory with NCCL])
+     dnl The library is opened at run time (src/comm/comm-nccl-load.c):
+     dnl the one found in a folder is tried before the library path.
+     AS_CASE(["$gm_nccl_where"], [given|system], [],
+       [AS_IF([test -f "$gm_nccl_libdir/libnccl.so.2"],
+         [AC_DEFINE_UNQUOTED([GM_NCCL_LIBRARY], ["$gm_nccl_libdir/libnccl.so.2"],
+            [The NCCL library configure found, opened at run time])
+          gm_nccl_summary="$gm_nccl_summary, opened at run time from $gm_nccl_libdir/libnccl.so.2"])])],
     [AS_IF([test "x$with_nccl" != xcheck],
       [AC_MSG_ERROR([NCCL was asked for (--with-nccl=$with_nccl) but no working NCCL 2.14+ was found (see config.log).
   Install it (libnccl-dev), name its prefix (--with-nccl=DIR), give its

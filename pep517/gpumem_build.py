@@ -29,7 +29,9 @@ The wheel holds
 
 The metadata's optional extras (EXTRAS) name NVIDIA's wheels of the
 libraries the module opens at run time: gpumem[jit] installs NVRTC,
-which the module finds in site-packages (src/plugin/jit.c).
+which the module finds in site-packages (src/plugin/jit.c), and
+gpumem[nccl] NCCL (src/comm/comm-nccl-load.c); gpumem[mpi] installs
+mpi4py, which shares the module's MPI (docs/mpi.md).
 
 Config settings (pip install -C KEY=VALUE, python -m build -C...):
     configure-args  more arguments for configure, split as the shell
@@ -59,7 +61,9 @@ SUMMARY = ("GPU memory owned by Python, handed to native CUDA kernels "
            "(the extension module of the gpumem program)")
 REQUIRES_PYTHON = ">=3.9"
 REQUIRES_DIST = ["numpy"]
-EXTRAS = {"jit": ["nvidia-cuda-nvrtc>=13,<14"]}
+EXTRAS = {"jit": ["nvidia-cuda-nvrtc>=13,<14"],
+          "nccl": ["nvidia-nccl-cu13"],
+          "mpi": ["mpi4py>=4"]}
 INCLUDE_FOLDER = "gpumem-include"
 STUBS_FOLDER = "gpumem-stubs"
 LIB_FOLDER = "gpumem-lib"

@@ -12,11 +12,30 @@
 /* The notice of the last fallback to the host backend; empty when the
    backend was chosen without one.  */
 static char fallback_notice[GM_ERROR_MESSAGE_MAX + 64];
+/* Why the backend in use was chosen (gm_backend_reason).  */
+static const char *choice_reason = "";
 
 const char *
 gm_backend_notice (void)
 {
   return fallback_notice[0] != '\0' ? fallback_notice : NULL;
+}
+
+const char *
+gm_backend_reason (void)
+{
+  return fallback_notice[0] != '\0' ? fallback_notice : choice_reason;
+}
+
+void
+gm_backend_cuda_versions (int *driver, int *runtime)
+{
+#ifdef GM_HAVE_CUDA
+  gm_backend_cuda.versions (driver, runtime);
+#else
+  *driver = 0;
+  *runtime = 0;
+#endif
 }
 
 static gm_status
@@ -33,6 +52,9 @@ gm_status
 gm_backend_init (gm_backend_choice choice, bool quiet)
 {
   fallback_notice[0] = '\0';
+  choice_reason = choice == GM_BACKEND_AUTO
+                  ? "auto (the default): a CUDA device answered"
+                  : "asked for (--backend or GPUMEM_BACKEND)";
   /* Read whichever backend runs, so that a bad value is an error on
      both and a script runs unchanged on both.  */
   if (gm_nvtx_init () != GM_OK)

@@ -11,7 +11,16 @@
 #include "cli.h"
 
 /* The value of a long option without a short one.  */
-enum { OPT_MEMORY_REPORT = 0x100 };
+enum { OPT_MEMORY_REPORT = 0x100, OPT_CONFIG };
+
+/* --config and --config=json: the report of gpumem.show_config, which
+   the Python layer makes, run as -c COMMAND so that the program and
+   the module print the same.  */
+static const char config_text_command[] =
+  "import gpumem; gpumem.show_config()";
+static const char config_json_command[] =
+  "import json, gpumem; "
+  "print(json.dumps(gpumem.show_config(as_dict=True), indent=2))";
 
 /* Records a usage error in OPTIONS; returns GM_CLI_USAGE_ERROR.  */
 static gm_cli_status
@@ -35,6 +44,7 @@ gm_cli_parse (int argc, char **argv, gm_cli_options *options)
     {"version", no_argument, NULL, 'V'},
     {"kernels", required_argument, NULL, 'K'},
     {"memory-report", required_argument, NULL, OPT_MEMORY_REPORT},
+    {"config", optional_argument, NULL, OPT_CONFIG},
     {NULL, 0, NULL, 0}
   };
   const char *env_backend = getenv ("GPUMEM_BACKEND");
@@ -89,6 +99,16 @@ gm_cli_parse (int argc, char **argv, gm_cli_options *options)
         break;
       case OPT_MEMORY_REPORT:
         options->memory_report = optarg;
+        break;
+      case OPT_CONFIG:
+        if (optarg == NULL || strcmp (optarg, "text") == 0)
+          options->run.target = config_text_command;
+        else if (strcmp (optarg, "json") == 0)
+          options->run.target = config_json_command;
+        else
+          return usage_error (options, "--config: unknown format '%s' "
+                              "(choose text or json)", optarg);
+        options->run.mode = GM_RUN_COMMAND;
         break;
       case 'K':
         if (options->nkernel_paths == GM_CLI_MAX_KERNELS)

@@ -51,6 +51,8 @@ static const char usage_text[] =
   "                                blocks still live and where each was made)\n"
   "      --memory-report=FILE      record the memory history and write an HTML\n"
   "                                report of it to FILE at exit\n"
+  "      --config[=text|json]      print what this gpumem was built with and\n"
+  "                                found here (gpumem.show_config()) and exit\n"
   "  -q, --quiet                   no notices on standard error\n"
   "  -h, --help                    print this help and exit\n"
   "  -V, --version                 print the version and exit\n"

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "comm-engine.h"
+#include "comm-nccl-load.h"
 
 /* The default of GPUMEM_COMM_TIMEOUT, in seconds: long enough for any
    transfer and for ranks that reach a collective minutes apart, short
@@ -107,6 +108,13 @@ gm_nccl_verdict_for (gm_comm_kind kind, gm_dtype dtype, gm_comm_op op)
   if (kind == GM_COMM_ALLREDUCE
       && (dtype == GM_INT16 || dtype == GM_UINT16 || dtype == GM_FLOAT16))
     return GM_NCCL_DTYPE;
+  /* Opened at the first collective NCCL would move, once.  */
+  {
+    void *handle;
+
+    if (gm_nccl_open (&handle) != GM_OK)
+      return GM_NCCL_NOT_LOADED;
+  }
   return GM_NCCL_OK;
 #endif
 }
@@ -130,6 +138,11 @@ gm_nccl_verdict_text (gm_nccl_verdict verdict)
       return "two ranks use the same GPU (NCCL wants one GPU a rank)";
     case GM_NCCL_BARRIER:
       return "a barrier moves no data";
+    case GM_NCCL_NOT_LOADED:
+      return "the NCCL library could not be opened: pip install "
+             "'gpumem[nccl]' (NVIDIA's nvidia-nccl-cu13 wheel), install "
+             "the system's NCCL (libnccl2), or name it in GPUMEM_NCCL "
+             "(gpumem --config says what was tried)";
     }
   return "?";
 }

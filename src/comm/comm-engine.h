@@ -40,7 +40,8 @@ typedef enum gm_nccl_verdict
   GM_NCCL_HOST_MEMORY,     /* the backend's memory is not CUDA device memory */
   GM_NCCL_DTYPE,           /* NCCL cannot reduce this dtype */
   GM_NCCL_SHARED_DEVICE,   /* two ranks use one GPU */
-  GM_NCCL_BARRIER          /* a barrier moves no data: MPI's alone */
+  GM_NCCL_BARRIER,         /* a barrier moves no data: MPI's alone */
+  GM_NCCL_NOT_LOADED       /* built in, but the library does not open */
 } gm_nccl_verdict;
 
 /* Reads GPUMEM_COMM and GPUMEM_COMM_TIMEOUT, once, before the backend

@@ -50,6 +50,15 @@ const char *gm_comm_op_name (gm_comm_op op);
    no order, so no max or min).  */
 gm_status gm_comm_op_check (gm_dtype dtype, gm_comm_op op);
 
+/* A communicator the script made (an mpi4py one: gpumem.comm's comm=),
+   as gm_comm_group_open (comm.h) found it.  */
+typedef struct gm_comm_group
+{
+  int handle;               /* MPI's Fortran handle of it (MPI_Comm_c2f) */
+  int rank;                 /* this process's rank in it */
+  int size;                 /* its processes */
+} gm_comm_group;
+
 /* One rank's part in a collective.  */
 typedef struct gm_comm_call
 {
@@ -71,7 +80,28 @@ typedef struct gm_comm_call
                                on DEVICE */
   gm_stream *stream;        /* NULL: complete on return; else queued on
                                this stream of DEVICE where NCCL runs it */
+  /* NULL: among the job's ranks (gpumem's own duplicate of the world);
+     else among GROUP's, ROOT a rank of GROUP, moved by MPI alone.  */
+  const gm_comm_group *group;
 } gm_comm_call;
+
+/* What this process knows of MPI and NCCL (gpumem --config).  */
+typedef struct gm_comm_facts
+{
+  bool mpi_built;             /* configure found MPI */
+  bool mpi_in_use;            /* gpumem started MPI, or joined it */
+  bool mpi_joined;            /* MPI ran before gpumem (mpi4py started it) */
+  int mpi_major, mpi_minor;   /* the standard's version */
+  char mpi_library[256];      /* MPI_Get_library_version's first line */
+  char mpi_path[4096];        /* the library's file */
+  const char *thread_level;   /* "MPI_THREAD_MULTIPLE"; "" unless in use */
+  bool nccl_built;            /* configure found NCCL */
+  bool nccl_loaded;           /* its library opens (comm-nccl-load.h) */
+  int nccl_version;           /* ncclGetVersion's: 22703 for 2.27.3 */
+  char nccl_path[4096];
+  const char *nccl_how;       /* how it was found: "GPUMEM_NCCL", ... */
+  char nccl_error[GM_ERROR_MESSAGE_MAX];   /* why it does not open */
+} gm_comm_facts;
 
 /* Records what MPI said of this process once it started (comm-mpi.c
    alone calls it): RANK of SIZE processes, NODE_RANK of the NODE_SIZE

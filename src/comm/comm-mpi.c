@@ -4,14 +4,27 @@
    MPI starts only when an MPI launcher started the program (its
    environment names a rank), because a singleton MPI_Init on a machine
    without a launcher is slow or fails; otherwise the job is this one
-   process and comm.c runs every collective locally.
+   process and comm.c runs every collective locally.  Where MPI is
+   running already (mpi4py imported before gpumem, an application that
+   embeds gpumem) gpumem joins it instead, at the thread level it was
+   given, and leaves ending it to whoever started it.
 
-   Thread level: MPI_THREAD_SERIALIZED.  The Python layer releases the
-   GIL around every collective, so two Python threads may enter this file
-   at once; one mutex here keeps MPI to one thread at a time, which is
-   what SERIALIZED asks of us, without the locking cost THREAD_MULTIPLE
-   puts on every MPI call.  FUNNELED would not do: a Python thread other
-   than the main one may call gpumem.comm.
+   Thread level: gpumem asks for MPI_THREAD_MULTIPLE, as mpi4py does by
+   default, so that a script's own MPI calls (mpi4py's, which also run
+   without the GIL) may overlap gpumem's from another thread whichever
+   of the two starts MPI.  gpumem itself needs only SERIALIZED: the
+   Python layer releases the GIL around every collective, so two Python
+   threads may enter this file at once, and one mutex here keeps
+   gpumem's MPI calls to one thread at a time.  Below SERIALIZED (an MPI
+   started by others at FUNNELED or SINGLE) rank 0 prints a warning:
+   gpumem.comm is then safe from the main thread alone.
+
+   gpumem's collectives and messages run on communicators of its own,
+   duplicates of MPI_COMM_WORLD, so that they never match the script's
+   own collectives on the world.  Whoever ends MPI, gpumem releases them
+   first: MPI_Finalize deletes the attributes of MPI_COMM_SELF before it
+   ends anything else, and one of them is gpumem's (release_on_finalize);
+   a collective after that raises instead of running.
 
    Every collective starts with one small MPI_Allgather of what each rank
    passes (comm-agree.h), so that a rank with other sizes or dtypes,
@@ -39,6 +52,7 @@
 #include "comm-nccl.h"
 #endif
 #include "comm-watchdog.h"
+#include "config-facts.h"
 
 /* Data moves in chunks of at most this many bytes (GPUMEM_MPI_CHUNK
    changes it, for tests): MPI counts are ints, and staging through
@@ -48,10 +62,21 @@
    the job to keep that near the chunk size, down to this.  */
 #define COMM_MIN_GATHER_CHUNK ((size_t) 1 << 20)
 
+/* gpumem called MPI_Init_thread, and calls MPI_Finalize.  */
 static bool mpi_started;
-/* The messages of gm_mpi_send and gm_mpi_try_recv travel here, apart
+/* gpumem's use of MPI: from gm_mpi_start until MPI ends (or
+   gm_mpi_finalize).  */
+static bool mpi_in_use;
+/* The thread level MPI gave, and who started MPI.  */
+static int thread_level = MPI_THREAD_SINGLE;
+static bool mpi_joined;
+/* gpumem's collectives run on this duplicate of MPI_COMM_WORLD, and the
+   messages of gm_mpi_send and gm_mpi_try_recv travel on that one, apart
    from any the script's own MPI code sends on MPI_COMM_WORLD.  */
+static MPI_Comm collectives = MPI_COMM_NULL;
 static MPI_Comm messages = MPI_COMM_NULL;
+/* The key of gpumem's attribute on MPI_COMM_SELF.  */
+static int finalize_key = MPI_KEYVAL_INVALID;
 static bool staging_forced;
 static size_t chunk_bytes = COMM_CHUNK;
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -68,17 +93,22 @@ static const gm_comm_ipc_net ipc_net = {ipc_allgather, ipc_barrier};
 
 /* Whether to start MPI, in *YES: GPUMEM_MPI when set (gm_env_bool's
    spellings; any other value is an error), else whether an MPI launcher
-   started this process.  */
+   started this process.  *FORBIDDEN: GPUMEM_MPI says no.  */
 static gm_status
-launched (bool *yes)
+launched (bool *yes, bool *forbidden)
 {
   static const char *const names[] = {
     "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"
   };
   const char *force = getenv ("GPUMEM_MPI");
 
+  *forbidden = false;
   if (force != NULL && *force != '\0')
-    return gm_env_bool ("GPUMEM_MPI", false, yes);
+    {
+      gm_status status = gm_env_bool ("GPUMEM_MPI", false, yes);
+      *forbidden = status == GM_OK && !*yes;
+      return status;
+    }
   *yes = false;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (getenv (names[i]) != NULL)
@@ -126,7 +156,7 @@ learn_nodes (int leader, int size)
                          &per_node);
   if (status == GM_OK
       && MPI_Allgather (&leader, 1, MPI_INT, node_of, 1, MPI_INT,
-                        MPI_COMM_WORLD) != MPI_SUCCESS)
+                        collectives) != MPI_SUCCESS)
     status = GM_ERR_UNAVAILABLE;
   for (int r = 0; status == GM_OK && per_node > 0 && r < size; r++)
     node_of[r] = (int) ((size_t) r / per_node);
@@ -136,37 +166,112 @@ learn_nodes (int leader, int size)
   return status;
 }
 
+/* Releases what gpumem holds of MPI, while MPI still runs; once.  */
+static void
+release (void)
+{
+  pthread_mutex_lock (&mpi_lock);
+  if (!mpi_in_use)
+    {
+      pthread_mutex_unlock (&mpi_lock);
+      return;
+    }
+  staging_release ();
+  gm_comm_ipc_shutdown (&ipc_net);
+  if (messages != MPI_COMM_NULL)
+    MPI_Comm_free (&messages);
+  if (collectives != MPI_COMM_NULL)
+    MPI_Comm_free (&collectives);
+  mpi_in_use = false;
+  pthread_mutex_unlock (&mpi_lock);
+}
+
+/* The delete function of gpumem's attribute on MPI_COMM_SELF, which
+   MPI_Finalize calls first, whoever calls it (mpi4py at the
+   interpreter's exit, the script, gm_mpi_finalize).  */
+static int
+release_on_finalize (MPI_Comm comm, int key, void *value, void *extra)
+{
+  (void) comm;
+  (void) key;
+  (void) value;
+  (void) extra;
+  release ();
+  return MPI_SUCCESS;
+}
+
+/* The thread level LEVEL's name ("MPI_THREAD_MULTIPLE").  */
+static const char *
+thread_level_name (int level)
+{
+  if (level == MPI_THREAD_MULTIPLE)
+    return "MPI_THREAD_MULTIPLE";
+  if (level == MPI_THREAD_SERIALIZED)
+    return "MPI_THREAD_SERIALIZED";
+  if (level == MPI_THREAD_FUNNELED)
+    return "MPI_THREAD_FUNNELED";
+  return "MPI_THREAD_SINGLE";
+}
+
 gm_status
 gm_mpi_start (void)
 {
   MPI_Comm node;
-  int provided = MPI_THREAD_SINGLE;
+  int provided = MPI_THREAD_SINGLE, initialized = 0, finalized = 0;
   const char *aware_env = getenv ("GPUMEM_MPI_CUDA_AWARE");
   int rank = 0, size = 1, node_rank = 0, node_size = 1, leader;
   gm_status status;
-  bool start;
+  bool start, forbidden;
 
-  if (launched (&start) != GM_OK)
-    return GM_ERR_UNAVAILABLE;
-  if (!start)
+  if (mpi_in_use)
     return GM_OK;
+  if (launched (&start, &forbidden) != GM_OK)
+    return GM_ERR_UNAVAILABLE;
+  MPI_Initialized (&initialized);
+  MPI_Finalized (&finalized);
+  /* MPI running already is joined, unless GPUMEM_MPI=0 says no.  */
+  if (forbidden || (!start && !initialized))
+    return GM_OK;
+  if (finalized)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "MPI was finalized before gpumem started, and "
+                         "cannot start again: import gpumem before "
+                         "MPI.Finalize()");
   aware_forced = aware_env != NULL && *aware_env != '\0';
   if (gm_env_bool ("GPUMEM_MPI_CUDA_AWARE", false, &aware_setting) != GM_OK)
     return GM_ERR_UNAVAILABLE;
   if (gm_env_size ("GPUMEM_MPI_CHUNK", COMM_CHUNK, 16, COMM_CHUNK,
                    &chunk_bytes) != GM_OK)
     return GM_ERR_UNAVAILABLE;
-  if (MPI_Init_thread (NULL, NULL, MPI_THREAD_SERIALIZED, &provided)
-      != MPI_SUCCESS)
+  if (initialized)
+    {
+      mpi_joined = true;
+      MPI_Query_thread (&provided);
+    }
+  else if (MPI_Init_thread (NULL, NULL, MPI_THREAD_MULTIPLE, &provided)
+           != MPI_SUCCESS)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
                          "MPI_Init_thread failed");
-  mpi_started = true;
-  MPI_Comm_rank (MPI_COMM_WORLD, &rank);
-  MPI_Comm_size (MPI_COMM_WORLD, &size);
+  else
+    mpi_started = true;
+  thread_level = provided;
+  if (MPI_Comm_dup (MPI_COMM_WORLD, &collectives) != MPI_SUCCESS)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "MPI_Comm_dup of MPI_COMM_WORLD failed");
+  mpi_in_use = true;
+  if (MPI_Comm_create_keyval (MPI_COMM_NULL_COPY_FN, release_on_finalize,
+                              &finalize_key, NULL) != MPI_SUCCESS
+      || MPI_Comm_set_attr (MPI_COMM_SELF, finalize_key, NULL)
+         != MPI_SUCCESS)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "MPI could not register gpumem's release at "
+                         "MPI_Finalize");
+  MPI_Comm_rank (collectives, &rank);
+  MPI_Comm_size (collectives, &size);
   /* The ranks that share this node's memory share its devices; a
      node's number is its lowest world rank.  */
   leader = rank;
-  if (MPI_Comm_split_type (MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+  if (MPI_Comm_split_type (collectives, MPI_COMM_TYPE_SHARED, rank,
                            MPI_INFO_NULL, &node) == MPI_SUCCESS)
     {
       MPI_Comm_rank (node, &node_rank);
@@ -179,7 +284,7 @@ gm_mpi_start (void)
   if (status == GM_ERR_VALUE)       /* a bad GPUMEM_TEST_RANKS_PER_NODE */
     return GM_ERR_UNAVAILABLE;
   if (status != GM_OK
-      || MPI_Comm_dup (MPI_COMM_WORLD, &messages) != MPI_SUCCESS)
+      || MPI_Comm_dup (collectives, &messages) != MPI_SUCCESS)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
                          "MPI could not tell which node every rank runs "
                          "on");
@@ -187,17 +292,20 @@ gm_mpi_start (void)
       && gm_comm_watchdog_start (gm_comm_timeout_ms (), fatal) != GM_OK)
     return GM_ERR_UNAVAILABLE;
   if (provided < MPI_THREAD_SERIALIZED && rank == 0)
-    fprintf (stderr, "gpumem: the MPI library offers thread level %d only; "
-             "call gpumem.comm from the main thread alone\n", provided);
+    fprintf (stderr, "gpumem: MPI runs at %s only; call gpumem.comm from "
+             "the main thread alone\n", thread_level_name (provided));
   return GM_OK;
 }
 
 void
 gm_mpi_finalize (int status)
 {
-  if (!mpi_started)
+  int finalized = 0;
+
+  if (!mpi_started && !mpi_in_use)
     return;
-  if (status != 0 && gm_comm_size () > 1)
+  MPI_Finalized (&finalized);
+  if (status != 0 && gm_comm_size () > 1 && !finalized)
     {
       fflush (stdout);
       fprintf (stderr, "gpumem: rank %d failed (exit %d); aborting the job\n",
@@ -205,11 +313,13 @@ gm_mpi_finalize (int status)
       fflush (stderr);
       MPI_Abort (MPI_COMM_WORLD, status);
     }
-  staging_release ();
-  gm_comm_ipc_shutdown (&ipc_net);
-  if (messages != MPI_COMM_NULL)
-    MPI_Comm_free (&messages);
-  MPI_Finalize ();
+  /* MPI started by others goes on without gpumem: what gpumem holds is
+     released now, and its attribute's delete function does nothing
+     then.  */
+  if (!finalized)
+    release ();
+  if (mpi_started && !finalized)
+    MPI_Finalize ();
   mpi_started = false;
 }
 
@@ -232,7 +342,7 @@ fatal (const char *what)
 static gm_status
 share_bytes (void *bytes, size_t nbytes)
 {
-  if (MPI_Bcast (bytes, (int) nbytes, MPI_BYTE, 0, MPI_COMM_WORLD)
+  if (MPI_Bcast (bytes, (int) nbytes, MPI_BYTE, 0, collectives)
       != MPI_SUCCESS)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
                          "MPI_Bcast of NCCL's unique id failed");
@@ -245,7 +355,7 @@ static gm_status
 ipc_allgather (const void *mine, void *all, size_t nbytes)
 {
   if (MPI_Allgather (mine != NULL ? mine : MPI_IN_PLACE, (int) nbytes,
-                     MPI_BYTE, all, (int) nbytes, MPI_BYTE, MPI_COMM_WORLD)
+                     MPI_BYTE, all, (int) nbytes, MPI_BYTE, collectives)
       != MPI_SUCCESS)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
                          "MPI_Allgather of the ranks' windows failed");
@@ -255,14 +365,63 @@ ipc_allgather (const void *mine, void *all, size_t nbytes)
 static gm_status
 ipc_barrier (void)
 {
-  if (MPI_Barrier (MPI_COMM_WORLD) != MPI_SUCCESS)
+  if (MPI_Barrier (collectives) != MPI_SUCCESS)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "MPI_Barrier failed");
+  return GM_OK;
+}
+
+/* CALL's communicator, this rank in it and its size: gpumem's own
+   (the job's world), or the script's (CALL->group).  */
+static MPI_Comm
+call_comm (const gm_comm_call *call)
+{
+  return call->group != NULL ? MPI_Comm_f2c (call->group->handle)
+                             : collectives;
+}
+
+static int
+call_rank (const gm_comm_call *call)
+{
+  return call->group != NULL ? call->group->rank : gm_comm_rank ();
+}
+
+static int
+call_size (const gm_comm_call *call)
+{
+  return call->group != NULL ? call->group->size : gm_comm_size ();
+}
+
+gm_status
+gm_mpi_group_open (int handle, gm_comm_group *group)
+{
+  MPI_Comm comm;
+  int inter = 0, finalized = 0;
+
+  MPI_Finalized (&finalized);
+  if (!mpi_in_use || finalized)
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                         "gpumem does not use MPI here (no MPI launcher "
+                         "started this process and MPI was not running when "
+                         "gpumem started, or it has been finalized): a "
+                         "communicator cannot be used");
+  comm = MPI_Comm_f2c (handle);
+  if (comm == MPI_COMM_NULL)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "comm is MPI_COMM_NULL, "
+                         "or no communicator (this process is not in it)");
+  if (MPI_Comm_test_inter (comm, &inter) != MPI_SUCCESS || inter)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "comm is an "
+                         "intercommunicator; collectives take an "
+                         "intracommunicator");
+  group->handle = handle;
+  MPI_Comm_rank (comm, &group->rank);
+  MPI_Comm_size (comm, &group->size);
   return GM_OK;
 }
 
 /* Exchanges CALL's description with every rank and compares them; then
    chooses the engine (gm_comm_choose_engine sets *LAYOUT and
-   *IPC_KEY).  */
+   *IPC_KEY).  A communicator of the script's is MPI's alone: NCCL's
+   communicators and the shared windows are the job's.  */
 static gm_status
 agree (const gm_comm_call *call, uint64_t *layout, uint64_t *ipc_key)
 {
@@ -270,14 +429,16 @@ agree (const gm_comm_call *call, uint64_t *layout, uint64_t *ipc_key)
   gm_status status;
 
   gm_comm_describe (call, chunk_bytes, &mine);
-  all = malloc (sizeof *all * (size_t) gm_comm_size ());
+  all = malloc (sizeof *all * (size_t) call_size (call));
   if (all == NULL)
     fatal ("out of host memory for the ranks' descriptions");
   MPI_Allgather (&mine, GM_COMM_DESC_WORDS, MPI_INT64_T, all,
                  GM_COMM_DESC_WORDS,
-                 MPI_INT64_T, MPI_COMM_WORLD);
-  status = gm_comm_compare (all, gm_comm_size ());
-  if (status == GM_OK)
+                 MPI_INT64_T, call_comm (call));
+  status = gm_comm_compare (all, call_size (call));
+  *layout = 0;
+  *ipc_key = 0;
+  if (status == GM_OK && call->group == NULL)
     status = gm_comm_choose_engine (all, gm_comm_size (), layout, ipc_key);
   free (all);
   return status;
@@ -404,7 +565,7 @@ typedef void (*chunk_fn) (const gm_comm_call *call, void *buf, int n,
 static void
 bcast_chunk (const gm_comm_call *call, void *buf, int n, MPI_Datatype type)
 {
-  MPI_Bcast (buf, n, type, call->root, MPI_COMM_WORLD);
+  MPI_Bcast (buf, n, type, call->root, call_comm (call));
 }
 
 static void
@@ -412,7 +573,7 @@ allreduce_chunk (const gm_comm_call *call, void *buf, int n,
                  MPI_Datatype type)
 {
   MPI_Allreduce (MPI_IN_PLACE, buf, n, type, mpi_op (call->dtype, call->op),
-                 MPI_COMM_WORLD);
+                 call_comm (call));
 }
 
 /* Runs FN over CALL's array in chunks of chunk_bytes.  STAGED: each
@@ -452,10 +613,11 @@ static gm_status
 run_gather (const gm_comm_call *call, bool staged)
 {
   size_t itemsize = gm_dtypes[call->dtype].itemsize;
-  size_t rows = (size_t) gm_comm_size ();
+  size_t rows = (size_t) call_size (call);
+  MPI_Comm comm = call_comm (call);
   size_t bytes = chunk_bytes / rows, chunk;
   MPI_Datatype type = mpi_type (call->dtype);
-  bool root = gm_comm_rank () == call->root;
+  bool root = call_rank (call) == call->root;
   gm_status status = GM_OK;
   char *host = NULL;
 
@@ -483,19 +645,19 @@ run_gather (const gm_comm_call *call, bool staged)
           MPI_Type_commit (&placed);
           MPI_Gather (data, (int) n, type,
                       (char *) call->result + off * itemsize, 1, placed,
-                      call->root, MPI_COMM_WORLD);
+                      call->root, comm);
           MPI_Type_free (&placed);
           MPI_Type_free (&row);
         }
       else if (!staged)
         MPI_Gather (data, (int) n, type, NULL, 0, type, call->root,
-                    MPI_COMM_WORLD);
+                    comm);
       else if (root)
         {
-          stage (&status, host + (size_t) gm_comm_rank () * nbytes, -1, data,
+          stage (&status, host + (size_t) call_rank (call) * nbytes, -1, data,
                  call->device, nbytes);
           MPI_Gather (MPI_IN_PLACE, (int) n, type, host, (int) n, type,
-                      call->root, MPI_COMM_WORLD);
+                      call->root, comm);
           for (size_t r = 0; r < rows; r++)
             stage (&status,
                    (char *) call->result + (r * call->count + off) * itemsize,
@@ -505,7 +667,7 @@ run_gather (const gm_comm_call *call, bool staged)
         {
           stage (&status, host, -1, data, call->device, nbytes);
           MPI_Gather (host, (int) n, type, NULL, 0, type, call->root,
-                      MPI_COMM_WORLD);
+                      comm);
         }
     }
   return status;
@@ -519,6 +681,13 @@ gm_mpi_run (const gm_comm_call *call)
   bool staged;
 
   pthread_mutex_lock (&mpi_lock);
+  if (!mpi_in_use)
+    {
+      pthread_mutex_unlock (&mpi_lock);
+      return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                           "MPI has been finalized: gpumem.comm's "
+                           "collectives cannot run after MPI.Finalize()");
+    }
   gm_comm_watchdog_arm (gm_comm_kind_name (call->kind));
   status = agree (call, &layout, &ipc_key);
   if (status != GM_OK || call->kind == GM_COMM_BARRIER)
@@ -549,7 +718,7 @@ gm_mpi_run (const gm_comm_call *call)
      meets the other ranks.  */
   if (call->kind == GM_COMM_BCAST)
     {
-      bool root = gm_comm_rank () == call->root;
+      bool root = call_rank (call) == call->root;
 
       moved = run_chunks (call, staged, root, !root, bcast_chunk);
     }
@@ -572,7 +741,8 @@ gm_mpi_send (int dest, int tag, const void *bytes, size_t nbytes)
   int rc;
 
   pthread_mutex_lock (&mpi_lock);
-  rc = MPI_Send (bytes, (int) nbytes, MPI_BYTE, dest, tag, messages);
+  rc = !mpi_in_use ? MPI_ERR_COMM
+       : MPI_Send (bytes, (int) nbytes, MPI_BYTE, dest, tag, messages);
   pthread_mutex_unlock (&mpi_lock);
   if (rc != MPI_SUCCESS)
     return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
@@ -588,7 +758,8 @@ gm_mpi_try_recv (int source, int tag, void *buf, size_t cap, size_t *nbytes)
   int found = 0, count = 0, rc;
 
   pthread_mutex_lock (&mpi_lock);
-  rc = MPI_Improbe (source, tag, messages, &found, &message, &status);
+  rc = !mpi_in_use ? MPI_ERR_COMM
+       : MPI_Improbe (source, tag, messages, &found, &message, &status);
   if (rc == MPI_SUCCESS && found)
     {
       MPI_Get_count (&status, MPI_BYTE, &count);
@@ -616,4 +787,25 @@ gm_mpi_try_recv (int source, int tag, void *buf, size_t cap, size_t *nbytes)
                          source, cap);
   *nbytes = (size_t) count;
   return GM_OK;
+}
+
+void
+gm_mpi_describe (gm_comm_facts *facts)
+{
+  int len = 0;
+
+  MPI_Get_version (&facts->mpi_major, &facts->mpi_minor);
+  {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING];
+
+    MPI_Get_library_version (text, &len);
+    text[len > 0 && len < MPI_MAX_LIBRARY_VERSION_STRING ? len : 0] = '\0';
+    text[strcspn (text, "\n")] = '\0';
+    snprintf (facts->mpi_library, sizeof facts->mpi_library, "%s", text);
+  }
+  gm_loaded_from ((const void *) (uintptr_t) MPI_Init, facts->mpi_path,
+                  sizeof facts->mpi_path);
+  facts->mpi_in_use = mpi_in_use;
+  facts->mpi_joined = mpi_joined;
+  facts->thread_level = mpi_in_use ? thread_level_name (thread_level) : "";
 }

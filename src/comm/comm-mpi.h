@@ -8,15 +8,22 @@
 
 #include "comm-job.h"
 
-/* Starts MPI when an MPI launcher started the program, as gm_comm_init
-   says (comm.h), and records the job's facts (gm_comm_job_set).  GM_OK
-   also when MPI was not to start; GM_ERR_UNAVAILABLE saying why.  */
+/* Starts MPI when an MPI launcher started the program, or joins MPI
+   that runs already, as gm_comm_init says (comm.h), and records the
+   job's facts (gm_comm_job_set).  GM_OK also when MPI was not to start;
+   GM_ERR_UNAVAILABLE saying why.  */
 gm_status gm_mpi_start (void);
 
 /* Ends MPI if it started: with STATUS not 0 in a job of more than one
    process, aborts the whole job (gm_comm_finalize says how) and does
    not return.  */
 void gm_mpi_finalize (int status);
+
+/* Fills FACTS's MPI fields, as gm_comm_facts_get says (comm.h).  */
+void gm_mpi_describe (gm_comm_facts *facts);
+
+/* gm_comm_group_open (comm.h).  */
+gm_status gm_mpi_group_open (int handle, gm_comm_group *group);
 
 /* Runs CALL with the job's other ranks, as gm_comm_run says (comm.h);
    the job has more than one process.  */

@@ -29,6 +29,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,6 +47,8 @@
 
 #include "comm-engine.h"
 #include "comm-nccl.h"
+#include "comm-nccl-load.h"
+#include "config-facts.h"
 #include "cuda-status.h"
 
 #define NCCL_MAX_GROUPS 64
@@ -79,15 +82,74 @@ static int group_count;
 static nccl_lane *lanes;
 static int lane_count;
 
+/* NCCL's calls, from the library comm-nccl-load.c opened
+   (nccl_api_bind): the binary wheel carries no NCCL.  */
+static struct
+{
+  __typeof__ (ncclAllReduce) *AllReduce;
+  __typeof__ (ncclBroadcast) *Broadcast;
+  __typeof__ (ncclCommAbort) *CommAbort;
+  __typeof__ (ncclCommDestroy) *CommDestroy;
+  __typeof__ (ncclCommGetAsyncError) *CommGetAsyncError;
+  __typeof__ (ncclCommInitAll) *CommInitAll;
+  __typeof__ (ncclCommInitRank) *CommInitRank;
+  __typeof__ (ncclGetErrorString) *GetErrorString;
+  __typeof__ (ncclGetLastError) *GetLastError;
+  __typeof__ (ncclGetUniqueId) *GetUniqueId;
+  __typeof__ (ncclGetVersion) *GetVersion;
+  __typeof__ (ncclGroupEnd) *GroupEnd;
+  __typeof__ (ncclGroupStart) *GroupStart;
+  __typeof__ (ncclRecv) *Recv;
+  __typeof__ (ncclSend) *Send;
+} nccl_api;
+static bool nccl_api_bound;
+
+/* Opens NCCL (gm_nccl_open) and looks up every call, once; under
+   engine_lock, or before any communicator exists.  GM_OK, or
+   GM_ERR_UNAVAILABLE saying what is missing and how to get it.  */
+static gm_status
+nccl_api_bind (void)
+{
+  void *handle;
+
+  if (nccl_api_bound)
+    return GM_OK;
+  if (gm_nccl_open (&handle) != GM_OK)
+    return GM_ERR_UNAVAILABLE;
+#define BIND(field, symbol)                                        \
+  if ((*(void **) &nccl_api.field = dlsym (handle, symbol)) == NULL) \
+    return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "the NCCL library "  \
+                         "lacks %s (NCCL 2.14 or later has it): pip "       \
+                         "install 'gpumem[nccl]'", symbol);
+  BIND (AllReduce, "ncclAllReduce");
+  BIND (Broadcast, "ncclBroadcast");
+  BIND (CommAbort, "ncclCommAbort");
+  BIND (CommDestroy, "ncclCommDestroy");
+  BIND (CommGetAsyncError, "ncclCommGetAsyncError");
+  BIND (CommInitAll, "ncclCommInitAll");
+  BIND (CommInitRank, "ncclCommInitRank");
+  BIND (GetErrorString, "ncclGetErrorString");
+  BIND (GetLastError, "ncclGetLastError");
+  BIND (GetUniqueId, "ncclGetUniqueId");
+  BIND (GetVersion, "ncclGetVersion");
+  BIND (GroupEnd, "ncclGroupEnd");
+  BIND (GroupStart, "ncclGroupStart");
+  BIND (Recv, "ncclRecv");
+  BIND (Send, "ncclSend");
+#undef BIND
+  nccl_api_bound = true;
+  return GM_OK;
+}
+
 static gm_status
 nccl_failed (ncclResult_t result, const char *what, ncclComm_t comm)
 {
-  const char *detail = comm != NULL ? ncclGetLastError (comm) : NULL;
+  const char *detail = comm != NULL ? nccl_api.GetLastError (comm) : NULL;
 
   return gm_error_set (result == ncclSystemError ? GM_ERR_UNAVAILABLE
                                                  : GM_ERR_CUDA,
                        0, "ncclError", "NCCL %s failed: %s%s%s", what,
-                       ncclGetErrorString (result),
+                       nccl_api.GetErrorString (result),
                        detail != NULL && *detail != '\0' ? ": " : "",
                        detail != NULL ? detail : "");
 }
@@ -150,7 +212,7 @@ wait_streams (int n, const cudaStream_t *streams, const ncclComm_t *comms,
             done = false;
           else if (err != cudaSuccess)
             GM_CUDA_CHECK (err);
-          if (ncclCommGetAsyncError (comms[i], &async) != ncclSuccess
+          if (nccl_api.CommGetAsyncError (comms[i], &async) != ncclSuccess
               || (async != ncclSuccess && async != ncclInProgress))
             return nccl_failed (async, what, comms[i]);
         }
@@ -296,7 +358,7 @@ group_abort (nccl_group *group)
 {
   for (int i = 0; i < group->n; i++)
     if (group->comms[i] != NULL)
-      ncclCommAbort (group->comms[i]);
+      nccl_api.CommAbort (group->comms[i]);
   free (group->comms);
   free (group->devices);
   *group = groups[--group_count];
@@ -388,7 +450,7 @@ rank_comm (uint64_t layout, int device, int rank, int size,
     }
   memset (&shared, 0, sizeof shared);
   if (rank == 0)
-    shared.made = ncclGetUniqueId (&shared.id) == ncclSuccess;
+    shared.made = nccl_api.GetUniqueId (&shared.id) == ncclSuccess;
   status = share (&shared, sizeof shared);
   if (status != GM_OK)
     {
@@ -406,7 +468,7 @@ rank_comm (uint64_t layout, int device, int rank, int size,
       return gm_last_error ()->status;
     }
   GM_CUDA_CHECK (cudaSetDevice (device));
-  result = ncclCommInitRank (&group->comms[0], size, shared.id, rank);
+  result = nccl_api.CommInitRank (&group->comms[0], size, shared.id, rank);
   if (result != ncclSuccess)
     {
       status = nccl_failed (result, "ncclCommInitRank", NULL);
@@ -438,15 +500,15 @@ enqueue_rank (const gm_comm_call *call, int rank, int size, ncclComm_t comm,
     case GM_COMM_ALLREDUCE:
       if (!nccl_type (call->dtype, &type, &parts))
         return ncclInvalidUsage;
-      return ncclAllReduce (call->data, call->data, call->count * parts, type,
+      return nccl_api.AllReduce (call->data, call->data, call->count * parts, type,
                             nccl_op (call->dtype, call->op), comm, stream);
     case GM_COMM_BCAST:
-      return ncclBroadcast (call->data, call->data, nbytes, ncclUint8,
+      return nccl_api.Broadcast (call->data, call->data, nbytes, ncclUint8,
                             call->root, comm, stream);
     case GM_COMM_GATHER:
       /* Row R of the root's result from rank R: grouped point-to-point
          transfers, the root's own row a copy on the same stream.  */
-      result = ncclGroupStart ();
+      result = nccl_api.GroupStart ();
       if (result != ncclSuccess)
         return result;
       if (rank == call->root)
@@ -469,13 +531,13 @@ enqueue_rank (const gm_comm_call *call, int rank, int size, ncclComm_t comm,
                   }
               }
             else
-              result = ncclRecv (row, nbytes, ncclUint8, r, comm, stream);
+              result = nccl_api.Recv (row, nbytes, ncclUint8, r, comm, stream);
           }
       else
-        result = ncclSend (call->data, nbytes, ncclUint8, call->root, comm,
+        result = nccl_api.Send (call->data, nbytes, ncclUint8, call->root, comm,
                            stream);
       {
-        ncclResult_t ended = ncclGroupEnd ();
+        ncclResult_t ended = nccl_api.GroupEnd ();
         return result != ncclSuccess ? result : ended;
       }
     default:
@@ -499,7 +561,10 @@ gm_nccl_run_rank (const gm_comm_call *call, uint64_t layout, int rank,
   if (nbytes == 0 || call->kind == GM_COMM_BARRIER)
     return GM_OK;
   pthread_mutex_lock (&engine_lock);
-  status = rank_comm (layout, call->device, rank, size, share, &comm, broken);
+  status = nccl_api_bind ();
+  if (status == GM_OK)
+    status = rank_comm (layout, call->device, rank, size, share, &comm,
+                        broken);
   if (status != GM_OK)
     goto unlock;
   if (call->stream != NULL)
@@ -567,6 +632,9 @@ gm_nccl_run_devices (const gm_comm_devices_call *call)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
                          "no host memory for a collective");
   pthread_mutex_lock (&engine_lock);
+  status = nccl_api_bind ();
+  if (status != GM_OK)
+    goto unlock;
   group = group_find (key, true);
   if (group != NULL && (group->n != call->n
                         || memcmp (group->devices, call->devices,
@@ -580,7 +648,7 @@ gm_nccl_run_devices (const gm_comm_devices_call *call)
           status = gm_last_error ()->status;
           goto unlock;
         }
-      result = ncclCommInitAll (group->comms, call->n, call->devices);
+      result = nccl_api.CommInitAll (group->comms, call->n, call->devices);
       if (result != ncclSuccess)
         {
           status = nccl_failed (result, "ncclCommInitAll", NULL);
@@ -599,17 +667,17 @@ gm_nccl_run_devices (const gm_comm_devices_call *call)
     }
   if (status != GM_OK)
     goto unlock;
-  result = ncclGroupStart ();
+  result = nccl_api.GroupStart ();
   for (int i = 0; i < call->n && result == ncclSuccess; i++)
     result = call->kind == GM_COMM_ALLREDUCE
-               ? ncclAllReduce (call->data[i], call->data[i],
+               ? nccl_api.AllReduce (call->data[i], call->data[i],
                                 call->count * parts, type,
                                 nccl_op (call->dtype, call->op),
                                 group->comms[i], streams[i])
-               : ncclBroadcast (call->data[i], call->data[i],
+               : nccl_api.Broadcast (call->data[i], call->data[i],
                                 call->count * itemsize, ncclUint8,
                                 call->root, group->comms[i], streams[i]);
-  ended = ncclGroupEnd ();
+  ended = nccl_api.GroupEnd ();
   if (result == ncclSuccess)
     result = ended;
   deadline = deadline_from_now ();
@@ -644,9 +712,9 @@ gm_nccl_shutdown (void)
              for; one queued on a stream the script never waited for is
              cut short, as the process's end would cut it.  */
           if (comm != NULL && !group->devices_form)
-            ncclCommAbort (comm);
+            nccl_api.CommAbort (comm);
           else if (comm != NULL)
-            ncclCommDestroy (comm);
+            nccl_api.CommDestroy (comm);
         }
       free (group->comms);
       free (group->devices);
@@ -662,4 +730,25 @@ gm_nccl_shutdown (void)
   lanes = NULL;
   lane_count = 0;
   pthread_mutex_unlock (&engine_lock);
+}
+
+
+bool
+gm_nccl_describe (int *version, char *path, size_t size, const char **how)
+{
+  gm_status status;
+
+  pthread_mutex_lock (&engine_lock);
+  status = nccl_api_bind ();
+  pthread_mutex_unlock (&engine_lock);
+  *version = 0;
+  *how = NULL;
+  if (size > 0)
+    path[0] = '\0';
+  if (status != GM_OK)
+    return false;
+  if (nccl_api.GetVersion (version) != ncclSuccess)
+    *version = 0;
+  gm_nccl_opened (path, size, how);
+  return true;
 }

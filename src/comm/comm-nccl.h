@@ -50,4 +50,12 @@ gm_status gm_nccl_run_devices (const gm_comm_devices_call *call);
    down.  */
 void gm_nccl_shutdown (void);
 
+/* Opens NCCL where it is not open yet (comm-nccl-load.h): true with
+   its version (ncclGetVersion: 22703 for 2.27.3) in *VERSION, the path
+   of the library into PATH (SIZE bytes; empty where the loader cannot
+   tell) and how it was found in *HOW; false, with the reason in
+   gm_last_error, where NCCL cannot be opened.  */
+bool gm_nccl_describe (int *version, char *path, size_t size,
+                       const char **how);
+
 #endif /* GM_COMM_NCCL_H */

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +47,40 @@ gm_comm_finalize (int status)
   return status;
 }
 
+void
+gm_comm_facts_get (gm_comm_facts *facts)
+{
+  memset (facts, 0, sizeof *facts);
+  facts->thread_level = "";
+#ifdef GM_HAVE_MPI
+  facts->mpi_built = true;
+  gm_mpi_describe (facts);
+#endif
+#ifdef GM_HAVE_NCCL
+  facts->nccl_built = true;
+  facts->nccl_loaded = gm_nccl_describe (&facts->nccl_version,
+                                         facts->nccl_path,
+                                         sizeof facts->nccl_path,
+                                         &facts->nccl_how);
+  if (!facts->nccl_loaded)
+    snprintf (facts->nccl_error, sizeof facts->nccl_error, "%s",
+              gm_last_error ()->message);
+#endif
+}
+
+gm_status
+gm_comm_group_open (int handle, gm_comm_group *group)
+{
+#ifdef GM_HAVE_MPI
+  return gm_mpi_group_open (handle, group);
+#else
+  (void) handle;
+  (void) group;
+  return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL,
+                       "gpumem was built without MPI");
+#endif
+}
+
 /* The local part of a collective in a job of one process.  */
 static gm_status
 run_alone (const gm_comm_call *call)
@@ -63,7 +98,7 @@ static gm_status
 run_call (const gm_comm_call *call)
 {
 #ifdef GM_HAVE_MPI
-  if (gm_comm_size () > 1)
+  if (gm_comm_size () > 1 || call->group != NULL)
     return gm_mpi_run (call);
 #endif
   if (call->refused)

@@ -49,6 +49,14 @@ int gm_comm_finalize (int status);
    collective is still completed with the other ranks).  */
 gm_status gm_comm_run (const gm_comm_call *call);
 
+/* Finds the communicator whose Fortran handle is HANDLE (mpi4py's
+   Comm.py2f ()) and this process's rank and size in it, into *GROUP,
+   for gm_comm_call.group.  GM_OK; GM_ERR_VALUE when HANDLE is no
+   communicator, MPI_COMM_NULL or an intercommunicator;
+   GM_ERR_UNAVAILABLE when gpumem does not use MPI (it did not start or
+   join it, or it has been finalized).  */
+gm_status gm_comm_group_open (int handle, gm_comm_group *group);
+
 /* Messages of a few hundred bytes between two ranks: how a rank hands
    another the handle of an array it shares (gpumem.comm.send_shared).
    gm_comm_send sends the NBYTES (at most GM_COMM_MESSAGE_MAX) at BYTES
@@ -61,6 +69,9 @@ gm_status gm_comm_run (const gm_comm_call *call);
    messages from one rank with one tag arrive in the order sent.  Both:
    GM_ERR_VALUE for a rank or tag out of range; GM_ERR_UNAVAILABLE when
    MPI fails; GM_ERR_HOST_NOMEM.  Call without the GIL.  */
+/* Fills FACTS; any time, MPI started or not.  */
+void gm_comm_facts_get (gm_comm_facts *facts);
+
 #define GM_COMM_MESSAGE_MAX 1024
 #define GM_COMM_TAG_MAX 32767
 gm_status gm_comm_send (int dest, int tag, const void *bytes, size_t nbytes);

@@ -8,7 +8,8 @@ src_comm_libgm_comm_la_SOURCES = \
 	src/comm/comm.c src/comm/comm.h src/comm/comm-job.c src/comm/comm-job.h \
 	src/comm/comm-engine.c src/comm/comm-engine.h \
 	src/comm/comm-watchdog.c src/comm/comm-watchdog.h \
-	src/comm/comm-devices.c src/comm/comm-devices.h src/comm/comm-nccl.h
+	src/comm/comm-devices.c src/comm/comm-devices.h src/comm/comm-nccl.h \
+	src/comm/comm-nccl-load.c src/comm/comm-nccl-load.h
 if GM_HAVE_MPI
 src_comm_libgm_comm_la_SOURCES += src/comm/comm-mpi.c src/comm/comm-mpi.h \
 	src/comm/comm-agree.c src/comm/comm-agree.h \

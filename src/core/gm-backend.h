@@ -22,6 +22,15 @@ typedef struct gm_device_props
   int max_threads_per_block;
   int max_block[3];
   int max_grid[3];
+  /* What the device offers (gpumem --config reports it): stream-ordered
+     memory pools; memory another process may map (gpumem.share: a pool
+     that exports POSIX file descriptors, or the host backend's shared
+     memory); managed memory, and managed memory the host and the device
+     may touch at once.  */
+  bool pools;
+  bool ipc;
+  bool managed;
+  bool concurrent_managed;
 } gm_device_props;
 
 /* A stream of work on one device.  NULL everywhere means the device's
@@ -268,6 +277,10 @@ typedef struct gm_backend
   const struct gm_ipc_ops *ipc;
 
   void (*shutdown) (void);
+
+  /* The CUDA driver's and runtime's versions, as
+     gm_backend_cuda_versions says; 0 and 0 where the backend has none.  */
+  void (*versions) (int *driver, int *runtime);
 } gm_backend;
 
 typedef enum gm_backend_choice
@@ -290,6 +303,16 @@ gm_status gm_backend_init (gm_backend_choice choice, bool quiet);
    caller that reports it its own way (QUIET, then a Python warning);
    NULL when the last gm_backend_init chose without falling back.  */
 const char *gm_backend_notice (void);
+
+/* Why the last gm_backend_init chose the backend it did ("asked for
+   by --backend=host or GPUMEM_BACKEND=host", "auto: a CUDA device
+   answered", the fallback's notice); "" before it.  */
+const char *gm_backend_reason (void);
+
+/* The CUDA driver's and runtime's versions (1000 * major + 10 * minor,
+   as CUDA writes them), whichever backend runs: 0 for a driver that is
+   absent and for a build without CUDA.  */
+void gm_backend_cuda_versions (int *driver, int *runtime);
 
 /* The backend in use; NULL before gm_backend_init.  */
 extern const gm_backend *gm_backend_current;

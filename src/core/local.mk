@@ -17,7 +17,8 @@ src_core_libgm_core_la_SOURCES = \
 	src/core/graph-deps.c src/core/graph-deps.h \
 	src/core/pinned-ranges.c src/core/pinned-ranges.h \
 	src/core/nvtx.c src/core/nvtx.h \
-	src/core/pool-hooks.c src/core/pool-hooks.h src/core/pool-blocks.c
+	src/core/pool-hooks.c src/core/pool-hooks.h src/core/pool-blocks.c \
+	src/core/config-facts.c src/core/config-facts.h
 src_core_libgm_core_la_CPPFLAGS = $(GM_CORE_CPPFLAGS)
 
 ## The library PyTorch's CUDAPluggableAllocator opens by path, bound to

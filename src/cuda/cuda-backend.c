@@ -185,4 +185,5 @@ const gm_backend gm_backend_cuda = {
   .ipc = &gm_cuda_ipc_ops,
   .can_access_peer = gm_cuda_can_access_peer,
   .shutdown = cuda_shutdown,
+  .versions = gm_cuda_versions,
 };

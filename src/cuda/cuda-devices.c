@@ -65,6 +65,23 @@ gm_cuda_device_props (int device, gm_device_props *props)
   return GM_OK;
 }
 
+void
+gm_cuda_versions (int *driver, int *runtime)
+{
+  *driver = 0;
+  *runtime = 0;
+  if (cudaDriverGetVersion (driver) != cudaSuccess)
+    {
+      cudaGetLastError ();
+      *driver = 0;
+    }
+  if (cudaRuntimeGetVersion (runtime) != cudaSuccess)
+    {
+      cudaGetLastError ();
+      *runtime = 0;
+    }
+}
+
 gm_status
 gm_cuda_mem_info (int device, size_t *free_bytes, size_t *total)
 {
@@ -208,6 +225,7 @@ gm_status
 gm_cuda_devices_init (void)
 {
   gm_status status = GM_OK;
+  int value = 0;
 
   props_cache = calloc ((size_t) device_count, sizeof *props_cache);
   device_ready = calloc ((size_t) device_count, sizeof *device_ready);
@@ -230,6 +248,20 @@ gm_cuda_devices_init (void)
           out->max_block[i] = p.maxThreadsDim[i];
           out->max_grid[i] = p.maxGridSize[i];
         }
+      GM_CUDA_CHECK (cudaDeviceGetAttribute (&value,
+                                             cudaDevAttrMemoryPoolsSupported,
+                                             d));
+      out->pools = value != 0;
+      GM_CUDA_CHECK (cudaDeviceGetAttribute
+                     (&value, cudaDevAttrMemoryPoolSupportedHandleTypes, d));
+      out->ipc = out->pools
+                 && (value & cudaMemHandleTypePosixFileDescriptor) != 0;
+      GM_CUDA_CHECK (cudaDeviceGetAttribute (&value,
+                                             cudaDevAttrManagedMemory, d));
+      out->managed = value != 0;
+      GM_CUDA_CHECK (cudaDeviceGetAttribute
+                     (&value, cudaDevAttrConcurrentManagedAccess, d));
+      out->concurrent_managed = value != 0;
     }
 done:
   if (status != GM_OK)

@@ -71,6 +71,10 @@ gm_status gm_cuda_use_device (int device);
 gm_status gm_cuda_map_peers (void);
 int gm_cuda_device_count (void);
 gm_status gm_cuda_device_props (int device, gm_device_props *props);
+/* The driver's and runtime's versions (the table's versions): callable
+   before the backend starts and where it cannot, 0 for what does not
+   answer.  */
+void gm_cuda_versions (int *driver, int *runtime);
 gm_status gm_cuda_mem_info (int device, size_t *free_bytes, size_t *total);
 gm_status gm_cuda_can_access_peer (int device, int peer, bool *can);
 

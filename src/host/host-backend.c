@@ -105,6 +105,9 @@ host_device_props (int device, gm_device_props *props)
   props->max_block[2] = 64;
   props->max_grid[0] = INT32_MAX;
   props->max_grid[1] = props->max_grid[2] = 65535;
+  /* Shared between processes by host-share.c; no pools, no managed
+     memory.  */
+  props->ipc = true;
   return GM_OK;
 }
 
@@ -118,6 +121,14 @@ host_mem_info (int device, size_t *free_bytes, size_t *total)
   return GM_OK;
 }
 
+
+/* The host backend has no CUDA driver or runtime.  */
+static void
+host_versions (int *driver, int *runtime)
+{
+  *driver = 0;
+  *runtime = 0;
+}
 
 static gm_status
 host_can_access_peer (int device, int peer, bool *can)
@@ -551,4 +562,5 @@ const gm_backend gm_backend_host = {
   .graph_destroy = host_graph_destroy,
   .ipc = &gm_host_ipc_ops,
   .shutdown = host_shutdown,
+  .versions = host_versions,
 };

@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config-facts.h"
 #include "jit.h"
 #include "jit-cache.h"
 #include "nvrtc-abi.h"
@@ -146,6 +147,18 @@ gm_jit_nvrtc (int *major, int *minor)
   *major = nvrtc.major;
   *minor = nvrtc.minor;
   return GM_OK;
+}
+
+bool
+gm_jit_nvrtc_path (char *buf, size_t size)
+{
+  if (!nvrtc_loaded)
+    {
+      if (size > 0)
+        buf[0] = '\0';
+      return false;
+    }
+  return gm_loaded_from (*(void **) &nvrtc.Version, buf, size);
 }
 
 gm_status

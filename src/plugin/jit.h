@@ -55,6 +55,10 @@ typedef struct gm_jit_result
    GM_ERR_UNAVAILABLE saying what was tried when none opens.  */
 gm_status gm_jit_nvrtc (int *major, int *minor);
 
+/* The path of the NVRTC library gm_jit_nvrtc opened, into BUF of SIZE
+   bytes; false, with BUF empty, before it has opened one.  */
+bool gm_jit_nvrtc_path (char *buf, size_t size);
+
 /* The architecture to compile for a device of compute capability
    MAJOR.MINOR: "sm_XY" when NVRTC makes code for it, else PTX of the
    newest "compute_XY" it supports below.  Into BUF of SIZE bytes;

@@ -217,6 +217,8 @@ int gmpy_ipc_open_import (const struct gm_ipc_handle *handle,
 extern PyMethodDef gmpy_memory_methods[];
 /* gpumem.nvtx (py-nvtx.c).  */
 extern PyMethodDef gmpy_nvtx_methods[];
+/* gpumem.show_config (py-config.c).  */
+extern PyMethodDef gmpy_config_methods[];
 /* Installs the memory history's stack hooks, adds memory_history,
    memory_snapshot, dump_snapshot and memory_report to MODULE, starts the
    history GPUMEM_MEMORY_HISTORY asks for, and registers what the

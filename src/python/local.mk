@@ -20,7 +20,7 @@ src_python_libgm_python_la_SOURCES = \
 	src/python/py-dlpack-export.c src/python/py-dlpack-import.c \
 	src/python/py-dlpack-exchange.c \
 	src/python/py-cai.c src/python/py-asarray.c \
-	src/python/py-utils.c src/python/py-nvtx.c \
+	src/python/py-utils.c src/python/py-nvtx.c src/python/py-config.c \
 	src/python/py-plugin.c src/python/py-jit.c \
 	src/python/py-capi.c include/gpumem/extension.h \
 	src/python/py-dispatch.c src/python/py-dispatch.h \

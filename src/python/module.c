@@ -363,6 +363,7 @@ gmpy_exec (PyObject *module)
       || PyModule_AddFunctions (module, gmpy_memory_methods) < 0
       || PyModule_AddFunctions (module, gmpy_spill_methods) < 0
       || PyModule_AddFunctions (module, gmpy_nvtx_methods) < 0
+      || PyModule_AddFunctions (module, gmpy_config_methods) < 0
       || gmpy_mem_history_init (module) < 0
       || PyModule_AddFunctions (module, gmpy_plugin_methods) < 0
       || PyModule_AddFunctions (module, gmpy_jit_methods) < 0

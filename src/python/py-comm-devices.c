@@ -13,6 +13,10 @@
 
 #include "py-comm.h"
 #include "comm-devices.h"
+#include "comm-nccl-load.h"
+
+#include <stdio.h>
+#include <unistd.h>
 
 int
 gmpy_comm_op_arg (PyObject *obj, const char *fname, gm_comm_op *op)
@@ -247,10 +251,48 @@ static PyMethodDef devicespy_methods[] = {
   {NULL, NULL, 0, NULL}
 };
 
+/* Tells the NCCL loader (comm-nccl-load.h) where NVIDIA's
+   nvidia-nccl-cu13 wheel put libnccl.so.2, when Python finds its
+   package nvidia.nccl (without importing it): the wheel may live in
+   another folder of sys.path than gpumem (a user site, a virtual
+   environment's parent).  Finding nothing is no error.  */
+static void
+find_nccl_wheel (void)
+{
+  PyObject *util, *spec = NULL, *folders = NULL, *first;
+  const char *folder;
+  char path[4096];
+
+  util = PyImport_ImportModule ("importlib.util");
+  if (util != NULL)
+    spec = PyObject_CallMethod (util, "find_spec", "s", "nvidia.nccl");
+  if (spec != NULL && spec != Py_None)
+    folders = PyObject_GetAttrString (spec, "submodule_search_locations");
+  if (folders != NULL && folders != Py_None)
+    {
+      first = PySequence_Size (folders) > 0
+              ? PySequence_GetItem (folders, 0) : NULL;
+      folder = first != NULL && PyUnicode_Check (first)
+               ? PyUnicode_AsUTF8 (first) : NULL;
+      if (folder != NULL
+          && snprintf (path, sizeof path, "%s/lib/libnccl.so.2", folder)
+             < (int) sizeof path
+          && access (path, F_OK) == 0)
+        gm_nccl_set_wheel_library (path);
+      Py_XDECREF (first);
+    }
+  /* No nvidia package at all is a ModuleNotFoundError: not an error.  */
+  PyErr_Clear ();
+  Py_XDECREF (folders);
+  Py_XDECREF (spec);
+  Py_XDECREF (util);
+}
+
 int
 gmpy_comm_devices_init (PyObject *module, gmpy_state *state)
 {
   (void) state;
+  find_nccl_wheel ();
   return PyModule_AddFunctions (module, devicespy_methods);
 }
 

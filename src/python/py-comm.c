@@ -113,17 +113,101 @@ stream_arg (PyObject *obj, gm_comm_call *call, gmpy_dispatch *d)
   return gmpy_dispatch_stream (d, call->device, &call->stream);
 }
 
+/* Reads OBJ, the comm= argument (NULL or None: the job's ranks; else a
+   communicator of mpi4py's, whose py2f () gives MPI's handle), into
+   *GROUP, and *OUT: NULL or GROUP.  0, or -1 (TypeError for another
+   object; ValueError for no communicator or an intercommunicator;
+   gpumem.Error where gpumem does not use MPI).  */
+static int
+group_arg (PyObject *obj, const char *fname, gm_comm_group *group,
+           const gm_comm_group **out)
+{
+  PyObject *py2f, *handle;
+  long value;
+  gm_status status;
+
+  *out = NULL;
+  if (obj == NULL || obj == Py_None)
+    return 0;
+  py2f = PyObject_GetAttrString (obj, "py2f");
+  if (py2f == NULL || !PyCallable_Check (py2f))
+    {
+      Py_XDECREF (py2f);
+      PyErr_Format (PyExc_TypeError, "gpumem.comm.%s: comm must be None or "
+                    "an mpi4py communicator (mpi4py.MPI.Intracomm), not "
+                    "%.100s", fname, Py_TYPE (obj)->tp_name);
+      return -1;
+    }
+  handle = PyObject_CallNoArgs (py2f);
+  Py_DECREF (py2f);
+  if (handle == NULL)
+    return -1;
+  value = PyLong_Check (handle) ? PyLong_AsLong (handle) : -1;
+  Py_DECREF (handle);
+  if (PyErr_Occurred ())
+    return -1;
+  if (value < INT_MIN || value > INT_MAX)
+    {
+      PyErr_Format (PyExc_ValueError, "gpumem.comm.%s: comm.py2f () gave "
+                    "no MPI handle", fname);
+      return -1;
+    }
+  status = gm_comm_group_open ((int) value, group);
+  if (status != GM_OK)
+    return gmpy_raise_int (status);
+  *out = group;
+  return 0;
+}
+
+/* Reads OBJ, the root= argument, into *ROOT: a rank of CALL->group
+   where given, else of the job.  0 or -1 (TypeError, ValueError).  */
+static int
+root_arg (PyObject *obj, const char *fname, gm_comm_call *call)
+{
+  PyObject *index;
+  Py_ssize_t value;
+  int size;
+
+  if (call->group == NULL)
+    return gmpy_comm_rank_arg (obj, fname, "root", &call->root);
+  if (obj == NULL)
+    return 0;
+  if (gmpy_rank_arg (obj, fname, "root", &index, &value) < 0)
+    return -1;
+  size = call->group->size;
+  if (value < 0 || value >= size)
+    {
+      PyErr_Format (PyExc_ValueError, "%s: root %S is not a rank of comm: "
+                    "it has %d process%s (ranks 0 to %d)", fname, index,
+                    size, size == 1 ? "" : "es", size - 1);
+      Py_DECREF (index);
+      return -1;
+    }
+  Py_DECREF (index);
+  call->root = (int) value;
+  return 0;
+}
+
+/* This rank in CALL's communicator.  */
+static int
+call_rank (const gm_comm_call *call)
+{
+  return call->group != NULL ? call->group->rank : gm_comm_rank ();
+}
+
 /* The arguments every collective on an array takes: the array, the
-   root (a broadcast, a gather) or the reduction's op (allreduce), and
-   the stream.  Sets CALL's fields, ARG and where the call goes, *D; 0,
+   root (a broadcast, a gather) or the reduction's op (allreduce), the
+   stream and the communicator (*GROUP, where given).  -2 when COMM=
+   is wrong: the caller raises without meeting the other ranks.  Sets CALL's fields, ARG and where the call goes, *D; 0,
    or -1 with an exception set.  */
 static int
 collective_args (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                 const char *name, gm_comm_call *call, PyObject *arg[3],
-                 int64_t dims[GM_MAX_NDIM], gmpy_dispatch *d)
+                 const char *name, gm_comm_call *call, PyObject *arg[4],
+                 int64_t dims[GM_MAX_NDIM], gmpy_dispatch *d,
+                 gm_comm_group *group)
 {
-  static const char *const rooted[] = {"a", "root", "stream", NULL};
-  static const char *const reduced[] = {"a", "op", "stream", NULL};
+  static const char *const rooted[] = {"a", "root", "stream", "comm", NULL};
+  static const char *const reduced[] = {"a", "op", "stream", "comm", NULL};
   bool reduce = call->kind == GM_COMM_ALLREDUCE;
   char qualified[32];
   bool writes;
@@ -132,13 +216,16 @@ collective_args (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
   if (gmpy_parse_args (args, nargs, kwnames, name, reduce ? reduced : rooted,
                        1, 2, arg) < 0)
     return -1;
+  /* No rank to meet on a communicator that cannot be read.  */
+  if (group_arg (arg[3], name, group, &call->group) < 0)
+    return -2;
   if (reduce ? gmpy_comm_op_arg (arg[1], qualified, &call->op) < 0
-             : gmpy_comm_rank_arg (arg[1], qualified, "root", &call->root) < 0)
+             : root_arg (arg[1], qualified, call) < 0)
     return -1;
   /* A broadcast writes every rank's array but the root's; a reduction
      every rank's; a gather none.  */
   writes = reduce || (call->kind == GM_COMM_BCAST
-                      && gm_comm_rank () != call->root);
+                      && call_rank (call) != call->root);
   if (array_arg (arg[0], writes, name, call, dims) < 0
       || stream_arg (arg[2], call, d) < 0)
     return -1;
@@ -146,10 +233,18 @@ collective_args (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
 }
 
 static PyObject *
-commpy_barrier (PyObject *module, PyObject *unused)
+commpy_barrier (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                PyObject *kwnames)
 {
+  static const char *const names[] = {"comm", NULL};
+  PyObject *arg[1] = {NULL};
+  gm_comm_group group;
   gm_comm_call call = {.kind = GM_COMM_BARRIER};
 
+  /* No rank to meet on a communicator that cannot be read: raise.  */
+  if (gmpy_parse_args (args, nargs, kwnames, "barrier", names, 0, 0, arg) < 0
+      || group_arg (arg[0], "barrier", &group, &call.group) < 0)
+    return NULL;
   if (run (&call, NULL) < 0)
     return NULL;
   Py_RETURN_NONE;
@@ -159,17 +254,21 @@ static PyObject *
 commpy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
               PyObject *kwnames)
 {
-  PyObject *arg[3] = {NULL, NULL, NULL};
+  PyObject *arg[4] = {NULL, NULL, NULL, NULL};
   gmpy_dispatch d = {.stream_obj = NULL};
   int64_t dims[GM_MAX_NDIM];
+  gm_comm_group group;
   gm_comm_call call = {.kind = GM_COMM_BCAST};
+  int parsed = collective_args (args, nargs, kwnames, "bcast", &call, arg,
+                                dims, &d, &group);
 
-  if (collective_args (args, nargs, kwnames, "bcast", &call, arg, dims, &d)
-      < 0)
+  if (parsed == -2)
+    return NULL;
+  if (parsed < 0)
     call.refused = true;
   if (run (&call, arg[0]) < 0)
     return NULL;
-  if (gm_comm_rank () != call.root)
+  if (call_rank (&call) != call.root)
     gmpy_array_note_stream (arg[0], &d);
   Py_RETURN_NONE;
 }
@@ -178,14 +277,18 @@ static PyObject *
 commpy_allreduce (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                   PyObject *kwnames)
 {
-  PyObject *arg[3] = {NULL, NULL, NULL};
+  PyObject *arg[4] = {NULL, NULL, NULL, NULL};
   gmpy_dispatch d = {.stream_obj = NULL};
   int64_t dims[GM_MAX_NDIM];
+  gm_comm_group group;
   gm_comm_call call = {.kind = GM_COMM_ALLREDUCE};
   gm_status status;
+  int parsed = collective_args (args, nargs, kwnames, "allreduce", &call,
+                                arg, dims, &d, &group);
 
-  if (collective_args (args, nargs, kwnames, "allreduce", &call, arg, dims,
-                       &d) < 0)
+  if (parsed == -2)
+    return NULL;
+  if (parsed < 0)
     call.refused = true;
   else if ((status = gm_comm_op_check (call.dtype, call.op)) != GM_OK)
     {
@@ -206,6 +309,7 @@ gather_result (const gm_comm_call *call)
 {
   Py_ssize_t shape[GM_MAX_NDIM];
   size_t total;
+  int rows = call->group != NULL ? call->group->size : gm_comm_size ();
 
   if (call->ndim + 1 > GM_MAX_NDIM)
     {
@@ -215,7 +319,7 @@ gather_result (const gm_comm_call *call)
                     GM_MAX_NDIM);
       return NULL;
     }
-  if (__builtin_mul_overflow (call->count, (size_t) gm_comm_size (), &total)
+  if (__builtin_mul_overflow (call->count, (size_t) rows, &total)
       || __builtin_mul_overflow (total, gm_dtypes[call->dtype].itemsize,
                                  &total)
       || total > PY_SSIZE_T_MAX)
@@ -224,7 +328,7 @@ gather_result (const gm_comm_call *call)
                        "gpumem.comm.gather: the result is too large");
       return NULL;
     }
-  shape[0] = gm_comm_size ();
+  shape[0] = rows;
   for (int i = 0; i < call->ndim; i++)
     shape[i + 1] = (Py_ssize_t) call->shape[i];
   return gmpy_array_new (call->ndim + 1, shape, call->dtype, call->device,
@@ -235,16 +339,20 @@ static PyObject *
 commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                PyObject *kwnames)
 {
-  PyObject *arg[3] = {NULL, NULL, NULL};
+  PyObject *arg[4] = {NULL, NULL, NULL, NULL};
   gmpy_dispatch d = {.stream_obj = NULL};
   int64_t dims[GM_MAX_NDIM];
+  gm_comm_group group;
   gm_comm_call call = {.kind = GM_COMM_GATHER};
   arraypy_object *result = NULL;
+  int parsed = collective_args (args, nargs, kwnames, "gather", &call, arg,
+                                dims, &d, &group);
 
-  if (collective_args (args, nargs, kwnames, "gather", &call, arg, dims, &d)
-      < 0)
+  if (parsed == -2)
+    return NULL;
+  if (parsed < 0)
     call.refused = true;
-  else if (gm_comm_rank () == call.root)
+  else if (call_rank (&call) == call.root)
     {
       result = gather_result (&call);
       if (result == NULL)
@@ -264,30 +372,34 @@ commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
 }
 
 static PyMethodDef commpy_methods[] = {
-  {"barrier", commpy_barrier, METH_NOARGS,
-   "barrier()\n--\n\n"
-   "Wait until every rank has called barrier()."},
+  {"barrier", (PyCFunction) (void (*) (void)) commpy_barrier,
+   METH_FASTCALL | METH_KEYWORDS,
+   "barrier(*, comm=None)\n--\n\n"
+   "Wait until every rank (of COMM, where given) has called barrier()."},
   {"bcast", (PyCFunction) (void (*) (void)) commpy_bcast,
    METH_FASTCALL | METH_KEYWORDS,
-   "bcast(a, root=0, *, stream=None)\n--\n\n"
+   "bcast(a, root=0, *, stream=None, comm=None)\n--\n\n"
    "Copy the root's DeviceArray A into every other rank's A, in place.\n"
    "A has the same shape and dtype on every rank.  With STREAM (a\n"
    "gpumem.Stream of A's device) it is queued there where NCCL moves it;\n"
-   "without, it is complete on return."},
+   "without, it is complete on return.  COMM, an mpi4py communicator (a\n"
+   "sub-communicator too), runs it among its ranks (ROOT one of them),\n"
+   "through MPI; None: among the job's."},
   {"allreduce", (PyCFunction) (void (*) (void)) commpy_allreduce,
    METH_FASTCALL | METH_KEYWORDS,
-   "allreduce(a, op='sum', *, stream=None)\n--\n\n"
+   "allreduce(a, op='sum', *, stream=None, comm=None)\n--\n\n"
    "Replace every rank's DeviceArray A, in place, with the elementwise\n"
    "OP ('sum', 'max' or 'min') of all ranks' A.  A has the same shape and\n"
    "dtype on every rank.  On bool arrays sum and max are a logical or, min\n"
    "a logical and; complex arrays have sum only; float16 arrays cannot be\n"
-   "reduced (TypeError).  STREAM as for bcast."},
+   "reduced (TypeError).  STREAM and COMM as for bcast."},
   {"gather", (PyCFunction) (void (*) (void)) commpy_gather,
    METH_FASTCALL | METH_KEYWORDS,
-   "gather(a, root=0, *, stream=None)\n--\n\n"
+   "gather(a, root=0, *, stream=None, comm=None)\n--\n\n"
    "On the root, a new DeviceArray of shape (size,) + a.shape on A's\n"
    "device whose row r is rank r's A; None on the other ranks.  A has the\n"
-   "same shape and dtype on every rank.  STREAM as for bcast."},
+   "same shape and dtype on every rank; with COMM, row r is COMM's rank\n"
+   "r's.  STREAM and COMM as for bcast."},
   {NULL, NULL, 0, NULL}
 };
 

@@ -12,9 +12,14 @@
    order, Python first and the backend after (which, as in the program,
    leaves CUDA's contexts to the other libraries of the process).
    Before the backend it preloads the plugins of GPUMEM_KERNELS into
-   gpumem.kernels, as the program does (gm_plugin_preload_list).  In
-   the program, and in an application embedding gpumem, the backend is
-   running already and gmpy_backend_start does nothing.  */
+   gpumem.kernels, as the program does (gm_plugin_preload_list), and
+   starts MPI where an MPI launcher started this python, or joins MPI
+   where it runs already (mpi4py imported first), as the program does
+   (gm_comm_init): the rank decides the default device, and gpumem.comm
+   is then the job's.  At the end MPI ends before the backend
+   (gm_comm_finalize), where gpumem started it.  In the program, and in
+   an application embedding gpumem, the backend is running already and
+   gmpy_backend_start does nothing.  */
 
 #include "gm-python.h"
 
@@ -22,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "plugin.h"
 
 /* Called by Py_FinalizeEx once the interpreter is gone (or by the C
@@ -29,6 +35,7 @@
 static void
 standalone_shutdown (void)
 {
+  gm_comm_finalize (0);
   gm_backend_shutdown ();
 }
 
@@ -93,6 +100,14 @@ gmpy_backend_start (PyObject *warning)
                     "backend '%s' (choose cuda, host or auto)", name);
       return -1;
     }
+  /* MPI first, as in the program: the rank decides the default
+     device.  */
+  if (gm_comm_init () != GM_OK)
+    {
+      PyErr_Format (PyExc_ImportError, "gpumem: %s",
+                    gm_last_error ()->message);
+      return -1;
+    }
   if (gm_backend_init (choice, true) != GM_OK)
     {
       PyErr_Format (PyExc_ImportError, "gpumem: %s",
@@ -101,6 +116,7 @@ gmpy_backend_start (PyObject *warning)
     }
   if (Py_AtExit (standalone_shutdown) < 0 && atexit (standalone_shutdown) != 0)
     {
+      gm_comm_finalize (0);
       gm_backend_shutdown ();
       PyErr_SetString (PyExc_ImportError, "gpumem: cannot register the "
                        "backend's shutdown at exit");
