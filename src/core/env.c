@@ -119,17 +119,29 @@ bool
 gm_env_beside_self (const char *relative, char *buf, size_t size)
 {
   Dl_info info;
-  const char *slash;
+  const char *slash, *self;
+  char exe[4096];
+  ssize_t n;
   int length;
 
   if (size > 0)
     buf[0] = '\0';
   if (dladdr ((void *) gm_env_beside_self, &info) == 0
-      || info.dli_fname == NULL
-      || (slash = strrchr (info.dli_fname, '/')) == NULL)
+      || info.dli_fname == NULL)
     return false;
-  length = snprintf (buf, size, "%.*s/%s",
-                     (int) (slash - info.dli_fname), info.dli_fname,
+  self = info.dli_fname;
+  /* The program itself is named as it was started ("./src/gpumem"),
+     which a chdir () since makes wrong: the kernel's name for it is
+     absolute.  */
+  if (self[0] != '/'
+      && (n = readlink ("/proc/self/exe", exe, sizeof exe - 1)) > 0)
+    {
+      exe[n] = '\0';
+      self = exe;
+    }
+  if ((slash = strrchr (self, '/')) == NULL)
+    return false;
+  length = snprintf (buf, size, "%.*s/%s", (int) (slash - self), self,
                      relative);
   if (length < 0 || (size_t) length >= size || access (buf, F_OK) != 0)
     {
