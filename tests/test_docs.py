@@ -339,6 +339,89 @@ def readme_is_a_front_door():
     assert not missing, f"README.md links pages that do not exist: {missing}"
 
 
+def makefile_list(variable):
+    """The words of VARIABLE's assignments (= and +=) in Makefile.am and
+    the local.mk files, continuation lines joined."""
+    words = []
+    for path in [os.path.join(gmtest.SRCDIR, "Makefile.am")] + \
+            gmtest.source_files("local.mk"):
+        text = read(path).replace("\\\n", " ")
+        for m in re.finditer(rf"^{variable} \+?= (.*)$", text, re.M):
+            words += m.group(1).split()
+    return words
+
+
+def installed_examples():
+    """The example scripts and programs an installed gpumem has: what
+    make install puts in PREFIX/share/gpumem (Makefile.am's
+    dist_scripts_DATA, nobase_dist_example_DATA), which the wheel takes
+    by the same install rules."""
+    return set(makefile_list("dist_scripts_DATA")
+               + makefile_list("nobase_dist_example_DATA"))
+
+
+# A doc's reference to an example file: scripts/NAME.EXT or
+# examples/.../NAME.EXT, not a glob.
+EXAMPLE_PATH = re.compile(r"(?<![\w/.-])((?:scripts|examples)/[\w./-]*\w\.\w+)")
+
+
+def unshipped(text, installed):
+    """The example files TEXT names that INSTALLED lacks."""
+    return sorted({p for p in EXAMPLE_PATH.findall(text.replace("\\-", "-"))
+                   if p not in installed})
+
+
+@case
+def docs_name_only_files_the_installed_package_has():
+    """A page that tells a user to run scripts/X.py or build examples/Y
+    names a file that make install and pip install both install."""
+    installed = installed_examples()
+    assert "scripts/interop.py" in installed and \
+        "examples/run-examples.sh" in installed, installed
+    # The check itself catches a file that is not shipped.
+    assert unshipped("run `gpumem scripts/not_shipped.py`", installed) == \
+        ["scripts/not_shipped.py"]
+    backend = read(gmtest.SRCDIR, "pep517", "gpumem_build.py")
+    for rule in ("install-dist_scriptsDATA",
+                 "install-nobase_dist_exampleDATA"):
+        assert rule in backend, f"the wheel does not run make {rule}"
+    pages = ["README.md"] + [os.path.join("docs", n)
+                             for n in sorted(os.listdir(DOCS))
+                             if n.endswith(".md")]
+    pages += [os.path.join("man", n)
+              for n in sorted(os.listdir(os.path.join(gmtest.SRCDIR, "man")))
+              if re.search(r"\.\d$", n)]
+    missing = {page: unshipped(read(gmtest.SRCDIR, page), installed)
+               for page in pages}
+    missing = {page: names for page, names in missing.items() if names}
+    assert not missing, f"docs name files the installed package lacks: {missing}"
+
+
+@case
+def gitignore_covers_what_the_build_makes():
+    """Every program, fuzz target and cleaned file the build makes in an
+    in-place build is ignored by .gitignore (git status stays clean
+    after make check)."""
+    import shutil
+    if shutil.which("git") is None or not os.path.exists(
+            os.path.join(gmtest.SRCDIR, ".git")):
+        gmtest.skip("not a git checkout, or no git")
+    made = set()
+    for variable in ("check_PROGRAMS", "bin_PROGRAMS", "FUZZ_TARGETS",
+                     "CLEANFILES", "MOSTLYCLEANFILES"):
+        made.update(w for w in makefile_list(variable)
+                    if "$" not in w and "*" not in w)
+    made.add("tests/fuzz/fuzz-length")
+    assert "tests/reduce-test" in made and "src/gpumem" in made, made
+    got = subprocess.run(["git", "-C", gmtest.SRCDIR, "check-ignore",
+                          "--no-index", "-v", "-n", "--stdin"],
+                         input="\n".join(sorted(made)) + "\n",
+                         capture_output=True, text=True, timeout=60)
+    missed = sorted(line.split("\t", 1)[1] for line in got.stdout.splitlines()
+                    if line.startswith("::"))
+    assert not missed, f".gitignore misses built files: {missed}"
+
+
 def built_files():
     """The files the build makes in src/ (nodist_ sources of a local.mk),
     which an in-place build leaves beside the sources."""
