@@ -339,6 +339,22 @@ def readme_is_a_front_door():
     assert not missing, f"README.md links pages that do not exist: {missing}"
 
 
+@case
+def readme_example_runs_and_prints():
+    """The README's Python example runs as shown (./src/gpumem
+    example.py) and prints its three partial updates."""
+    blocks = re.findall(r"^```python\n(.*?)^```",
+                        read(gmtest.SRCDIR, "README.md"), re.M | re.S)
+    assert blocks, "README.md has no Python example"
+    got = subprocess.run([gmtest.GPUMEM, f"--backend={gpumem.backend}",
+                          "-q", "-c", blocks[0]], capture_output=True,
+                         text=True, timeout=120)
+    assert got.returncode == 0, (got.stdout, got.stderr)
+    lines = got.stdout.splitlines()
+    assert [l.split(":")[0] for l in lines] == [
+        f"iteration {i}" for i in range(3)], got.stdout
+
+
 def makefile_list(variable):
     """The words of VARIABLE's assignments (= and +=) in Makefile.am and
     the local.mk files, continuation lines joined."""
