@@ -104,6 +104,19 @@ def a_strided_kernel_argument_says_what_takes_strided_views():
     assert np.array_equal(host, np.arange(0, 16, 2, dtype=np.float32))
 
 
+@case
+def the_copies_say_their_argument_order_first():
+    """copy takes the destination first (numpy.copyto's order),
+    copy_to_gpu and copy_from_gpu the source: each docstring's first
+    line after the signature says which."""
+    def first_line(fn):
+        return fn.__doc__.split("\n--\n\n", 1)[-1].splitlines()[0]
+    assert first_line(gpumem.copy).startswith("Destination first"), \
+        gpumem.copy.__doc__
+    for fn in (gpumem.copy_to_gpu, gpumem.copy_from_gpu):
+        assert first_line(fn).startswith("Source first"), fn.__doc__
+
+
 def run_port(script, *args):
     path = os.path.join(gmtest.SRCDIR, "scripts", script)
     got = subprocess.run(
