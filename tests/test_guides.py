@@ -10,7 +10,6 @@ importable and sees the GPU (skipped otherwise, saying why)."""
 import operator
 import os
 import subprocess
-import sys
 
 import numpy as np
 
@@ -145,12 +144,15 @@ def importable_with_gpu(module):
                 if module == "cupy" else
                 "sys.exit(0 if torch.cuda.is_available() else 1)"))
     try:
-        got = subprocess.run([sys.executable, "-c", probe],
-                             capture_output=True, timeout=120)
+        got = subprocess.run([gmtest.GPUMEM, "--backend=cuda", "-q", "-c",
+                              probe], capture_output=True, text=True,
+                             timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"could not start {sys.executable}: {exc}"
+        return f"could not start {gmtest.GPUMEM}: {exc}"
     if got.returncode != 0:
-        return f"{module} is not importable with a GPU by {sys.executable}"
+        lines = got.stderr.strip().splitlines()
+        return (f"{module} cannot be imported with a GPU here"
+                + (f": {lines[-1]}" if lines else ""))
     return None
 
 
