@@ -505,7 +505,9 @@ static PyType_Slot arraypy_slots[] = {
    "DeviceArrays; len(a) and iteration walk the first axis.  Kernels,\n"
    "gpumem.copy and DLPack/CUDA Array Interface consumers that need it\n"
    "take contiguous arrays; a.copy() makes one.  np.asarray(a) raises\n"
-   "TypeError: a.copy_to_host() is the explicit copy."},
+   "TypeError: a.copy_to_host() is the explicit copy.  No array math:\n"
+   "a + 1, a.sum() raise TypeError; cupy.asarray(a) and\n"
+   "torch.from_dlpack(a) do it on the same memory without a copy."},
   {0, NULL}
 };
 
