@@ -252,6 +252,28 @@ def readme_performance_is_a_summary_of_docs_performance():
             assert figure in perf, f"README's {figure} not in docs/performance.md"
     for name in ("make bench", "## The targets", "bench/NOTES.md"):
         assert name in perf, name
+    # Said for a newcomer: the card, no run letters, commits or issues.
+    assert "H200" in short, "README's Performance does not say which card"
+    for shorthand in (r"\brun [A-Z]\b", r"\bruns? [A-Z](?:, [A-Z])*\b",
+                      r"\b[0-9a-f]{7,40}\b", r"\bissues? \d"):
+        assert not re.search(shorthand, short), \
+            f"README's Performance speaks in shorthand: {shorthand}"
+
+
+@case
+def readme_says_what_a_newcomer_needs():
+    """The version, what the CUDA backend needs and builds for, the
+    license and where to report bugs."""
+    readme = read(gmtest.SRCDIR, "README.md")
+    version = re.search(r"AC_INIT\(\[gpumem\],\s*\[([^\]]+)\]",
+                        read(gmtest.SRCDIR, "configure.ac")).group(1)
+    assert f"gpumem {version}" in readme, version
+    for needed in ("CUDA toolkit", "sm_90", "--with-cuda-arch",
+                   "Python 3.9", "LICENSE", "## Reporting bugs",
+                   "PYTHONPATH=src/.libs", "pip install .",
+                   "make install"):
+        assert needed in readme, f"README.md does not say {needed!r}"
+    assert os.path.isfile(os.path.join(gmtest.SRCDIR, "LICENSE"))
 
 
 @case
