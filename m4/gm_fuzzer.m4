@@ -7,7 +7,8 @@
 #   links such a program; make check then runs each briefly.  The rest of
 #   gpumem keeps the C compiler configure chose.  --disable-fuzzers skips
 #   them; --enable-fuzzers stops when they cannot be built.
-#   Substitutes FUZZ_CC and FUZZ_FLAGS; sets the conditional
+#   Substitutes FUZZ_CC, FUZZ_FLAGS and GM_FUZZERS_ENABLE (yes, no or
+#   check: what configure was asked); sets the conditional
 #   GM_HAVE_FUZZER.
 AC_DEFUN([GM_CHECK_FUZZER], [
 AC_ARG_ENABLE([fuzzers],
@@ -44,5 +45,8 @@ AS_IF([test $gm_have_fuzzer = yes],
       [gm_fuzzer_summary="yes ($FUZZ_CC)"],
       [gm_fuzzer_summary="no (tests/fuzz C targets skipped)"])
 AC_SUBST([FUZZ_FLAGS])
+dnl How configure was asked (yes, no or check), for the skip's message.
+GM_FUZZERS_ENABLE=$enable_fuzzers
+AC_SUBST([GM_FUZZERS_ENABLE])
 AM_CONDITIONAL([GM_HAVE_FUZZER], [test $gm_have_fuzzer = yes])
 ])

@@ -25,7 +25,15 @@ The wheel holds
                                     takes gpumem's C API from its capsule)
     gpumem-VERSION.data/data/share/man/   the manual pages, which pip
                                     puts in the environment's share/man
-    gpumem-VERSION.dist-info/       METADATA, WHEEL, RECORD
+    gpumem-VERSION.data/data/share/gpumem/scripts/, .../examples/
+                                    the example scripts and programs, in
+                                    the environment's share/gpumem as
+                                    make install puts them in
+                                    PREFIX/share/gpumem
+    gpumem-VERSION.data/data/share/licenses/gpumem/LICENSE, and
+    gpumem-VERSION.dist-info/licenses/LICENSE   the license
+    gpumem-VERSION.dist-info/       METADATA (License: BSD-3-Clause),
+                                    WHEEL, RECORD, licenses/LICENSE
 
 The metadata's optional extras (EXTRAS) name NVIDIA's wheels of the
 libraries the module opens at run time: gpumem[jit] installs NVRTC,
@@ -60,6 +68,8 @@ NAME = "gpumem"
 SUMMARY = ("GPU memory owned by Python, handed to native CUDA kernels "
            "(the extension module of the gpumem program)")
 REQUIRES_PYTHON = ">=3.9"
+# The license (SPDX; the text is LICENSE), as pyproject.toml declares it.
+LICENSE = "BSD-3-Clause"
 REQUIRES_DIST = ["numpy"]
 EXTRAS = {"jit": ["nvidia-cuda-nvrtc>=13,<14"],
           "nccl": ["nvidia-nccl-cu13"],
@@ -87,7 +97,9 @@ def _metadata():
     """The core metadata (METADATA, PKG-INFO) as text."""
     lines = ["Metadata-Version: 2.1", f"Name: {NAME}",
              f"Version: {_version()}", f"Summary: {SUMMARY}",
-             f"Requires-Python: {REQUIRES_PYTHON}"]
+             f"Requires-Python: {REQUIRES_PYTHON}",
+             f"License: {LICENSE}", "License-File: LICENSE",
+             "Classifier: License :: OSI Approved :: BSD License"]
     lines += [f"Requires-Dist: {req}" for req in REQUIRES_DIST]
     for extra, reqs in EXTRAS.items():
         lines.append(f"Provides-Extra: {extra}")
@@ -194,7 +206,10 @@ def _dist_info_files(tag):
     wheel = ("Wheel-Version: 1.0\nGenerator: gpumem_build\n"
              "Root-Is-Purelib: false\n"
              f"Tag: {python}-{abi}-{platform}\n")
-    return {"METADATA": _metadata(), "WHEEL": wheel}
+    with open("LICENSE", encoding="utf-8") as f:
+        license_text = f.read()
+    return {"METADATA": _metadata(), "WHEEL": wheel,
+            "licenses/LICENSE": license_text}
 
 
 def _dist_info_name():
@@ -218,7 +233,8 @@ def _pkg_config(builddir):
             "prefix=${pcfiledir}/../..\n"
             f"includedir=${{prefix}}/{INCLUDE_FOLDER}\n"
             "pyexecdir=${prefix}\n"
-            f"nvcc_arch={nvcc_arch}\n\n"
+            f"nvcc_arch={nvcc_arch}\n"
+            f"license={LICENSE}\n\n"
             f"Name: {NAME}\nDescription: {SUMMARY}\n"
             f"Version: {_version()}\nCflags: -I${{includedir}}\nLibs:\n")
 
@@ -243,6 +259,8 @@ def prepare_metadata_for_build_wheel(metadata_directory,
     path = os.path.join(metadata_directory, name)
     os.makedirs(path, exist_ok=True)
     for filename, text in _dist_info_files(_wheel_tag()).items():
+        os.makedirs(os.path.dirname(os.path.join(path, filename)),
+                    exist_ok=True)
         with open(os.path.join(path, filename), "w", encoding="utf-8") as f:
             f.write(text)
     return name
@@ -267,13 +285,21 @@ def build_wheel(wheel_directory, config_settings=None,
         # Makefile.am's own install rules for the module, its stubs and
         # the headers alone, into the staging folder: the same files make
         # install puts in pyexecdir and includedir/gpumem.
+        # The example scripts and programs too, where the environment's
+        # share/gpumem gets them (as make install's PREFIX/share/gpumem).
+        share = f"/wheel/{NAME}-{_version()}.data/data/share"
         _run(["make", f"-j{_jobs()}", "install-pyexecLTLIBRARIES",
               "install-nodist_gpumemstubsDATA",
               "install-gpumemincludeHEADERS", "install-pkglibLTLIBRARIES",
+              "install-dist_scriptsDATA", "install-nobase_dist_exampleDATA",
+              "install-dist_licenseDATA",
               f"DESTDIR={stage}", "pyexecdir=/wheel",
               f"gpumemstubsdir=/wheel/{STUBS_FOLDER}",
               f"gpumemincludedir=/wheel/{INCLUDE_FOLDER}/gpumem",
-              f"pkglibdir=/wheel/{LIB_FOLDER}"],
+              f"pkglibdir=/wheel/{LIB_FOLDER}",
+              f"scriptsdir={share}/gpumem/scripts",
+              f"exampledir={share}/gpumem",
+              f"licensedir={share}/licenses/gpumem"],
              builddir, "make")
         root = os.path.join(stage, "wheel")
         pkgconfig = os.path.join(root, LIB_FOLDER, "pkgconfig")
@@ -300,8 +326,12 @@ def build_wheel(wheel_directory, config_settings=None,
         if "gpumem" + suffix not in files:
             raise BuildError(f"make installed no gpumem{suffix} "
                              f"(installed: {files})")
+        data_share = f"{NAME}-{_version()}.data/data/share"
         for needed in (f"{STUBS_FOLDER}/__init__.pyi",
-                       f"{LIB_FOLDER}/libgpumem-torch.so"):
+                       f"{LIB_FOLDER}/libgpumem-torch.so",
+                       f"{data_share}/gpumem/scripts/interop.py",
+                       f"{data_share}/gpumem/examples/run-examples.sh",
+                       f"{data_share}/licenses/gpumem/LICENSE"):
             if needed not in files:
                 raise BuildError(f"make installed no {needed} "
                                  f"(installed: {files})")
@@ -358,7 +388,7 @@ def build_sdist(sdist_directory, config_settings=None):
                   encoding="utf-8") as f:
             f.write(_metadata())
         for needed in ("configure", "pyproject.toml",
-                       "pep517/gpumem_build.py"):
+                       "pep517/gpumem_build.py", "LICENSE"):
             if not os.path.exists(os.path.join(tree, needed)):
                 raise BuildError(f"make distdir left out {needed} "
                                  "(Makefile.am's EXTRA_DIST)")

@@ -38,6 +38,13 @@ def with_numpy():
     ok = check("saxpy on NumPy's memory", np.array_equal(y, 2 * x + 1))
     a = gpumem.to_device(x)
     view: np.ndarray[Any, Any] = np.from_dlpack(a)
+    if not view.flags.writeable:
+        # NumPy 1.x makes every DLPack import read-only; NumPy 2 does not.
+        ok &= check("NumPy reads gpumem's memory (NumPy 1.x: read-only)",
+                    np.array_equal(view, x))
+        a[...] = 3 * x
+        return ok & check("NumPy sees gpumem's write",
+                          np.array_equal(view, 3 * x))
     view *= 3
     ok &= check("NumPy on gpumem's memory",
                 np.array_equal(a.copy_to_host(), 3 * x))

@@ -20,12 +20,16 @@ The partitions' devices work at the same time (gpumem.concurrent());
 update's copies to the devices, the kernels, the partial updates'
 copies back) and replays it every iteration, one graph per device.
 
-Note that the workload's stitching roughly doubles the update's magnitude
-every iteration, so float32 values overflow after about 100 iterations of
-small inputs; the check then reports the overflow instead of comparing.
+The report names the seed of the random initial update (--seed S runs
+the same update again) and the run's elapsed time.  Note that the
+workload's stitching roughly doubles the update's magnitude every
+iteration, so float32 values overflow after about 100 iterations of
+small inputs: a run whose update is no longer finite says so and exits
+with status 1 (with --no-check, for timing, it says so and goes on).
 """
 
 import argparse
+import random
 import sys
 import time
 from contextlib import nullcontext
@@ -35,6 +39,8 @@ import numpy as np
 import gpumem
 
 PARTITIONS = 4
+# The run's start, for the report's elapsed time.
+STARTED = time.perf_counter()
 
 
 def parse_args(argv, prog="gpumem scripts/stitching.py",
@@ -93,10 +99,22 @@ class IterationClock:
             self.last_report = now
 
     def summary(self, args, who=""):
-        """The report's line on the run's speed (WHO: whose clock)."""
+        """The report's line on the run's speed (WHO: whose clock): the
+        median iteration, the loop's time and the whole run's, start-up
+        and allocations included."""
         return (f"{args.images} images, {args.iterations} iterations, kernel "
                 f"{args.kernel}: {np.median(self.times) * 1e6:.1f} us per "
-                f"iteration (median{who}), {sum(self.times):.3f} s in all")
+                f"iteration (median{who}); the loop "
+                f"{sum(self.times) * 1e3:.3f} ms, the run "
+                f"{time.perf_counter() - STARTED:.3f} s elapsed")
+
+
+def pick_seed(args):
+    """The seed of the run: --seed's, else a random one, which the
+    report prints so that the run can be repeated."""
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(2**32)
+    return args.seed
 
 
 def split(images, parts):
@@ -151,7 +169,7 @@ def iteration_graph(kernel, devices, parted_images, gpu_image_memory,
 
 def main(argv):
     args = parse_args(argv, graph_option=True)
-    rng = np.random.default_rng(args.seed)
+    rng = np.random.default_rng(pick_seed(args))
     kernel = getattr(gpumem.kernels, args.kernel)
     ndev = gpumem.device_count()
     devices = [i % ndev for i in range(PARTITIONS)]
@@ -229,19 +247,37 @@ def report(update, parted_images, initial_update, devices, clock, args,
     the check's verdict; returns the exit status."""
     names = sorted({f"{d}: {gpumem.Device(d).name}" for d in devices})
     print(f"backend {gpumem.backend}; partitions on devices {devices} "
-          f"({'; '.join(names)}); {how}")
+          f"({'; '.join(names)}); {how}; seed {args.seed}")
     print(clock.summary(args))
     print("update:", update)
 
     if args.no_check:
+        # Timing runs (make bench) go on past the overflow: say so only.
+        finite(update, args)
         return 0
     return check(update, parted_images, initial_update, args)
+
+
+def finite(update, args):
+    """Whether every value of UPDATE is finite; else says why on stderr
+    (shared with stitching_mpi.py)."""
+    if np.all(np.isfinite(update)):
+        return True
+    print(f"stitching: the update is no longer finite after "
+          f"{args.iterations} iterations ({update}): the stitching roughly "
+          "doubles it every iteration, so float32 overflows after about "
+          "100 iterations of small inputs; run fewer (--iterations)"
+          + (" (not an error with --no-check)" if args.no_check else ""),
+          file=sys.stderr)
+    return False
 
 
 def check(update, parted_images, initial_update, args):
     """Compares UPDATE with the NumPy run of the same algorithm; prints
     the verdict and returns the exit status (shared with
     stitching_mpi.py)."""
+    if not finite(update, args):
+        return 1
     expect = reference(parted_images, initial_update, args.iterations,
                        args.kernel)
     if not np.all(np.isfinite(expect)):

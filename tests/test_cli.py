@@ -369,13 +369,17 @@ def test_list_devices():
                   env=child_env(None, GPUMEM_HOST_DEVICES="3"))
     assert proc.returncode == 0, show(proc)
     lines = proc.stdout.splitlines()
-    assert lines[0] == "backend: host", show(proc)
+    assert lines[0].startswith("backend: host (3 simulated devices"), \
+        show(proc)
     assert "index" in lines[1] and "name" in lines[1], show(proc)
     devices = device_lines(proc.stdout)
     assert len(devices) == 3, show(proc)
     assert [int(l.split()[0]) for l in devices] == [0, 1, 2], show(proc)
     assert len(lines) == 2 + 3, show(proc)
-    assert "0.0" in devices[0], show(proc)   # the host's compute capability
+    # No compute capability shown as if real: the devices are simulated.
+    for line in devices:
+        assert line.endswith("none (simulated)"), show(proc)
+        assert not re.search(r"\d\.\d$", line), show(proc)
     proc = gpumem("--list-devices", "-b", "host", env=child_env(None))
     assert proc.returncode == 0, show(proc)
     assert len(device_lines(proc.stdout)) == 4, show(proc)

@@ -252,6 +252,28 @@ def readme_performance_is_a_summary_of_docs_performance():
             assert figure in perf, f"README's {figure} not in docs/performance.md"
     for name in ("make bench", "## The targets", "bench/NOTES.md"):
         assert name in perf, name
+    # Said for a newcomer: the card, no run letters, commits or issues.
+    assert "H200" in short, "README's Performance does not say which card"
+    for shorthand in (r"\brun [A-Z]\b", r"\bruns? [A-Z](?:, [A-Z])*\b",
+                      r"\b[0-9a-f]{7,40}\b", r"\bissues? \d"):
+        assert not re.search(shorthand, short), \
+            f"README's Performance speaks in shorthand: {shorthand}"
+
+
+@case
+def readme_says_what_a_newcomer_needs():
+    """The version, what the CUDA backend needs and builds for, the
+    license and where to report bugs."""
+    readme = read(gmtest.SRCDIR, "README.md")
+    version = re.search(r"AC_INIT\(\[gpumem\],\s*\[([^\]]+)\]",
+                        read(gmtest.SRCDIR, "configure.ac")).group(1)
+    assert f"gpumem {version}" in readme, version
+    for needed in ("CUDA toolkit", "sm_90", "--with-cuda-arch",
+                   "Python 3.9", "LICENSE", "## Reporting bugs",
+                   "PYTHONPATH=src/.libs", "pip install .",
+                   "make install"):
+        assert needed in readme, f"README.md does not say {needed!r}"
+    assert os.path.isfile(os.path.join(gmtest.SRCDIR, "LICENSE"))
 
 
 @case
@@ -337,6 +359,105 @@ def readme_is_a_front_door():
     missing = sorted(p for p in set(pages)
                      if not os.path.exists(os.path.join(gmtest.SRCDIR, p)))
     assert not missing, f"README.md links pages that do not exist: {missing}"
+
+
+@case
+def readme_example_runs_and_prints():
+    """The README's Python example runs as shown (./src/gpumem
+    example.py) and prints its three partial updates."""
+    blocks = re.findall(r"^```python\n(.*?)^```",
+                        read(gmtest.SRCDIR, "README.md"), re.M | re.S)
+    assert blocks, "README.md has no Python example"
+    got = subprocess.run([gmtest.GPUMEM, f"--backend={gpumem.backend}",
+                          "-q", "-c", blocks[0]], capture_output=True,
+                         text=True, timeout=120)
+    assert got.returncode == 0, (got.stdout, got.stderr)
+    lines = got.stdout.splitlines()
+    assert [l.split(":")[0] for l in lines] == [
+        f"iteration {i}" for i in range(3)], got.stdout
+
+
+def makefile_list(variable):
+    """The words of VARIABLE's assignments (= and +=) in Makefile.am and
+    the local.mk files, continuation lines joined."""
+    words = []
+    for path in [os.path.join(gmtest.SRCDIR, "Makefile.am")] + \
+            gmtest.source_files("local.mk"):
+        text = read(path).replace("\\\n", " ")
+        for m in re.finditer(rf"^{variable} \+?= (.*)$", text, re.M):
+            words += m.group(1).split()
+    return words
+
+
+def installed_examples():
+    """The example scripts and programs an installed gpumem has: what
+    make install puts in PREFIX/share/gpumem (Makefile.am's
+    dist_scripts_DATA, nobase_dist_example_DATA), which the wheel takes
+    by the same install rules."""
+    return set(makefile_list("dist_scripts_DATA")
+               + makefile_list("nobase_dist_example_DATA"))
+
+
+# A doc's reference to an example file: scripts/NAME.EXT or
+# examples/.../NAME.EXT, not a glob.
+EXAMPLE_PATH = re.compile(r"(?<![\w/.-])((?:scripts|examples)/[\w./-]*\w\.\w+)")
+
+
+def unshipped(text, installed):
+    """The example files TEXT names that INSTALLED lacks."""
+    return sorted({p for p in EXAMPLE_PATH.findall(text.replace("\\-", "-"))
+                   if p not in installed})
+
+
+@case
+def docs_name_only_files_the_installed_package_has():
+    """A page that tells a user to run scripts/X.py or build examples/Y
+    names a file that make install and pip install both install."""
+    installed = installed_examples()
+    assert "scripts/interop.py" in installed and \
+        "examples/run-examples.sh" in installed, installed
+    # The check itself catches a file that is not shipped.
+    assert unshipped("run `gpumem scripts/not_shipped.py`", installed) == \
+        ["scripts/not_shipped.py"]
+    backend = read(gmtest.SRCDIR, "pep517", "gpumem_build.py")
+    for rule in ("install-dist_scriptsDATA",
+                 "install-nobase_dist_exampleDATA"):
+        assert rule in backend, f"the wheel does not run make {rule}"
+    pages = ["README.md"] + [os.path.join("docs", n)
+                             for n in sorted(os.listdir(DOCS))
+                             if n.endswith(".md")]
+    pages += [os.path.join("man", n)
+              for n in sorted(os.listdir(os.path.join(gmtest.SRCDIR, "man")))
+              if re.search(r"\.\d$", n)]
+    missing = {page: unshipped(read(gmtest.SRCDIR, page), installed)
+               for page in pages}
+    missing = {page: names for page, names in missing.items() if names}
+    assert not missing, f"docs name files the installed package lacks: {missing}"
+
+
+@case
+def gitignore_covers_what_the_build_makes():
+    """Every program, fuzz target and cleaned file the build makes in an
+    in-place build is ignored by .gitignore (git status stays clean
+    after make check)."""
+    import shutil
+    if shutil.which("git") is None or not os.path.exists(
+            os.path.join(gmtest.SRCDIR, ".git")):
+        gmtest.skip("not a git checkout, or no git")
+    made = set()
+    for variable in ("check_PROGRAMS", "bin_PROGRAMS", "FUZZ_TARGETS",
+                     "CLEANFILES", "MOSTLYCLEANFILES"):
+        made.update(w for w in makefile_list(variable)
+                    if "$" not in w and "*" not in w)
+    made.add("tests/fuzz/fuzz-length")
+    assert "tests/reduce-test" in made and "src/gpumem" in made, made
+    got = subprocess.run(["git", "-C", gmtest.SRCDIR, "check-ignore",
+                          "--no-index", "-v", "-n", "--stdin"],
+                         input="\n".join(sorted(made)) + "\n",
+                         capture_output=True, text=True, timeout=60)
+    missed = sorted(line.split("\t", 1)[1] for line in got.stdout.splitlines()
+                    if line.startswith("::"))
+    assert not missed, f".gitignore misses built files: {missed}"
 
 
 def built_files():

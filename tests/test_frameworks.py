@@ -50,6 +50,34 @@ def run(code, check=True, env=None, timeout=240):
     return result
 
 
+@case
+def the_build_trees_program_finds_its_torch_library():
+    """Run from the build tree (src/gpumem, not installed), the program
+    opens the build tree's libgpumem-torch.so, as it finds its own
+    extension module there; after a chdir too.  The extension module in
+    src/.libs, imported by a plain python, the same.  Binding needs no
+    GPU and no PyTorch."""
+    program = os.path.realpath(gmtest.GPUMEM)
+    built = os.path.join(os.path.dirname(program), ".libs",
+                         "libgpumem-torch.so")
+    if not os.path.isfile(built):
+        gmtest.skip(f"{gmtest.GPUMEM} is not a build tree's program")
+    env = {k: v for k, v in os.environ.items() if k != "GPUMEM_TORCH_SHIM"}
+    code = "import os, gpumem; os.chdir('/'); print(gpumem._torch_shim())"
+    got = subprocess.run([program, f"--backend={gpumem.backend}", "-q",
+                          "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert got.returncode == 0, (got.stdout, got.stderr)
+    assert got.stdout.strip() == built, (got.stdout, built)
+    if gmtest.sanitized():
+        return
+    env.update(PYTHONPATH=os.path.dirname(built), GPUMEM_BACKEND="host")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert got.returncode == 0, (got.stdout, got.stderr)
+    assert got.stdout.strip() == built, (got.stdout, built)
+
+
 def need_cuda(*names):
     if not CUDA:
         gmtest.skip("the hooks need the cuda backend (the host backend's "

@@ -64,6 +64,47 @@ def limit_refuses_then_recovers():
 
 
 @case
+def limit_as_a_size_string_or_a_fraction():
+    """set_memory_limit takes bytes, the size strings GPUMEM_* settings
+    take ("512MiB"), or fraction= of the device's total memory (CuPy's
+    habits); a bad one is refused and leaves the limit as it was."""
+    dev = gpumem.device_count() - 1
+    total = gpumem.Device(dev).total_memory
+    try:
+        for text, nbytes in (("512MiB", 512 << 20), ("512m", 512 << 20),
+                             ("2G", 2 << 30), ("64KiB", 64 << 10),
+                             ("12345", 12345)):
+            gpumem.set_memory_limit(text, device=dev)
+            assert gpumem.memory_stats(dev)["limit"] == nbytes, text
+        gpumem.set_memory_limit(fraction=0.5, device=dev)
+        assert gpumem.memory_stats(dev)["limit"] == int(0.5 * total)
+        gpumem.set_memory_limit(fraction=1, device=dev)
+        assert gpumem.memory_stats(dev)["limit"] == total
+        gpumem.set_memory_limit(4 << 20, device=dev)
+        for bad in ("512 MiB", "512MB", "-1", "", "1.5G", "lots"):
+            raises(ValueError, gpumem.set_memory_limit, bad, device=dev,
+                   match="not a size")
+        for bad in (0, 0.0, -0.5, 1.01, float("nan")):
+            raises(ValueError, gpumem.set_memory_limit, fraction=bad,
+                   device=dev, match="fraction")
+        raises(TypeError, gpumem.set_memory_limit, fraction="half",
+               device=dev)
+        raises(TypeError, gpumem.set_memory_limit, 1 << 20, fraction=0.5,
+               device=dev, match="not both")
+        assert gpumem.memory_stats(dev)["limit"] == 4 << 20
+        # A fraction limits as bytes do: past it, OutOfMemoryError.
+        used = gpumem.memory_stats(dev)["allocated_bytes"]
+        fraction = (used + (1 << 20)) / total
+        gpumem.set_memory_limit(fraction=fraction, device=dev)
+        raises(gpumem.OutOfMemoryError, gpumem.empty, 1 << 19, "float32",
+               device=dev)
+        gpumem.set_memory_limit(device=dev)
+        assert gpumem.memory_stats(dev)["limit"] is None
+    finally:
+        gpumem.set_memory_limit(None, device=dev)
+
+
+@case
 def device_out_of_memory_is_clean():
     exc = raises(gpumem.OutOfMemoryError, gpumem.empty, 1 << 58, "uint8")
     assert "device 0" in str(exc)

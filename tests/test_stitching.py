@@ -1,6 +1,7 @@
 """The stitching workload end to end (scripts/stitching.py)."""
 
 import os
+import re
 import subprocess
 
 import gmtest
@@ -71,6 +72,35 @@ def graph_and_serial_exclude_each_other():
                            "--serial"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and "--graph" in proc.stderr, proc.stderr
+
+
+@case
+def the_report_names_its_seed_and_its_time():
+    """An unseeded run prints the seed it drew, which repeats it; the
+    elapsed time is the run's, not a sum rounded to zero."""
+    out = run("--iterations", "3")
+    m = re.search(r"; seed (\d+)$", out, re.M)
+    assert m, out
+    again = run("--iterations", "3", "--seed", m.group(1))
+    assert [l for l in out.splitlines() if l.startswith("update:")] == \
+        [l for l in again.splitlines() if l.startswith("update:")], again
+    m = re.search(r"the run (\d+\.\d+) s elapsed", out)
+    assert m and float(m.group(1)) > 0, out
+
+
+@case
+def an_update_that_overflows_fails():
+    """200 iterations overflow float32: exit status 1 and a message that
+    says why, not a silent [nan ...]; with --no-check (timing runs, as
+    make bench's) the message and exit status 0."""
+    for extra, status in (((), 1), (("--no-check",), 0)):
+        proc = subprocess.run([gmtest.GPUMEM, "-q", SCRIPT, "--iterations",
+                               "200", "--seed", str(gmtest.SEED), *extra],
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == status, (extra, proc.returncode,
+                                           proc.stdout)
+        assert "no longer finite" in proc.stderr, proc.stderr
+        assert "--iterations" in proc.stderr, proc.stderr
 
 
 @case

@@ -174,7 +174,16 @@ list_devices (void)
   const gm_backend *backend = gm_backend_current;
   int count = backend->device_count ();
 
-  printf ("backend: %s\n", backend->name);
+  /* The host backend's devices are simulated: say so, and show no
+     compute capability for them (theirs is 0.0, no GPU's).  */
+  bool simulated = strcmp (backend->name, "host") == 0;
+
+  if (simulated)
+    printf ("backend: host (%d simulated devices on the CPU, "
+            "GPUMEM_HOST_DEVICES; each shows the machine's memory, which "
+            "they share)\n", count);
+  else
+    printf ("backend: %s\n", backend->name);
   printf ("%-6s %-32s %12s %12s %s\n", "index", "name", "total", "free",
           "compute capability");
   for (int i = 0; i < count; i++)
@@ -192,8 +201,12 @@ list_devices (void)
         }
       gm_format_bytes (total, total_text, sizeof total_text);
       gm_format_bytes (free_bytes, free_text, sizeof free_text);
-      printf ("%-6d %-32s %12s %12s %d.%d\n", i, props.name, total_text,
-              free_text, props.cc_major, props.cc_minor);
+      if (simulated)
+        printf ("%-6d %-32s %12s %12s none (simulated)\n", i, props.name,
+                total_text, free_text);
+      else
+        printf ("%-6d %-32s %12s %12s %d.%d\n", i, props.name, total_text,
+                free_text, props.cc_major, props.cc_minor);
     }
 }
 

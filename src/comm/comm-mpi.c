@@ -337,8 +337,9 @@ fatal (const char *what)
   abort ();
 }
 
+#ifdef GM_HAVE_NCCL
 /* Copies NBYTES at BYTES from rank 0 to every rank: how the NCCL
-   engine shares its unique id.  */
+   engine shares its unique id (built with NCCL only, its one user).  */
 static gm_status
 share_bytes (void *bytes, size_t nbytes)
 {
@@ -348,6 +349,7 @@ share_bytes (void *bytes, size_t nbytes)
                          "MPI_Bcast of NCCL's unique id failed");
   return GM_OK;
 }
+#endif
 
 /* The exchanges of the shared windows' engine (comm-windows.h), under
    mpi_lock as every MPI call here.  */

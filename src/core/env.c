@@ -44,8 +44,8 @@ gm_env_bool (const char *name, bool fallback, bool *value)
 }
 
 gm_status
-gm_env_size (const char *name, size_t fallback, size_t min, size_t max,
-             size_t *value)
+gm_size_parse (const char *text, const char *what, size_t min, size_t max,
+               size_t *value)
 {
   static const struct
   {
@@ -53,13 +53,10 @@ gm_env_size (const char *name, size_t fallback, size_t min, size_t max,
     unsigned shift;
   } units[] = {{"", 0}, {"k", 10}, {"kib", 10}, {"m", 20}, {"mib", 20},
                {"g", 30}, {"gib", 30}};
-  const char *text = getenv (name), *p;
+  const char *p;
   uint64_t n = 0;
   bool overflow = false;
 
-  *value = fallback;
-  if (text == NULL || *text == '\0')
-    return GM_OK;
   for (p = text; *p >= '0' && *p <= '9'; p++)
     overflow |= __builtin_mul_overflow (n, 10, &n)
                 || __builtin_add_overflow (n, (uint64_t) (*p - '0'), &n);
@@ -72,7 +69,7 @@ gm_env_size (const char *name, size_t fallback, size_t min, size_t max,
         n <<= units[i].shift;
         if (overflow || n < min || n > max)
           return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s='%s' is out of "
-                               "range: give %zu to %zu", name, text, min,
+                               "range: give %zu to %zu", what, text, min,
                                max);
         *value = (size_t) n;
         return GM_OK;
@@ -80,7 +77,23 @@ gm_env_size (const char *name, size_t fallback, size_t min, size_t max,
 bad:
   return gm_error_set (GM_ERR_VALUE, 0, NULL, "%s='%s' is not a size: give "
                        "digits, alone or followed by K, M or G (KiB, MiB, "
-                       "GiB), from %zu to %zu", name, text, min, max);
+                       "GiB), from %zu to %zu", what, text, min, max);
+}
+
+gm_status
+gm_env_size (const char *name, size_t fallback, size_t min, size_t max,
+             size_t *value)
+{
+  const char *text = getenv (name);
+  gm_status status;
+
+  *value = fallback;
+  if (text == NULL || *text == '\0')
+    return GM_OK;
+  status = gm_size_parse (text, name, min, max, value);
+  if (status != GM_OK)
+    *value = fallback;
+  return status;
 }
 
 gm_status
@@ -178,17 +191,29 @@ bool
 gm_env_beside_self (const char *relative, char *buf, size_t size)
 {
   Dl_info info;
-  const char *slash;
+  const char *slash, *self;
+  char exe[4096];
+  ssize_t n;
   int length;
 
   if (size > 0)
     buf[0] = '\0';
   if (dladdr ((void *) gm_env_beside_self, &info) == 0
-      || info.dli_fname == NULL
-      || (slash = strrchr (info.dli_fname, '/')) == NULL)
+      || info.dli_fname == NULL)
     return false;
-  length = snprintf (buf, size, "%.*s/%s",
-                     (int) (slash - info.dli_fname), info.dli_fname,
+  self = info.dli_fname;
+  /* The program itself is named as it was started ("./src/gpumem"),
+     which a chdir () since makes wrong: the kernel's name for it is
+     absolute.  */
+  if (self[0] != '/'
+      && (n = readlink ("/proc/self/exe", exe, sizeof exe - 1)) > 0)
+    {
+      exe[n] = '\0';
+      self = exe;
+    }
+  if ((slash = strrchr (self, '/')) == NULL)
+    return false;
+  length = snprintf (buf, size, "%.*s/%s", (int) (slash - self), self,
                      relative);
   if (length < 0 || (size_t) length >= size || access (buf, F_OK) != 0)
     {

@@ -48,6 +48,11 @@ gm_status gm_env_count (const char *name, size_t fallback, size_t min,
 gm_status gm_env_seconds (const char *name, long fallback_ms, long min_s,
                           long max_s, long *ms);
 
+/* The same spellings and range check for a size TEXT from elsewhere (a
+   Python argument): *VALUE set on GM_OK only; WHAT names TEXT in the
+   error as NAME does above.  */
+gm_status gm_size_parse (const char *text, const char *what, size_t min,
+                         size_t max, size_t *value);
 /* Reads NAME, a switch or a count: a true spelling of gm_env_bool gives
    ON_VALUE, a false one or none 0, a size as gm_env_size reads it (MIN
    to MAX) itself.  GM_ERR_VALUE, naming the variable, for anything

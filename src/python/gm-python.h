@@ -578,6 +578,12 @@ PyObject *gmpy_array_index (PyObject *self);
 PyObject *gmpy_array_complex (PyObject *self, PyObject *unused);
 PyObject *gmpy_array_to_scalar (PyObject *self, PyObject *unused);
 
+/* DeviceArray's refusals of array math (py-array-math.c): operators,
+   <, <=, >, >=, and a tp_getattro that turns NumPy's computing methods
+   (a.sum ()) into the same TypeError, which names cupy.asarray (a),
+   torch.from_dlpack (a) and kernels.  Ends with {0, NULL}.  */
+extern const PyType_Slot gmpy_array_math_slots[];
+
 /* Views with permuted axes (py-transpose.c): DeviceArray.transpose
    (*axes) and the attribute T.  */
 PyObject *gmpy_array_transpose (PyObject *self, PyObject *args);

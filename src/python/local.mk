@@ -10,7 +10,8 @@ src_python_libgm_python_la_SOURCES = \
 	src/python/py-standalone.c src/python/py-device.c \
 	src/python/py-array.c src/python/py-array-core.c \
 	src/python/py-array-copy.c src/python/py-array-make.c \
-	src/python/py-array-scalar.c src/python/py-index.c \
+	src/python/py-array-scalar.c src/python/py-array-math.c \
+	src/python/py-index.c \
 	src/python/py-transpose.c src/python/py-pickle.c \
 	src/python/py-copy.c src/python/py-copy-engine.c \
 	src/python/py-stream.c src/python/py-stream-context.c \

@@ -161,18 +161,20 @@ static PyMethodDef gmpy_methods[] = {
   {"copy_to_gpu", (PyCFunction) (void (*) (void)) gmpy_copy_to_gpu,
    METH_FASTCALL | METH_KEYWORDS,
    "copy_to_gpu(src, dest, size)\n--\n\n"
-   "Copy the first SIZE elements of host array SRC into DeviceArray DEST."},
+   "Source first (gpumem.copy takes the destination first): copy the\n"
+   "first SIZE elements of host array SRC into DeviceArray DEST."},
   {"copy_from_gpu", (PyCFunction) (void (*) (void)) gmpy_copy_from_gpu,
    METH_FASTCALL | METH_KEYWORDS,
    "copy_from_gpu(src, dest, size)\n--\n\n"
-   "Copy the first SIZE elements of DeviceArray SRC into writable host\n"
-   "array DEST."},
+   "Source first (gpumem.copy takes the destination first): copy the\n"
+   "first SIZE elements of DeviceArray SRC into writable host array DEST."},
   {"copy", (PyCFunction) (void (*) (void)) gmpy_copy,
    METH_FASTCALL | METH_KEYWORDS,
    "copy(dst, src, count=None, stream=None)\n--\n\n"
-   "Copy COUNT elements (default: all of SRC) from SRC to DST in any\n"
-   "direction: host to device, device to host, device to device on one\n"
-   "device or across devices."},
+   "Destination first, as numpy.copyto and cupy.copyto (copy_to_gpu and\n"
+   "copy_from_gpu take the source first): copy COUNT elements (default:\n"
+   "all of SRC) from SRC into DST in any direction: host to device,\n"
+   "device to host, device to device on one device or across devices."},
   {"pinned_empty", (PyCFunction) (void (*) (void)) gmpy_pinned_empty,
    METH_VARARGS | METH_KEYWORDS,
    "pinned_empty(shape, dtype='float32')\n--\n\n"

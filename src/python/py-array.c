@@ -410,7 +410,10 @@ arraypy_no_numpy (PyObject *self, PyObject *args, PyObject *kwargs)
 {
   PyErr_SetString (PyExc_TypeError, "a DeviceArray is not converted to a "
                    "NumPy array implicitly (its memory may be on a GPU): "
-                   "use a.copy_to_host()");
+                   "use a.copy_to_host() for a host copy; for array math "
+                   "on the same memory without a copy, cupy.asarray(a) or "
+                   "torch.from_dlpack(a) (numpy.from_dlpack(a) on the host "
+                   "backend), or a kernel");
   return NULL;
 }
 
@@ -509,15 +512,22 @@ static PyType_Slot arraypy_slots[] = {
    "DeviceArrays; len(a) and iteration walk the first axis.  Kernels,\n"
    "gpumem.copy and DLPack/CUDA Array Interface consumers that need it\n"
    "take contiguous arrays; a.copy() makes one.  np.asarray(a) raises\n"
-   "TypeError: a.copy_to_host() is the explicit copy."},
+   "TypeError: a.copy_to_host() is the explicit copy.  No array math:\n"
+   "a + 1, a.sum() raise TypeError; cupy.asarray(a) and\n"
+   "torch.from_dlpack(a) do it on the same memory without a copy."},
   {0, NULL}
 };
+
+/* The type's slots: ARRAYPY_SLOTS, then py-array-math.c's refusals of
+   array math (gmpy_array_init joins them).  */
+static PyType_Slot
+  arraypy_all_slots[sizeof arraypy_slots / sizeof arraypy_slots[0] + 32];
 
 static PyType_Spec arraypy_spec = {
   .name = "gpumem.DeviceArray",
   .basicsize = sizeof (arraypy_object),
   .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
-  .slots = arraypy_slots,
+  .slots = arraypy_all_slots,
 };
 
 /* Module functions that make arrays.  */
@@ -640,6 +650,21 @@ done:
 int
 gmpy_array_init (PyObject *module, gmpy_state *state)
 {
+  size_t n = 0;
+
+  for (const PyType_Slot *s = arraypy_slots; s->slot != 0; s++)
+    arraypy_all_slots[n++] = *s;
+  for (const PyType_Slot *s = gmpy_array_math_slots; s->slot != 0; s++)
+    {
+      if (n + 1 >= sizeof arraypy_all_slots / sizeof arraypy_all_slots[0])
+        {
+          PyErr_SetString (PyExc_SystemError,
+                           "gpumem: DeviceArray's slot table is too small");
+          return -1;
+        }
+      arraypy_all_slots[n++] = *s;
+    }
+  arraypy_all_slots[n] = (PyType_Slot) {0, NULL};
   state->array_type = (PyTypeObject *) PyType_FromModuleAndSpec (
     module, &arraypy_spec, NULL);
   if (state->array_type == NULL

@@ -267,8 +267,11 @@ gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
       if (!array->contiguous)
         {
           PyErr_Format (PyExc_ValueError, "%s is a strided (non-contiguous) "
-                        "DeviceArray view; kernels and copies take contiguous "
-                        "memory: pass %s.copy()", what, what);
+                        "DeviceArray view; kernels, copy_to_gpu and "
+                        "copy_from_gpu take contiguous memory: pass "
+                        "%s.copy() (gpumem.copy, copy_to_host, "
+                        "copy_from_host and a[...] = ... take strided "
+                        "views as they are)", what, what);
           return -1;
         }
       buf->data = array->data;

@@ -10,6 +10,7 @@
 
 #include "gm-python.h"
 
+#include <limits.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,8 +213,10 @@ gmpy_pool_block (PyObject *module, PyObject *args)
 /* Opens the shim library PyTorch will open by the same path and binds it
    to gpumem's pool; the path in TORCH_SHIM_PATH.  The path is
    GPUMEM_TORCH_SHIM (read here, its one reader), else the wheel's
-   gpumem-lib/libgpumem-torch.so beside the module, else the installed
-   $(pkglibdir)/libgpumem-torch.so.  0, or -1 with gpumem.Error.  */
+   gpumem-lib/libgpumem-torch.so beside the module, else the build
+   tree's src/.libs/libgpumem-torch.so beside a program or module run
+   from the build tree (src/gpumem, src/.libs/gpumem*.so), else the
+   installed $(pkglibdir)/libgpumem-torch.so.  0, or -1 with gpumem.Error.  */
 static int
 torch_shim_bind (void)
 {
@@ -221,15 +224,25 @@ torch_shim_bind (void)
                            void (*) (void *, size_t, int, void *),
                            const char *(*) (void));
   const char *path = getenv ("GPUMEM_TORCH_SHIM");
-  char beside[sizeof torch_shim_path];
+  char beside[sizeof torch_shim_path], resolved[PATH_MAX];
   bind_fn bind;
 
   if (torch_shim != NULL)
     return 0;
   if ((path == NULL || *path == '\0')
-      && gm_env_beside_self ("gpumem-lib/libgpumem-torch.so", beside,
-                             sizeof beside))
-    path = beside;
+      && (gm_env_beside_self ("gpumem-lib/libgpumem-torch.so", beside,
+                              sizeof beside)
+          || gm_env_beside_self (".libs/libgpumem-torch.so", beside,
+                                 sizeof beside)
+          || gm_env_beside_self ("libgpumem-torch.so", beside,
+                                 sizeof beside)))
+    {
+      /* Absolute, so that a later chdir () does not lose it.  */
+      if (realpath (beside, resolved) != NULL)
+        path = resolved;
+      else
+        path = beside;
+    }
   if (path == NULL || *path == '\0')
     path = GM_PKGLIBDIR "/libgpumem-torch.so";
   if (strlen (path) >= sizeof torch_shim_path)

@@ -92,28 +92,91 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
   return result;
 }
 
+/* set_memory_limit's limit in bytes from NBYTES_OBJ (an int, a size
+   string as GPUMEM_* settings take, or None) or FRACTION_OBJ (of
+   DEVICE's total memory); SIZE_MAX for no limit.  0 or -1 with
+   TypeError or ValueError.  */
+static int
+memory_limit_arg (PyObject *nbytes_obj, PyObject *fraction_obj, int device,
+                  size_t *limit)
+{
+  if (nbytes_obj != Py_None && fraction_obj != Py_None)
+    {
+      PyErr_SetString (PyExc_TypeError, "set_memory_limit takes nbytes or "
+                       "fraction=, not both");
+      return -1;
+    }
+  *limit = SIZE_MAX;
+  if (fraction_obj != Py_None)
+    {
+      gm_device_props props;
+      gm_status status;
+      double fraction;
+
+      if (!PyFloat_Check (fraction_obj) && !PyLong_Check (fraction_obj))
+        {
+          PyErr_Format (PyExc_TypeError, "fraction must be a float from 0 "
+                        "to 1, not %.200s", Py_TYPE (fraction_obj)->tp_name);
+          return -1;
+        }
+      fraction = PyFloat_AsDouble (fraction_obj);
+      if (fraction == -1.0 && PyErr_Occurred ())
+        return -1;
+      if (!(fraction > 0.0 && fraction <= 1.0))
+        {
+          PyErr_Format (PyExc_ValueError, "fraction must be more than 0 and "
+                        "at most 1, got %R", fraction_obj);
+          return -1;
+        }
+      status = gm_backend_current->device_props (device, &props);
+      if (status != GM_OK)
+        return gmpy_raise_int (status);
+      *limit = (size_t) (fraction * (double) props.total_memory);
+      return 0;
+    }
+  if (nbytes_obj == Py_None)
+    return 0;
+  if (PyUnicode_Check (nbytes_obj))
+    {
+      const char *text = PyUnicode_AsUTF8 (nbytes_obj);
+      gm_status status;
+
+      if (text == NULL)
+        return -1;
+      status = gm_size_parse (text, "nbytes", 0, SIZE_MAX, limit);
+      return status == GM_OK ? 0 : gmpy_raise_int (status);
+    }
+  {
+    Py_ssize_t n;
+
+    if (gmpy_size_arg (nbytes_obj, "nbytes", &n) < 0)
+      return -1;
+    *limit = (size_t) n;
+  }
+  return 0;
+}
+
 static PyObject *
 gmpy_set_memory_limit (PyObject *module, PyObject *args, PyObject *kwargs)
 {
-  static char *keywords[] = {"nbytes", "device", NULL};
-  PyObject *limit_obj, *device_obj = Py_None;
-  Py_ssize_t limit;
+  static char *keywords[] = {"nbytes", "device", "fraction", NULL};
+  PyObject *limit_obj = Py_None, *device_obj = Py_None;
+  PyObject *fraction_obj = Py_None;
+  size_t limit;
   gm_status status;
   int device;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|O:set_memory_limit",
-                                    keywords, &limit_obj, &device_obj)
-      || gmpy_device_arg (device_obj, &device) < 0)
-    return NULL;
-  if (limit_obj == Py_None)
-    limit = -1;
-  else if (gmpy_size_arg (limit_obj, "nbytes", &limit) < 0)
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|OO$O:set_memory_limit",
+                                    keywords, &limit_obj, &device_obj,
+                                    &fraction_obj)
+      || gmpy_device_arg (device_obj, &device) < 0
+      || memory_limit_arg (limit_obj, fraction_obj, device, &limit) < 0)
     return NULL;
   /* The blocks other libraries' caches keep idle count against the
      limit: they are given back first.  */
   if (gmpy_frameworks_release_caches () < 0)
     return NULL;
-  status = gm_mem_set_limit (device, limit < 0 ? SIZE_MAX : (size_t) limit);
+  status = gm_mem_set_limit (device, limit);
   if (status != GM_OK)
     return gmpy_raise (status);
   Py_RETURN_NONE;
@@ -159,8 +222,11 @@ PyMethodDef gmpy_memory_methods[] = {
    "total_allocations."},
   {"set_memory_limit", (PyCFunction) (void (*) (void)) gmpy_set_memory_limit,
    METH_VARARGS | METH_KEYWORDS,
-   "set_memory_limit(nbytes, device=None)\n--\n\n"
-   "Refuse allocations past NBYTES in use on the device (None: no limit)."},
+   "set_memory_limit(nbytes=None, device=None, *, fraction=None)\n--\n\n"
+   "Refuse allocations past NBYTES in use on the device: an int of\n"
+   "bytes or a size string (\"512MiB\", \"2G\"), or FRACTION of the\n"
+   "device's total memory (0 < fraction <= 1), not both; neither (or\n"
+   "None): no limit."},
   {"empty_cache", (PyCFunction) (void (*) (void)) gmpy_empty_cache,
    METH_VARARGS | METH_KEYWORDS,
    "empty_cache(device=None)\n--\n\n"

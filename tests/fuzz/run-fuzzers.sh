@@ -1,5 +1,6 @@
 #!/bin/sh
-# run-fuzzers.sh BUILDDIR SRCDIR -- a bounded run of each libFuzzer target.
+# run-fuzzers.sh BUILDDIR SRCDIR [ENABLE] -- a bounded run of each
+# libFuzzer target.
 #
 # Runs tests/fuzz/fuzz-{length,dtype,cli} (built by make check where
 # configure found clang -fsanitize=fuzzer) for GM_FUZZ_RUNS inputs each
@@ -11,7 +12,9 @@
 # SRCDIR/tests/fuzz/corpus-NAME.  New inputs go to a scratch corpus under
 # BUILDDIR, never into the source tree; a crash leaves its input as
 # BUILDDIR/tests/fuzz/crash-* (replay: tests/fuzz/fuzz-NAME FILE).
-# Exits 77 (ctest: skipped) when the targets were not built.
+# Exits 77 (ctest: skipped) when the targets were not built, saying why:
+# ENABLE is configure's --enable-fuzzers value (no: --disable-fuzzers
+# was given; yes or check: no compiler built one).
 #
 # Longer by hand, e.g. ten minutes of one target:
 #   tests/fuzz/fuzz-length -max_total_time=600 CORPUS_DIR \
@@ -19,6 +22,7 @@
 set -u
 builddir=$1
 srcdir=$2
+enable=${3:-check}
 runs=${GM_FUZZ_RUNS:-20000}
 seconds=${GM_FUZZ_SECONDS:-60}
 brief="length dtype cli"
@@ -26,7 +30,11 @@ timed="signature jit-cache plugin-table ipc-handle"
 for name in $brief $timed; do
   target=$builddir/tests/fuzz/fuzz-$name
   if ! test -x "$target"; then
-    echo "$target not built (configure found no clang -fsanitize=fuzzer): skipped"
+    if test "$enable" = no; then
+      echo "$target not built (configured with --disable-fuzzers): skipped"
+    else
+      echo "$target not built (configure found no compiler that builds a libFuzzer target: FUZZ_CC, default clang, with -fsanitize=fuzzer; config.log says why): skipped"
+    fi
     exit 77
   fi
 done
