@@ -115,6 +115,7 @@ cuda_shutdown (void)
         cudaDeviceSynchronize ();
         gm_kernels_release (d);
         gm_cuda_streams_device_done (d);
+        gm_cuda_managed_device_done (d);
         npools = gm_cuda_pools_of (d, pools);
         for (int i = 0; i < npools; i++)
           cudaMemPoolTrimTo (pools[i], 0);
@@ -171,4 +172,10 @@ const gm_backend gm_backend_cuda = {
   .ipc = &gm_cuda_ipc_ops,
   .can_access_peer = gm_cuda_can_access_peer,
   .shutdown = cuda_shutdown,
+  .managed_dlpack_device_type = GM_DL_CUDA_MANAGED,
+  .managed_malloc = gm_cuda_managed_malloc,
+  .managed_free = gm_cuda_managed_free,
+  .managed_prefetch = gm_cuda_managed_prefetch,
+  .managed_discard = gm_cuda_managed_discard,
+  .managed_advise = gm_cuda_managed_advise,
 };

@@ -1,7 +1,8 @@
 /* cuda-memory.c -- the CUDA backend's memory: device memory from each
    device's stream-ordered pool (the exportable pool of cuda-pools.c, or
    cudaMallocAsync's current pool; both keep freed memory cached, so
-   repeated allocations cost microseconds), what the pools hold,
+   repeated allocations cost microseconds), what the pools hold (the
+   pool of managed memory too, cuda-managed.c),
    page-locked host memory, and which device an address belongs to.  */
 
 #define _POSIX_C_SOURCE 200809L
@@ -61,6 +62,7 @@ gm_cuda_reserved (int device, size_t *bytes)
 {
   gm_status status = GM_OK;
   cudaMemPool_t pools[2];
+  size_t managed = 0;
   int npools;
 
   *bytes = 0;
@@ -74,6 +76,8 @@ gm_cuda_reserved (int device, size_t *bytes)
           pools[i], cudaMemPoolAttrReservedMemCurrent, &value));
       *bytes += (size_t) value;
     }
+  status = gm_cuda_managed_reserved (device, &managed);
+  *bytes += managed;
 done:
   return status;
 }
@@ -93,7 +97,9 @@ gm_cuda_release_cached (int device, size_t *reserved_after)
   npools = gm_cuda_pools_of (device, pools);
   for (int i = 0; i < npools; i++)
     GM_CUDA_CHECK (cudaMemPoolTrimTo (pools[i], 0));
-  status = gm_cuda_reserved (device, reserved_after);
+  status = gm_cuda_managed_trim (device);
+  if (status == GM_OK)
+    status = gm_cuda_reserved (device, reserved_after);
 done:
   return status;
 }

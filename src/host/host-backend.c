@@ -544,4 +544,10 @@ const gm_backend gm_backend_host = {
   .graph_destroy = host_graph_destroy,
   .ipc = &gm_host_ipc_ops,
   .shutdown = host_shutdown,
+  .managed_dlpack_device_type = GM_DL_CPU,
+  .managed_malloc = gm_host_managed_malloc,
+  .managed_free = gm_host_managed_free,
+  .managed_prefetch = gm_host_managed_prefetch,
+  .managed_discard = gm_host_managed_discard,
+  .managed_advise = gm_host_managed_advise,
 };

@@ -124,12 +124,21 @@ alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
   array->weakreflist = NULL;
   array->dl_strides = NULL;
   memset (&array->lent, 0, sizeof array->lent);
+  array->memory = GMPY_MEMORY_DEVICE;
   return array;
 }
 
 arraypy_object *
 gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
                 int device, gm_stream *stream)
+{
+  return gmpy_array_new_in (ndim, shape, dtype, device, stream,
+                            GMPY_MEMORY_DEVICE);
+}
+
+arraypy_object *
+gmpy_array_new_in (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
+                   int device, gm_stream *stream, gmpy_memory memory)
 {
   arraypy_object *array;
   gm_status status;
@@ -145,7 +154,12 @@ gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
   if (array == NULL)
     return NULL;
   array->alloc_bytes = gmpy_array_nbytes (array);
-  status = gm_mem_alloc (device, array->alloc_bytes, stream, &array->alloc);
+  array->memory = memory;
+  status = memory == GMPY_MEMORY_MANAGED
+           ? gm_mem_alloc_managed (device, array->alloc_bytes, stream,
+                                   &array->alloc)
+           : gm_mem_alloc (device, array->alloc_bytes, stream,
+                           &array->alloc);
   if (status != GM_OK)
     {
       array->alloc_bytes = 0;
@@ -206,6 +220,7 @@ gmpy_array_view (arraypy_object *source, Py_ssize_t offset, int ndim,
     }
   view->data = source->data ? source->data + offset : NULL;
   view->readonly = source->readonly;
+  view->memory = source->memory;
   /* A view refers to the array that keeps the books of the memory (the
      first owner, or the array over foreign memory), never to a view
      nor to the foreign object itself: chains stay short, and freeing
@@ -221,8 +236,12 @@ release (arraypy_object *array)
 {
   if (array->alloc != NULL || array->alloc_bytes != 0)
     {
-      gm_status status = gm_mem_free (array->device, array->alloc,
-                                      array->alloc_bytes, NULL);
+      gm_status status
+        = array->memory == GMPY_MEMORY_MANAGED
+          ? gm_mem_free_managed (array->device, array->alloc,
+                                 array->alloc_bytes, NULL)
+          : gm_mem_free (array->device, array->alloc, array->alloc_bytes,
+                         NULL);
       if (status != GM_OK && !PyErr_Occurred ())
         PyErr_WriteUnraisable (gmpy_raise (status));
       array->alloc = NULL;

@@ -50,7 +50,7 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
         }
       Py_DECREF (entry);
     }
-  return Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N,s:n,s:n,s:n,s:N}",
+  return Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N,s:n,s:n,s:n,s:N,s:n,s:n,s:n}",
                         "allocated_bytes", (Py_ssize_t) stats.allocated_bytes,
                         "peak_allocated_bytes",
                         (Py_ssize_t) stats.peak_allocated_bytes,
@@ -63,7 +63,12 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
                         "shared_blocks", (Py_ssize_t) stats.shared_blocks,
                         "imported_bytes", (Py_ssize_t)
                           stats.owners[GM_MEM_OWNER_IMPORTED].allocated_bytes,
-                        "owners", owners);
+                        "owners", owners,
+                        "managed_bytes", (Py_ssize_t) stats.managed_bytes,
+                        "peak_managed_bytes",
+                        (Py_ssize_t) stats.peak_managed_bytes,
+                        "managed_allocations",
+                        (Py_ssize_t) stats.managed_allocations);
 }
 
 static PyObject *
@@ -121,11 +126,15 @@ PyMethodDef gmpy_memory_methods[] = {
    "imported_bytes, what it opened from others (owners['imported']);\n"
    "owners: {'gpumem', 'torch', 'cupy', 'numba', 'imported'} -> a dict\n"
    "of that owner's allocated_bytes, peak_allocated_bytes, allocations,\n"
-   "total_allocations."},
+   "total_allocations; managed_bytes, peak_managed_bytes and\n"
+   "managed_allocations, the managed arrays whose home is the device\n"
+   "(included in allocated_bytes and under the limit, wherever their\n"
+   "pages lie)."},
   {"set_memory_limit", (PyCFunction) (void (*) (void)) gmpy_set_memory_limit,
    METH_VARARGS | METH_KEYWORDS,
    "set_memory_limit(nbytes, device=None)\n--\n\n"
-   "Refuse allocations past NBYTES in use on the device (None: no limit)."},
+   "Refuse allocations past NBYTES in use on the device (None: no limit);\n"
+   "managed arrays whose home is the device count too."},
   {"empty_cache", (PyCFunction) (void (*) (void)) gmpy_empty_cache,
    METH_VARARGS | METH_KEYWORDS,
    "empty_cache(device=None)\n--\n\n"
