@@ -291,6 +291,20 @@ def prefetch_discard_and_advise_keep_the_contents_and_the_order():
 
 
 @case
+def sharing_refuses_managed_arrays_by_name():
+    m = gpumem.zeros(16, memory="managed")
+    before = gpumem.sharing_stats()
+    raises(ValueError, gpumem.share, m, match="managed")
+    raises(ValueError, gpumem.share, m[2:], match="managed")
+    assert gpumem.sharing_stats() == before
+    # A device copy shares.
+    d = gpumem.empty_like(m, memory="device")
+    gpumem.copy(d, m)
+    assert d.memory == "device"
+    gpumem.unshare(gpumem.share(d))
+
+
+@case
 def graphs_run_kernels_on_managed_arrays():
     n = 1000
     x = gpumem.to_device(np.arange(n, dtype=np.float32), memory="managed")
