@@ -12,7 +12,14 @@
 
 #include "gm-python.h"
 
+#include <stdint.h>
 #include <string.h>
+
+/* The granule of a discard: whole pages of this size (the largest page
+   size of managed memory, CUDA's large GPU pages) inside an array's
+   bytes.  A discard acts on whole pages, and the pool puts other arrays
+   in the pages an array's ends share, whose contents must stay.  */
+#define DISCARD_GRANULE ((uintptr_t) 2 << 20)
 
 int
 gmpy_memory_arg (PyObject *obj, gmpy_memory fallback, gmpy_memory *memory)
@@ -167,6 +174,15 @@ move_arrays (PyObject *const *arrays, Py_ssize_t n, int location,
       size_t nbytes;
 
       span_of ((arraypy_object *) arrays[i], &start, &nbytes);
+      if (discard && nbytes > 0)
+        {
+          uintptr_t first = ((uintptr_t) start + DISCARD_GRANULE - 1)
+                            & ~(DISCARD_GRANULE - 1);
+          uintptr_t end = ((uintptr_t) start + nbytes)
+                          & ~(DISCARD_GRANULE - 1);
+          start = (char *) first;
+          nbytes = end > first ? (size_t) (end - first) : 0;
+        }
       if (nbytes == 0)
         continue;
       ptrs[count] = start;

@@ -255,6 +255,10 @@ class _MemoryStats(TypedDict):
     managed_bytes: int
     peak_managed_bytes: int
     managed_allocations: int
+    pinned_reserved_bytes: int
+    pinned_allocated_bytes: int
+    pinned_peak_allocated_bytes: int
+    pinned_limit: int | None
 
 @type_check_only
 class _SharingStats(TypedDict):
@@ -345,6 +349,7 @@ def copy(
 def pinned_empty(shape: _ShapeLike, dtype: _DTypeLike = "float32") -> npt.NDArray[Any]: ...
 def memory_stats(device: _DeviceLike | None = None) -> _MemoryStats: ...
 def set_memory_limit(nbytes: SupportsIndex | None, device: _DeviceLike | None = None) -> None: ...
+def set_pinned_memory_limit(nbytes: SupportsIndex | None) -> None: ...
 def nvtx(enabled: bool | None = None) -> bool: ...
 def memory_history(
     enabled: bool = True, stacks: Literal["python", "none"] | None = "python", max_entries: SupportsIndex = 100000
