@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "gm.h"
-#include "pinned-pool.h"
 
 const gm_backend *gm_backend_current;
 
@@ -28,10 +27,6 @@ gm_backend_parse_name (const char *name, gm_backend_choice *choice)
 void
 gm_backend_shutdown (void)
 {
-  /* The pool's cached page-locked blocks go while the backend can free
-     them.  */
-  if (gm_backend_current != NULL)
-    gm_pinned_release_cached ();
   if (gm_backend_current != NULL)
     gm_backend_current->shutdown ();
   gm_backend_current = NULL;

@@ -65,6 +65,7 @@
 #include "cuda-status.h"
 #include "share.h"
 #include "dlpack-abi.h"
+#include "pinned-pool.h"
 #include "pinned-ranges.h"
 
 static gm_status
@@ -102,6 +103,7 @@ cuda_shutdown (void)
      exit").  So gpumem never resets a device: it waits for its work,
      releases what it owns (staging buffers, the kernels' scratch, the
      pool's cached memory) and leaves the context to the driver, which ends it with the process.  */
+  gm_pinned_release_cached ();
   gm_staging_shutdown (!gm_cuda_lost ());
   gm_pinned_ranges_clear ();
   if (gm_cuda_lost ())

@@ -26,6 +26,7 @@
 #include "host-graph.h"
 #include "host-memory.h"
 #include "host-reduce.h"
+#include "pinned-pool.h"
 #include "share.h"
 
 #define HOST_MAX_DEVICES GM_HOST_MAX_DEVICES
@@ -496,6 +497,7 @@ host_graph_destroy (gm_graph *graph)
 static void
 host_shutdown (void)
 {
+  gm_pinned_release_cached ();
 }
 
 const gm_backend gm_backend_host = {
