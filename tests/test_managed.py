@@ -305,6 +305,30 @@ def sharing_refuses_managed_arrays_by_name():
 
 
 @case
+def the_history_and_the_report_show_managed_arrays():
+    import os
+    import tempfile
+    gpumem.memory_history(max_entries=100)
+    try:
+        m = gpumem.empty(12345, "uint8", memory="managed")
+        snap = gpumem.memory_snapshot()
+        sizes = [int(b["size"]) for b in snap["blocks"]]
+        assert 12345 in sizes, sizes
+        keep = gpumem.pinned_empty(1000, "uint8")
+        path = os.path.join(tempfile.mkdtemp(), "report.html")
+        gpumem.memory_report(path)
+        page = open(path).read()
+        s = gpumem.memory_stats(DEV)
+        assert '"managed_now":%d,' % s["managed_bytes"] in page
+        assert '"pinned_allocated":%d,' % s["pinned_allocated_bytes"] in page
+        assert s["managed_bytes"] >= 12345 and s["pinned_allocated_bytes"] \
+            >= 4096
+        del m, keep
+    finally:
+        gpumem.memory_history(False)
+
+
+@case
 def graphs_run_kernels_on_managed_arrays():
     n = 1000
     x = gpumem.to_device(np.arange(n, dtype=np.float32), memory="managed")
