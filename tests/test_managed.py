@@ -231,10 +231,10 @@ def prefetch_discard_and_advise_check_their_arguments_first():
     f.free()
     raises(ValueError, f.prefetch, DEV)
     raises(ValueError, gpumem.prefetch, [m, f], DEV)
-    if CUDA:
-        with gpumem.graph():
-            raises(gpumem.Error, m.prefetch, DEV, match="graph")
-            raises(gpumem.Error, m.discard, match="graph")
+    with gpumem.graph():
+        raises(gpumem.Error, m.prefetch, DEV, match="graph")
+        raises(gpumem.Error, m.discard, match="graph")
+        raises(gpumem.Error, gpumem.prefetch, [m], "host", match="graph")
 
 
 @case
@@ -274,14 +274,19 @@ def prefetch_discard_and_advise_keep_the_contents_and_the_order():
     gpumem.prefetch([a, b], DEV, stream=s)
     s.synchronize()
     assert np.array_equal(b.copy_to_host(), 3 * host)
-    # discard: the contents may be anything, and the array stays usable.
+    # discard: the contents may be anything, and the array stays usable;
+    # 16 MiB, so that whole 2 MiB pages lie inside it.
+    big = gpumem.ones(4 << 20, memory="managed")
     gpumem.kernels.spin(SPIN_MS, flag, stream=s)
-    b.discard()
+    big.discard()
     assert s.query(), "the discard returned before earlier stream work"
-    b.discard(stream=s)
+    big[1:].discard(stream=s)
     s.synchronize()
+    big.fill(4.0)
+    assert np.all(big.copy_to_host() == 4.0)
+    b.discard()                        # under 2 MiB: nothing to discard
+    assert np.array_equal(b.copy_to_host(), 3 * host)
     b.fill(4.0)
-    assert np.all(b.copy_to_host() == 4.0)
     # In a concurrent() block: on the block's stream, joined at its end.
     with gpumem.concurrent():
         gpumem.kernels.saxpy(n, 1.0, a, b)              # b = 4 + host

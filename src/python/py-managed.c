@@ -506,8 +506,12 @@ gmpy_array_managed_numpy (PyObject *self, PyObject *args, PyObject *kwargs)
       || gmpy_array_pending_stream (array, &pending) < 0)
     return NULL;
   /* The host reads what the device wrote: work a stream still has
-     pending on the array is waited for first.  */
-  if (pending != NULL && gmpy_wait (array->device, pending) < 0)
+     pending on the array is waited for first, and then all gpumem's
+     work on its device, which covers work of streams on memory the pool
+     gave the array after it was freed (the host does not follow the
+     pool's stream order).  */
+  if ((pending != NULL && gmpy_wait (array->device, pending) < 0)
+      || gmpy_wait (array->device, NULL) < 0)
     return NULL;
   view = numpy_view (array);
   if (view == NULL)
