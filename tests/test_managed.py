@@ -160,6 +160,10 @@ def dlpack_and_the_cuda_array_interface_export_managed_memory():
         # gpumem takes its own export back (kDLCUDAManaged, no copy).
         back = gpumem.asarray(m)
         assert back.ptr == m.ptr
+        imported = gpumem.from_dlpack(m)
+        assert imported.ptr == m.ptr and imported.memory == "managed"
+        imported.prefetch("host")
+        assert np.array_equal(np.asarray(imported), np.arange(6))
         assert np.array_equal(back.copy_to_host(), np.arange(6))
     else:
         assert m.__dlpack_device__() == (1, 0)
