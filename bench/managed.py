@@ -1,7 +1,7 @@
 """The figures of issue 51 for managed memory and pinned host memory
 (src/cuda/cuda-managed.c, src/python/py-managed.c; docs/memory.md).
 
-    gpumem bench/managed.py [--quick] [--json FILE]
+    gpumem bench/managed.py [--quick] [--json FILE] [--markdown FILE]
 
 In one process, on device 0:
 
@@ -23,7 +23,9 @@ In one process, on device 0:
   <= 1.05x device.
 
 Prints one line a figure and a verdict a target, and writes them as JSON
-to --json.  --quick shrinks every size (a smoke test; on the host
+to --json and as the report's table (bench/report.py includes the run's
+managed.md; its "- ... **met**" lines count among the run's verdicts)
+to --markdown.  --quick shrinks every size (a smoke test; on the host
 backend it runs without a GPU, and its verdicts mean nothing).  The
 oversubscribed loop (1.5x the device's memory) is
 bench/managed_oversubscribe.py, run apart.
@@ -221,11 +223,30 @@ def verdicts(f):
     return rows
 
 
+def markdown(figures, rows):
+    """The report's table of FIGURES and the verdicts ROWS."""
+    lines = ["# Managed and pinned memory (issue 51)", "",
+             "bench/managed.py on device 0 "
+             f"({figures['device']}, backend {figures['backend']}): "
+             "medians; microseconds (us) and GB/s.", "",
+             "| figure | value |", "| --- | ---: |"]
+    for key, value in figures.items():
+        if isinstance(value, float):
+            lines.append(f"| {key} | {value:.3f} |")
+    lines.append("")
+    for row in rows:
+        mark = "**met**" if row["verdict"] == "met" else "**not met**"
+        lines.append(f"- {row['target']}: {row['ratio']:.3f} "
+                     f"(target {row['rule']}) {mark}")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes: a smoke test of the script")
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--markdown", help="write the report's table here")
     args = parser.parse_args()
     calls = 100 if args.quick else 2000
     prefetch_bytes = 16 * MiB if args.quick else GiB
@@ -246,6 +267,9 @@ def main():
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"figures": figures, "verdicts": rows}, out, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as out:
+            out.write(markdown(figures, rows))
     return 0
 
 

@@ -5,6 +5,7 @@ same algorithm in NumPy.
 
     GPUMEM_BENCH_OVERSUBSCRIBE=1 gpumem bench/managed_oversubscribe.py \\
         [--factor 1.5] [--partitions 4] [--iterations 3] [--json FILE]
+        [--markdown FILE]
 
 Runs only with GPUMEM_BENCH_OVERSUBSCRIBE=1 (exit 77 otherwise): asking
 a device for more managed memory than it has can stall it for minutes
@@ -20,7 +21,9 @@ Prints, per mode, the median iteration after the first, the bytes that
 must move each iteration (every partition comes in once: a cyclic pass
 over more than fits defeats any cache), the PCIe bound (those bytes over
 the pinned host-to-device bandwidth measured in the same run), the
-ratio to it (target with prefetch: <= 1.3), and the check's verdict.
+ratio to it (target with prefetch: <= 1.3), and the check's verdict;
+--markdown appends them to the report's table (bench/run.sh's
+managed.md) as "- ... **met**" lines.
 Exit status 1 when a result differs from NumPy's.
 """
 
@@ -113,6 +116,7 @@ def main():
     parser.add_argument("--iterations", type=int, default=3,
                         help="iterations per mode (3; at least 2)")
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--markdown", help="append the verdicts here")
     args = parser.parse_args()
     if os.environ.get("GPUMEM_BENCH_OVERSUBSCRIBE") != "1":
         print("SKIP: set GPUMEM_BENCH_OVERSUBSCRIBE=1 to ask the device "
@@ -154,6 +158,21 @@ def main():
     if args.json:
         with open(args.json, "w") as out:
             json.dump(figures, out, indent=1)
+    if args.markdown:
+        met = figures["prefetch"]["ratio_to_bound"] <= 1.3
+        with open(args.markdown, "a") as out:
+            out.write(
+                f"- The loop on managed images of {args.factor}x the "
+                f"device's memory with prefetch: "
+                f"{figures['prefetch']['ratio_to_bound']:.2f}x the PCIe "
+                f"bound of {bound:.2f} s (target <= 1.3x) "
+                f"{'**met**' if met else '**not met**'}\n"
+                f"- The same loop on page faults only: "
+                f"{figures['faults']['ratio_to_bound']:.2f}x the PCIe bound "
+                f"(for the record)\n"
+                f"- Its results against NumPy: "
+                f"{'equal' if status == 0 else 'DIFFERENT'} "
+                f"{'**met**' if status == 0 else '**not met**'}\n")
     return status
 
 
