@@ -160,6 +160,11 @@ def dlpack_and_the_cuda_array_interface_export_managed_memory():
         # gpumem takes its own export back (kDLCUDAManaged, no copy).
         back = gpumem.asarray(m)
         assert back.ptr == m.ptr
+        # As device memory, no copy, for a consumer that asks for it.
+        plain = gpumem.from_dlpack(m.__dlpack__(dl_device=(2, DEV)))
+        assert plain.ptr == m.ptr and plain.memory == "device"
+        copied = gpumem.from_dlpack(m.__dlpack__(copy=True))
+        assert copied.ptr != m.ptr and copied.memory == "managed"
         imported = gpumem.from_dlpack(m)
         assert imported.ptr == m.ptr and imported.memory == "managed"
         imported.prefetch("host")

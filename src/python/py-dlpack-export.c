@@ -342,8 +342,8 @@ device_copy (arraypy_object *array)
 
   if (!array->contiguous)
     return (arraypy_object *) gmpy_array_copy ((PyObject *) array, NULL);
-  copy = gmpy_array_new (array->ndim, array->shape, array->dtype,
-                         array->device, NULL);
+  copy = gmpy_array_new_in (array->ndim, array->shape, array->dtype,
+                            array->device, NULL, array->memory);
   if (copy == NULL)
     return NULL;
   /* The copy may run without the GIL: ARRAY stays alive through it.  */
@@ -392,6 +392,12 @@ gmpy_array_dlpack (PyObject *self, PyObject *args, PyObject *kwargs)
       return NULL;
     }
   copy = copy_obj == Py_True;
+  if (array->memory == GMPY_MEMORY_MANAGED
+      && wanted.device_type == gm_backend_current->dlpack_device_type
+      && wanted.device_id == ours.device_id)
+    /* Managed memory is its device's memory too, for a consumer that
+       takes no kDLCUDAManaged: exported as that, without a copy.  */
+    ours = wanted;
   if (wanted.device_type != ours.device_type
       || wanted.device_id != ours.device_id)
     {
