@@ -305,6 +305,17 @@ def prefetch_discard_and_advise_keep_the_contents_and_the_order():
 
 
 @case
+def pickles_keep_the_memory():
+    import pickle
+    m = gpumem.to_device(np.arange(5.0), memory="managed")
+    back = pickle.loads(pickle.dumps(m))
+    assert back.memory == "managed" and back.ptr != m.ptr
+    assert np.array_equal(back.copy_to_host(), np.arange(5.0))
+    d = pickle.loads(pickle.dumps(gpumem.to_device(np.arange(3))))
+    assert d.memory == "device"
+
+
+@case
 def sharing_refuses_managed_arrays_by_name():
     m = gpumem.zeros(16, memory="managed")
     before = gpumem.sharing_stats()

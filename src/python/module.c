@@ -188,9 +188,9 @@ static PyMethodDef gmpy_methods[] = {
    METH_FASTCALL | METH_KEYWORDS,
    "synchronize(device=None)\n--\n\nWait for all work on the device."},
   {"_rebuild", gmpy_rebuild, METH_VARARGS,
-   "_rebuild(host, device, /)\n--\n\n"
-   "A DeviceArray on DEVICE holding a copy of host array HOST: what\n"
-   "pickle calls to load a pickled DeviceArray."},
+   "_rebuild(host, device, memory='device', /)\n--\n\n"
+   "A DeviceArray on DEVICE, in MEMORY, holding a copy of host array\n"
+   "HOST: what pickle calls to load a pickled DeviceArray."},
   {"get_include", gmpy_get_include, METH_NOARGS,
    "get_include()\n--\n\n"
    "The folder holding gpumem/extension.h and gpumem's other C headers,\n"
