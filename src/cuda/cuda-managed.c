@@ -87,9 +87,11 @@ managed_pool (int device)
 static bool
 concurrent (int device)
 {
-  int known = atomic_load (&concurrent_access[device]);
-  int value = 0;
+  int known, value = 0;
 
+  if (device < 0 || device >= CUDA_MANAGED_DEVICES)
+    return false;
+  known = atomic_load (&concurrent_access[device]);
   if (known != 0)
     return known == 2;
   if (cudaDeviceGetAttribute (&value, cudaDevAttrConcurrentManagedAccess,
