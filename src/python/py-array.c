@@ -407,7 +407,7 @@ arraypy_length (PyObject *self)
    memory (py-managed.c); TypeError for device memory (no implicit host
    copies).  */
 static PyObject *
-arraypy_no_numpy (PyObject *self, PyObject *args, PyObject *kwargs)
+arraypy_numpy (PyObject *self, PyObject *args, PyObject *kwargs)
 {
   if (((arraypy_object *) self)->memory == GMPY_MEMORY_MANAGED)
     return gmpy_array_managed_numpy (self, args, kwargs);
@@ -451,7 +451,7 @@ static PyMethodDef arraypy_methods[] = {
   {"__reduce__", gmpy_array_reduce, METH_NOARGS,
    "__reduce__($self)\n--\n\nPickles the array by value: a host copy of its "
    "elements and\nits device index, made again by gpumem._rebuild."},
-  {"__array__", (PyCFunction) (void (*) (void)) arraypy_no_numpy,
+  {"__array__", (PyCFunction) (void (*) (void)) arraypy_numpy,
    METH_VARARGS | METH_KEYWORDS,
    "__array__($self, *args, **kwargs)\n--\n\nA managed array's memory as a "
    "numpy.ndarray, no copy (its\npending stream work waited for first); "
