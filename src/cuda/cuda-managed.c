@@ -114,9 +114,13 @@ gm_cuda_managed_malloc (int device, size_t nbytes, gm_stream *stream,
   if (status != GM_OK)
     return status;
   pool = managed_pool (device);
+  /* Counted as work that may outlast the call (gm_cuda_queue_on): the
+     host may touch the block (np.asarray) only once the stream reached
+     the allocation, and the wait before that then waits for it.  */
   if (pool != NULL)
     GM_CUDA_CHECK (cudaMallocFromPoolAsync (ptr, nbytes, pool,
-                                            gm_cuda_handle_of (stream)));
+                                            gm_cuda_queue_on (device,
+                                                              stream)));
   else
     GM_CUDA_CHECK (cudaMallocManaged (ptr, nbytes, cudaMemAttachGlobal));
 done:
