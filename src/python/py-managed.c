@@ -284,8 +284,8 @@ done:
   return result;
 }
 
-/* The advice a.advise gives: up to GM_MAX_DEVICES + 2 calls, read
-   first, applied after every argument was checked.  */
+/* The advice a.advise gives, one entry a backend call: all of it read
+   first, and given only once every argument was checked.  */
 typedef struct advice_list
 {
   size_t n, room;
