@@ -299,7 +299,7 @@ advice_add (advice_list *list, gm_advice advice, int location)
   if (list->n == list->room)
     {
       size_t room = list->room ? 2 * list->room : 8;
-      gm_advice *a = PyMem_Resize (list->advice, gm_advice, room);
+      gm_advice *a = PyMem_Realloc (list->advice, room * sizeof *a);
       int *l;
       if (a == NULL)
         {
@@ -307,7 +307,7 @@ advice_add (advice_list *list, gm_advice advice, int location)
           return -1;
         }
       list->advice = a;
-      l = PyMem_Resize (list->location, int, room);
+      l = PyMem_Realloc (list->location, room * sizeof *l);
       if (l == NULL)
         {
           PyErr_NoMemory ();
