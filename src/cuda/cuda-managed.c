@@ -3,8 +3,8 @@
    cudaMemAllocationTypeManaged, the device its preferred location),
    made at the device's first managed allocation and keeping freed
    memory as the device pools do; where the driver refuses such a pool,
-   cudaMallocManaged and cudaFree, decided once a device before its
-   first block.  Prefetching, discarding and advice (cudaMemPrefetchAsync
+   or makes one that serves no block, cudaMallocManaged and cudaFree,
+   decided once a device before its first block.  Prefetching, discarding and advice (cudaMemPrefetchAsync
    and its batch, cudaMemDiscardBatchAsync, cudaMemAdvise, all with
    CUDA 13's cudaMemLocation).
 
@@ -39,6 +39,9 @@ static _Atomic (cudaMemPool_t) pools[CUDA_MANAGED_DEVICES];
 static cudaStream_t side_streams[CUDA_MANAGED_DEVICES];
 static cudaEvent_t side_before[CUDA_MANAGED_DEVICES];
 static cudaEvent_t side_after[CUDA_MANAGED_DEVICES];
+/* Whether a device's pool has served a block: until then a pool whose
+   allocations the driver refuses is dropped for cudaMallocManaged.  */
+static _Atomic bool pool_served[CUDA_MANAGED_DEVICES];
 /* cudaDevAttrConcurrentManagedAccess of each device: 0 unknown, 1 no,
    2 yes.  */
 static _Atomic int concurrent_access[CUDA_MANAGED_DEVICES];
@@ -109,20 +112,51 @@ gm_cuda_managed_malloc (int device, size_t nbytes, gm_stream *stream,
                         void **ptr)
 {
   gm_status status = gm_cuda_use_device (device);
+  /* Counted as work that may outlast the call (gm_cuda_queue_on): the
+     host may touch the block (np.asarray) only once the stream reached
+     the allocation, and the wait before that then waits for it.  */
+  cudaStream_t handle = gm_cuda_queue_on (device, stream);
+  cudaError_t err = cudaSuccess;
   cudaMemPool_t pool;
 
   if (status != GM_OK)
     return status;
   pool = managed_pool (device);
-  /* Counted as work that may outlast the call (gm_cuda_queue_on): the
-     host may touch the block (np.asarray) only once the stream reached
-     the allocation, and the wait before that then waits for it.  */
+  if (pool != NULL && atomic_load (&pool_served[device]))
+    {
+      GM_CUDA_CHECK (cudaMallocFromPoolAsync (ptr, nbytes, pool, handle));
+      goto done;
+    }
   if (pool != NULL)
-    GM_CUDA_CHECK (cudaMallocFromPoolAsync (ptr, nbytes, pool,
-                                            gm_cuda_queue_on (device,
-                                                              stream)));
-  else
-    GM_CUDA_CHECK (cudaMallocManaged (ptr, nbytes, cudaMemAttachGlobal));
+    {
+      /* Until the pool has served a block, one thread at a time asks
+         it, and a pool the driver made but serves no block from is
+         dropped for cudaMallocManaged before any block of it exists, so
+         that every free finds its way.  */
+      pthread_mutex_lock (&managed_lock);
+      pool = atomic_load (&pools[device]);
+      if (pool != NULL)
+        {
+          err = cudaMallocFromPoolAsync (ptr, nbytes, pool, handle);
+          if (err == cudaSuccess)
+            atomic_store (&pool_served[device], true);
+          else if ((err == cudaErrorNotSupported
+                    || err == cudaErrorInvalidValue)
+                   && !atomic_load (&pool_served[device]))
+            {
+              cudaGetLastError ();
+              cudaMemPoolDestroy (pool);
+              atomic_store (&pools[device], NULL);
+              pool = NULL;
+              err = cudaSuccess;
+            }
+        }
+      pthread_mutex_unlock (&managed_lock);
+      GM_CUDA_CHECK (err);
+      if (pool != NULL)
+        goto done;
+    }
+  GM_CUDA_CHECK (cudaMallocManaged (ptr, nbytes, cudaMemAttachGlobal));
 done:
   return status;
 }
