@@ -198,6 +198,14 @@ void gm_cuda_graph_destroy (gm_graph *graph);
 gm_status gm_cuda_graph_order (gm_stream *stream, const size_t *after,
                                size_t nafter);
 
+/* cuda-host-numa.c: page-locked memory of at least NBYTES on the NUMA
+   node of the current device, where the machine has several, in *PTR;
+   false (no error set) where it is not made, for cudaMallocHost.
+   gm_cuda_numa_host_free frees such a block and returns true, or
+   returns false for a block it did not make.  */
+bool gm_cuda_numa_host_alloc (size_t nbytes, void **ptr);
+bool gm_cuda_numa_host_free (void *ptr);
+
 /* cuda-managed.c: the table's managed_* members, and beneath them
    what cuda-memory.c and cuda-backend.c ask of the managed pools.  */
 gm_status gm_cuda_managed_malloc (int device, size_t nbytes,

@@ -2,8 +2,9 @@
    device's stream-ordered pool (the exportable pool of cuda-pools.c, or
    cudaMallocAsync's current pool; both keep freed memory cached, so
    repeated allocations cost microseconds), what the pools hold (the
-   pool of managed memory too, cuda-managed.c),
-   page-locked host memory, and which device an address belongs to.  */
+   pool of managed memory too, cuda-managed.c), page-locked host memory
+   (on the device's NUMA node where cuda-host-numa.c can), and which
+   device an address belongs to.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -111,7 +112,9 @@ gm_cuda_host_alloc (size_t nbytes, void **ptr)
   size_t size = nbytes ? nbytes : 1;
 
   GM_CUDA_CHECK_ALIVE ();
-  GM_CUDA_CHECK (cudaMallocHost (ptr, size));
+  /* On the current device's NUMA node where the machine has several.  */
+  if (!gm_cuda_numa_host_alloc (size, ptr))
+    GM_CUDA_CHECK (cudaMallocHost (ptr, size));
   /* Not listed (out of memory): copies ask CUDA about it instead.  */
   gm_pinned_ranges_add (*ptr, size);
 done:
@@ -124,7 +127,7 @@ gm_cuda_host_free (void *ptr)
   cudaError_t err;
 
   gm_pinned_ranges_remove (ptr);
-  if (gm_cuda_lost ())
+  if (gm_cuda_numa_host_free (ptr) || gm_cuda_lost ())
     return;
   err = cudaFreeHost (ptr);
   if (err != cudaSuccess)
