@@ -1277,6 +1277,7 @@ INCLUDED = [
      "allocations", "bench/binding_overhead.py, bench/frameworks_alloc.py, "
      "bench/sharing_ipc.py and bench/frameworks_mixed.py; their last lines."),
     ("nccl", "*-nccl.md", None, None),
+    ("managed", "managed.md", None, None),
     ("commipc", "comm-ipc.md", "One GPU, several ranks: collectives through "
      "shared windows", "bench/comm_ipc.sh: gpumem.comm.allreduce under "
      "mpirun, every rank on device 0, the shared windows against MPI's "
@@ -1317,17 +1318,21 @@ def included_sections(directory, plan):
 
 def included_verdicts(directory):
     """(text, MET | MISSED) of each target bench/nccl_report.py judged
-    in the run's collectives table ("- ... **met**" / "**not met**"),
-    for the verdicts' count."""
+    in the run's collectives table, and bench/managed.py and
+    bench/managed_oversubscribe.py in managed.md ("- ... **met**" /
+    "**not met**"), for the verdicts' count."""
     out = []
-    for path in sorted(glob.glob(os.path.join(directory, "*-nccl.md"))):
+    for path, tag in ([(p, "nccl") for p in sorted(glob.glob(
+            os.path.join(directory, "*-nccl.md")))]
+            + [(p, "managed") for p in glob.glob(
+                os.path.join(directory, "managed.md"))]):
         with open(path, encoding="utf-8") as f:
             for line in f:
                 line = line.strip()
                 for mark, word in (("**not met**", "MISSED"),
                                    ("**met**", "MET")):
                     if line.startswith("- ") and line.endswith(mark):
-                        out.append(("[nccl] " + line[2:-len(mark)].strip(),
+                        out.append((f"[{tag}] " + line[2:-len(mark)].strip(),
                                     word))
                         break
     return out

@@ -30,7 +30,10 @@
 # tests/plugins/cuda-plugin.cu is built into BENCH_BUILD with raw.cu;
 # needs the cuda backend), multigpu (needs 2 GPUs; the host backend's
 # simulated devices count), sharing (gpumem with PyTorch and CuPy, the
-# C++ casters and other processes; needs the cuda backend), nccl (the
+# C++ casters and other processes; needs the cuda backend), managed
+# (gpumem only, bench/managed.py: managed and pinned memory; the loop on
+# managed images of 1.5x the device, bench/managed_oversubscribe.py,
+# only with GPUMEM_BENCH_OVERSUBSCRIBE=1; needs the cuda backend), nccl (the
 # collectives, bench/nccl.sh; needs 2 GPUs) and commipc (ranks sharing
 # one GPU, bench/comm_ipc.sh; needs the cuda backend and MPI, MPIRUN
 # naming mpirun).  BENCH_SECTIONS="basic loop" chooses; a name not in
@@ -81,7 +84,7 @@ top=$(dirname "$here")
 # for the others, the figures their scripts' records carry), and fails
 # for a name not in the list.  bench/report.py finds through it, in
 # sections.txt, the section each of its rows needs.
-SECTIONS="basic sweep algo loop staging kernels multigpu sharing nccl commipc"
+SECTIONS="basic sweep algo loop staging kernels multigpu sharing managed nccl commipc"
 figures () {
   case $1 in
     basic) echo "launch alloc copy16 copy256 workload graph" ;;
@@ -92,6 +95,7 @@ figures () {
     kernels) echo "kernel_launch jit_compile" ;;
     multigpu) echo "multigpu" ;;
     sharing) echo "pipeline" ;;
+    managed) echo "managed" ;;
     nccl) echo "nccl" ;;
     commipc) echo "commipc" ;;
     *) return 1 ;;
@@ -163,7 +167,7 @@ done
 # nothing where it can.
 needs () {
   case $1 in
-    kernels|sharing)
+    kernels|sharing|managed)
       test "$backend" = host && echo "needs the cuda backend" ;;
     multigpu)
       test "$backend" != host && test "$gpus" -lt 2 \
@@ -454,6 +458,51 @@ case " $sections " in
       rm -f "$rec/gpumem-pipeline.jsonl"
     fi
     cat "$rec/sharing.md" ;;
+esac
+
+# The managed section (gpumem only, on the cuda backend; issue 51):
+# bench/managed.py's figures of managed and pinned memory and their
+# verdicts, into managed.md, which the report includes; then the
+# stitching loop on managed images of 1.5x the device's memory
+# (bench/managed_oversubscribe.py), only where
+# GPUMEM_BENCH_OVERSUBSCRIBE=1 asks for it: asking a device for more
+# managed memory than it has can stall it, so managed.md says it was
+# left out otherwise.  Each one's output goes to managed-NAME.log.
+# managed_step NAME SCRIPT [ARGS...]: runs SCRIPT within the budget;
+# its exit status (0 where the budget was spent, which skipped.txt
+# says).
+managed_step () {
+  name=$1 script=$2
+  shift 2
+  left=$(( budget - 30 - ($(date +%s) - begin) ))
+  if test "$left" -lt 20; then
+    echo "managed, $name: not run (budget spent)" >> "$rec/skipped.txt"
+    status=1
+    return 0
+  fi
+  this=$limit
+  test "$left" -lt "$this" && this=$left
+  step "running gpumem, managed: $name (at most $this s)" >&2
+  GPUMEM="$gpumem" timeout "$this" "$gpumem" -q "$here/$script" "$@" \
+    > "$rec/managed-$name.log" 2>&1
+}
+case " $sections " in
+  *" managed "*)
+    managed_step figures managed.py --markdown "$rec/managed.md" \
+      --json "$rec/managed.json"
+    rc=$?
+    test $rc = 0 \
+      || failed "managed: bench/managed.py FAILED or ran out of time, exit status $rc (managed-figures.log)"
+    managed_step oversubscribed managed_oversubscribe.py \
+      --markdown "$rec/managed.md" --json "$rec/managed-oversubscribed.json"
+    rc=$?
+    case $rc in
+      0) ;;
+      77) echo "- The loop on managed images of 1.5x the device's memory: not run ($(tail -n 1 "$rec/managed-oversubscribed.log"))." \
+            >> "$rec/managed.md" ;;
+      *) failed "managed: bench/managed_oversubscribe.py FAILED or ran out of time, exit status $rc (managed-oversubscribed.log)" ;;
+    esac
+    test -f "$rec/managed.md" && cat "$rec/managed.md" ;;
 esac
 
 # Collectives where 2 or more GPUs answer (bench/nccl.sh: its records

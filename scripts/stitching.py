@@ -13,12 +13,16 @@ against the same algorithm run in NumPy, and a short report is printed.
     gpumem scripts/stitching.py [--images N] [--iterations K]
                                 [--kernel algo|algo_seed] [--seed S]
                                 [--serial | --graph] [--no-check]
+                                [--memory device|managed] [--prefetch]
 
 The partitions' devices work at the same time (gpumem.concurrent());
 --serial runs the same loop one call after another, for comparison;
 --graph records one iteration's device work once (gpumem.graph(): the
 update's copies to the devices, the kernels, the partial updates'
 copies back) and replays it every iteration, one graph per device.
+--memory managed keeps the images in managed memory (docs/memory.md),
+which may exceed the devices' memory; --prefetch then moves each
+partition's images to its device before its kernel, every iteration.
 
 The report names the seed of the random initial update (--seed S runs
 the same update again) and the run's elapsed time.  Note that the
@@ -46,7 +50,7 @@ STARTED = time.perf_counter()
 def parse_args(argv, prog="gpumem scripts/stitching.py",
                description="The iterative 4-partition stitching workload.",
                seed_help="seed of the random initial update",
-               graph_option=False):
+               graph_option=False, memory_option=False):
     """The workload's command line (shared with stitching_mpi.py)."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--images", type=int, default=40,
@@ -66,9 +70,20 @@ def parse_args(argv, prog="gpumem scripts/stitching.py",
         parser.add_argument("--graph", action="store_true",
                             help="capture one iteration's device work "
                                  "once and replay it (gpumem.graph)")
+    if memory_option:
+        parser.add_argument("--memory", choices=["device", "managed"],
+                            default="device",
+                            help="the images' memory (default device)")
+        parser.add_argument("--prefetch", action="store_true",
+                            help="prefetch each partition's managed images "
+                                 "to its device before its kernel")
     args = parser.parse_args(argv)
     if getattr(args, "graph", False) and args.serial:
         parser.error("--graph and --serial exclude each other")
+    if getattr(args, "prefetch", False) and (
+            args.memory != "managed" or getattr(args, "graph", False)):
+        parser.error("--prefetch needs --memory managed, and no --graph "
+                     "(a recording refuses prefetches)")
     if args.images < PARTITIONS:
         parser.error(f"--images must be at least {PARTITIONS}")
     if args.iterations < 1:
@@ -168,7 +183,7 @@ def iteration_graph(kernel, devices, parted_images, gpu_image_memory,
 
 
 def main(argv):
-    args = parse_args(argv, graph_option=True)
+    args = parse_args(argv, graph_option=True, memory_option=True)
     rng = np.random.default_rng(pick_seed(args))
     kernel = getattr(gpumem.kernels, args.kernel)
     ndev = gpumem.device_count()
@@ -188,7 +203,8 @@ def main(argv):
     for i in range(PARTITIONS):
         n = len(parted_images[i])
         gpu_image_memory.append(
-            gpumem.alloc_gpu_memory(n, device=devices[i]))
+            gpumem.alloc_gpu_memory(n, device=devices[i],
+                                    memory=args.memory))
         gpu_partial_update_memory.append(
             gpumem.alloc_gpu_memory(4, device=devices[i]))
 
@@ -226,6 +242,8 @@ def main(argv):
         for _ in range(args.iterations):
             clock.start()
             for i in range(PARTITIONS):
+                if args.prefetch:
+                    gpu_image_memory[i].prefetch(devices[i])
                 kernel(gpu_image_memory[i], gpu_update_memory[devices[i]],
                        gpu_partial_update_memory[i], len(parted_images[i]))
                 gpumem.copy_from_gpu(gpu_partial_update_memory[i],
@@ -246,6 +264,11 @@ def report(update, parted_images, initial_update, devices, clock, args,
     """Prints the run's report (HOW: serial, concurrent or graph) and
     the check's verdict; returns the exit status."""
     names = sorted({f"{d}: {gpumem.Device(d).name}" for d in devices})
+    memory = getattr(args, "memory", "device")
+    if memory != "device":
+        how += f", {memory} images" + (", prefetched"
+                                       if getattr(args, "prefetch", False)
+                                       else "")
     print(f"backend {gpumem.backend}; partitions on devices {devices} "
           f"({'; '.join(names)}); {how}; seed {args.seed}")
     print(clock.summary(args))

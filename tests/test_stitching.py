@@ -67,6 +67,29 @@ def graph_equals_plain_loop():
 
 
 @case
+def managed_images_equal_device_images():
+    """Images in managed memory (--memory managed), prefetched or not,
+    give the very bits of the run with device images."""
+    for images in ("40", str(4 * 100003 + 3)):
+        got = {}
+        for mode in ((), ("--memory", "managed"),
+                     ("--memory", "managed", "--prefetch"),
+                     ("--memory", "managed", "--prefetch", "--serial"),
+                     ("--memory", "managed", "--graph")):
+            out = run("--images", images, "--iterations", "12", "--seed",
+                      str(gmtest.SEED), *mode)
+            assert ("managed images" in out) == bool(mode), out
+            got[mode] = [line for line in out.splitlines()
+                         if line.startswith("update:")]
+        assert got[()] and all(g == got[()] for g in got.values()), got
+    for bad in (("--prefetch",), ("--memory", "managed", "--prefetch",
+                                  "--graph"), ("--memory", "pinned")):
+        proc = subprocess.run([gmtest.GPUMEM, "-q", SCRIPT, *bad],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (bad, proc.stderr)
+
+
+@case
 def graph_and_serial_exclude_each_other():
     proc = subprocess.run([gmtest.GPUMEM, "-q", SCRIPT, "--graph",
                            "--serial"], capture_output=True, text=True,

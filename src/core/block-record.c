@@ -14,9 +14,11 @@
 #include "spill.h"
 
 gm_status
-gm_block_alloc (int device, size_t nbytes, gm_stream *stream, bool may_spill,
+gm_block_alloc (int device, size_t nbytes, gm_stream *stream, unsigned flags,
                 gm_block **block)
 {
+  bool may_spill = (flags & GM_BLOCK_MAY_SPILL) != 0;
+  bool managed = (flags & GM_BLOCK_MANAGED) != 0;
   gm_block *made = calloc (1, sizeof *made);
   gm_status status;
   size_t freed;
@@ -25,7 +27,13 @@ gm_block_alloc (int device, size_t nbytes, gm_stream *stream, bool may_spill,
   if (made == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "cannot allocate "
                          "the record of a block of %zu bytes", nbytes);
-  status = gm_mem_alloc (device, nbytes, stream, &made->ptr);
+  if (managed)
+    {
+      status = gm_mem_alloc_managed (device, nbytes, stream, &made->ptr);
+      may_spill = false;
+    }
+  else
+    status = gm_mem_alloc (device, nbytes, stream, &made->ptr);
   /* Out of memory with spilling on: idle arrays move to host memory,
      and the allocation is tried again while any could.  */
   while (status == GM_ERR_NOMEM && may_spill && gm_spill_enabled (device)
@@ -49,6 +57,7 @@ gm_block_alloc (int device, size_t nbytes, gm_stream *stream, bool may_spill,
   made->holds = 1;
   made->device = device;
   made->nbytes = nbytes;
+  made->managed = managed;
   *block = made;
   return GM_OK;
 }
@@ -108,7 +117,10 @@ gm_block_gone (gm_block *block)
   if (block->gone != NULL)
     block->gone (block->ctx);
   else if (resident && (block->ptr != NULL || block->nbytes != 0))
-    status = gm_mem_free (block->device, block->ptr, block->nbytes, NULL);
+    status = block->managed
+             ? gm_mem_free_managed (block->device, block->ptr, block->nbytes,
+                                    NULL)
+             : gm_mem_free (block->device, block->ptr, block->nbytes, NULL);
   free (block);
   return status;
 }

@@ -42,6 +42,7 @@ struct gm_block
   uint32_t exposure;           /* GM_BLOCK_* bits */
   bool owner_gone;             /* the array that made it let go */
   bool native_counted;         /* in the books' native_held_bytes */
+  bool managed;                /* gm_mem_alloc_managed's */
   int device;
   void *ptr;
   size_t nbytes;
@@ -62,13 +63,16 @@ struct gm_block
 };
 
 /* Allocates NBYTES on DEVICE ordered on STREAM (gm_mem_alloc) with its
-   record in *BLOCK, held once (by its maker).  Where the device or the
-   limit refuses and spilling is on, MAY_SPILL lets idle arrays move to
-   host memory first (spill.h): the caller holds no other array's
-   address.  GM_ERR_NOMEM as gm_mem_alloc, GM_ERR_HOST_NOMEM for the
+   record in *BLOCK, held once (by its maker); managed memory
+   (gm_mem_alloc_managed) with GM_BLOCK_MANAGED in FLAGS.  Where the
+   device or the limit refuses and spilling is on, GM_BLOCK_MAY_SPILL
+   lets idle arrays move to host memory first (spill.h): the caller
+   holds no other array's address.  GM_ERR_NOMEM as gm_mem_alloc, GM_ERR_HOST_NOMEM for the
    record.  */
+#define GM_BLOCK_MAY_SPILL 1u   /* gm_block_alloc: idle arrays may move */
+#define GM_BLOCK_MANAGED 2u     /* gm_block_alloc: managed memory */
 gm_status gm_block_alloc (int device, size_t nbytes, gm_stream *stream,
-                          bool may_spill, gm_block **block);
+                          unsigned flags, gm_block **block);
 /* A record for NBYTES at PTR on DEVICE that gpumem did not allocate,
    held once; its last release calls GONE (CTX).  NULL where the record
    cannot be allocated.  */

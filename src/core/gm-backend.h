@@ -60,6 +60,22 @@ typedef enum gm_memory_kind
   GM_MEMORY_CUDA       /* CUDA device memory */
 } gm_memory_kind;
 
+/* Where managed memory is moved to (managed_prefetch) or meant to
+   live (managed_advise): a device index, or this for host memory.  */
+#define GM_LOCATION_HOST (-1)
+
+/* The advice managed_advise gives the driver about a range of managed
+   memory, and the advice that undoes each.  */
+typedef enum gm_advice
+{
+  GM_ADVISE_READ_MOSTLY,           /* copies may be kept where read */
+  GM_ADVISE_UNSET_READ_MOSTLY,
+  GM_ADVISE_PREFERRED_LOCATION,    /* pages live at the location */
+  GM_ADVISE_UNSET_PREFERRED_LOCATION,
+  GM_ADVISE_ACCESSED_BY,           /* the location keeps them mapped */
+  GM_ADVISE_UNSET_ACCESSED_BY
+} gm_advice;
+
 /* The operations of the backends' reduce, and of gpumem.comm's
    allreduce (comm-job.h's gm_comm_op is this type).  */
 typedef enum gm_reduce_op
@@ -281,6 +297,41 @@ typedef struct gm_backend
   /* The CUDA driver's and runtime's versions, as
      gm_backend_cuda_versions says; 0 and 0 where the backend has none.  */
   void (*versions) (int *driver, int *runtime);
+  /* Managed memory (memory="managed"): one address that the host and
+     every device may use, whose pages the driver moves to where they
+     are used.  On the host backend it is host memory and the
+     operations below check nothing more than their callers did.  */
+  /* The DLDeviceType of managed memory: kDLCUDAManaged, or kDLCPU.  */
+  int managed_dlpack_device_type;
+  /* As malloc and free, for managed memory whose home is DEVICE (the
+     pool of managed memory that the device keeps, where it offers one;
+     the driver's allocator otherwise).  */
+  gm_status (*managed_malloc) (int device, size_t nbytes, gm_stream *stream,
+                               void **ptr);
+  gm_status (*managed_free) (int device, void *ptr, size_t nbytes,
+                             gm_stream *stream);
+  /* Moves the N ranges PTRS[i] of SIZES[i] bytes of managed memory to
+     LOCATION (a device, or GM_LOCATION_HOST), as one batch where the
+     driver offers it, ordered on STREAM of DEVICE (NULL: after the work
+     queued before it on DEVICE's default stream and the streams that
+     stream waits for; the caller then waits with wait ()).  A device
+     that cannot move pages while the host may use them
+     (concurrentManagedAccess 0) ignores it: its pages move at each
+     launch.  */
+  gm_status (*managed_prefetch) (int device, void *const *ptrs,
+                                 const size_t *sizes, size_t n, int location,
+                                 gm_stream *stream);
+  /* Says that the contents of the N ranges are no longer needed (a read
+     before the next write finds any value), ordered as
+     managed_prefetch.  Ignored where the driver cannot discard.  */
+  gm_status (*managed_discard) (int device, void *const *ptrs,
+                                const size_t *sizes, size_t n,
+                                gm_stream *stream);
+  /* Gives ADVICE for the NBYTES of managed memory at PTR, about LOCATION
+     (a device or GM_LOCATION_HOST; unused by the read-mostly advice).
+     Takes effect at once; moves no byte.  */
+  gm_status (*managed_advise) (void *ptr, size_t nbytes, gm_advice advice,
+                               int location);
 } gm_backend;
 
 typedef enum gm_backend_choice

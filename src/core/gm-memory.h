@@ -65,6 +65,11 @@ typedef struct gm_mem_stats
      go too.  */
   size_t native_held_bytes;
   size_t native_held_blocks;
+  /* Of ALLOCATED_BYTES and ALLOCATIONS, the managed memory whose home
+     is the device (gm_mem_alloc_managed), wherever its pages lie.  */
+  size_t managed_bytes;
+  size_t peak_managed_bytes;
+  size_t managed_allocations;
 } gm_mem_stats;
 
 /* Allocates NBYTES on DEVICE ordered on STREAM for OWNER; *PTR is NULL
@@ -106,6 +111,16 @@ gm_status gm_mem_alloc (int device, size_t nbytes, gm_stream *stream,
                         void **ptr);
 gm_status gm_mem_free (int device, void *ptr, size_t nbytes,
                        gm_stream *stream);
+/* gm_mem_alloc and gm_mem_free for managed memory whose home is DEVICE
+   (the backend's managed_malloc and managed_free): booked on DEVICE,
+   under its limit, in its history, and counted in its MANAGED_BYTES as
+   well.  The limit counts these bytes although their pages may lie on
+   the host: it bounds what gpumem booked on the device, not where the
+   driver put it.  */
+gm_status gm_mem_alloc_managed (int device, size_t nbytes, gm_stream *stream,
+                                void **ptr);
+gm_status gm_mem_free_managed (int device, void *ptr, size_t nbytes,
+                               gm_stream *stream);
 gm_status gm_mem_stats_get (int device, gm_mem_stats *stats);
 gm_status gm_mem_set_limit (int device, size_t limit);
 gm_status gm_mem_empty_cache (int device);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "gm.h"
+#include "pinned-pool.h"
 
 /* The largest live blocks a report lists.  */
 #define REPORT_BLOCKS 20
@@ -156,6 +157,7 @@ static void
 device_json (FILE *out, const gm_mem_history_copy *copy, int device,
              uint64_t t0)
 {
+  gm_pinned_stats pinned;
   gm_mem_stats stats;
   size_t n = 0, peak_at = SIZE_MAX, peak = 0, stride, i;
   bool first = true;
@@ -173,11 +175,16 @@ device_json (FILE *out, const gm_mem_history_copy *copy, int device,
           }
       }
   stride = n > REPORT_POINTS ? (n + REPORT_POINTS - 1) / REPORT_POINTS : 1;
+  gm_pinned_stats_get (&pinned);
   fprintf (out, "{\"device\":%d,\"allocated_now\":%zu,\"reserved_now\":%zu,"
            "\"peak_allocated\":%zu,\"shared_now\":%zu,\"imported_now\":%zu,"
+           "\"managed_now\":%zu,\"pinned_reserved\":%zu,"
+           "\"pinned_allocated\":%zu,"
            "\"limit\":", device, stats.allocated_bytes, stats.reserved_bytes,
            stats.peak_allocated_bytes, stats.shared_bytes,
-           stats.owners[GM_MEM_OWNER_IMPORTED].allocated_bytes);
+           stats.owners[GM_MEM_OWNER_IMPORTED].allocated_bytes,
+           stats.managed_bytes, pinned.reserved_bytes,
+           pinned.allocated_bytes);
   if (stats.limit == SIZE_MAX)
     fputs ("null", out);
   else
@@ -238,7 +245,9 @@ static const char page_tail[] =
   "': allocated and reserved over time (peak '+fmt(d.peak_allocated)+"
   "', now '+fmt(d.allocated_now)+' allocated, '+fmt(d.reserved_now)+"
   "' reserved; of the allocated, '+fmt(d.shared_now)+' shared with "
-  "other processes, '+fmt(d.imported_now)+' opened from them)';"
+  "other processes, '+fmt(d.imported_now)+' opened from them, '+"
+  "fmt(d.managed_now)+' managed; the pinned pool: '+"
+  "fmt(d.pinned_allocated)+' in use of '+fmt(d.pinned_reserved)+')';"
   "box.appendChild(h);\n"
   " const W=900,H=300,L=80,B=30,T=10,R=20;\n"
   " const svg=el('svg',{width:W,height:H,viewBox:'0 0 '+W+' '+H,"

@@ -615,3 +615,59 @@ gm_format_bytes (size_t nbytes, char *buf, size_t size)
   else
     snprintf (buf, size, "%.1f %s", value, units[unit]);
 }
+
+/* The backend's managed memory as a gm_mem_get_fn and a gm_mem_put_fn.  */
+static gm_status
+managed_get (void *ctx, int device, size_t nbytes, gm_stream *stream,
+             void **ptr)
+{
+  (void) ctx;
+  return gm_backend_current->managed_malloc (device, nbytes, stream, ptr);
+}
+
+static gm_status
+managed_put (void *ctx, int device, void *ptr, size_t nbytes,
+             gm_stream *stream)
+{
+  (void) ctx;
+  return gm_backend_current->managed_free (device, ptr, nbytes, stream);
+}
+
+gm_status
+gm_mem_alloc_managed (int device, size_t nbytes, gm_stream *stream,
+                      void **ptr)
+{
+  gm_status status = gm_mem_alloc_with (GM_MEM_OWNER_GPUMEM, device, nbytes,
+                                        stream, managed_get, NULL, ptr);
+  gm_mem_stats *stats;
+
+  if (status != GM_OK || nbytes == 0)
+    return status;
+  pthread_mutex_lock (&books_lock);
+  stats = book (device);
+  stats->managed_bytes += nbytes;
+  if (stats->managed_bytes > stats->peak_managed_bytes)
+    stats->peak_managed_bytes = stats->managed_bytes;
+  stats->managed_allocations++;
+  pthread_mutex_unlock (&books_lock);
+  return GM_OK;
+}
+
+gm_status
+gm_mem_free_managed (int device, void *ptr, size_t nbytes, gm_stream *stream)
+{
+  if (ptr == NULL && nbytes == 0)
+    return GM_OK;
+  if (device >= 0 && device < GM_MAX_DEVICES)
+    {
+      gm_mem_stats *stats;
+
+      pthread_mutex_lock (&books_lock);
+      stats = book (device);
+      stats->managed_bytes -= nbytes;
+      stats->managed_allocations--;
+      pthread_mutex_unlock (&books_lock);
+    }
+  return gm_mem_free_with (GM_MEM_OWNER_GPUMEM, device, ptr, nbytes, stream,
+                           managed_put, NULL);
+}

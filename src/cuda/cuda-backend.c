@@ -76,6 +76,7 @@
 #include "cuda-status.h"
 #include "share.h"
 #include "dlpack-abi.h"
+#include "pinned-pool.h"
 #include "pinned-ranges.h"
 
 static gm_status
@@ -113,6 +114,7 @@ cuda_shutdown (void)
      exit").  So gpumem never resets a device: it waits for its work,
      releases what it owns (staging buffers, the kernels' scratch, the
      pool's cached memory) and leaves the context to the driver, which ends it with the process.  */
+  gm_pinned_release_cached ();
   gm_staging_shutdown (!gm_cuda_lost ());
   gm_pinned_ranges_clear ();
   if (gm_cuda_lost ())
@@ -126,6 +128,7 @@ cuda_shutdown (void)
         cudaDeviceSynchronize ();
         gm_kernels_release (d);
         gm_cuda_streams_device_done (d);
+        gm_cuda_managed_device_done (d);
         npools = gm_cuda_pools_of (d, pools);
         for (int i = 0; i < npools; i++)
           cudaMemPoolTrimTo (pools[i], 0);
@@ -186,4 +189,10 @@ const gm_backend gm_backend_cuda = {
   .can_access_peer = gm_cuda_can_access_peer,
   .shutdown = cuda_shutdown,
   .versions = gm_cuda_versions,
+  .managed_dlpack_device_type = GM_DL_CUDA_MANAGED,
+  .managed_malloc = gm_cuda_managed_malloc,
+  .managed_free = gm_cuda_managed_free,
+  .managed_prefetch = gm_cuda_managed_prefetch,
+  .managed_discard = gm_cuda_managed_discard,
+  .managed_advise = gm_cuda_managed_advise,
 };

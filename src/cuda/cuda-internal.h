@@ -242,4 +242,34 @@ void gm_cuda_graph_destroy (gm_graph *graph);
 gm_status gm_cuda_graph_order (gm_stream *stream, const size_t *after,
                                size_t nafter);
 
+/* cuda-host-numa.c: page-locked memory of at least NBYTES on the NUMA
+   node of the current device, where the machine has several, in *PTR;
+   false (no error set) where it is not made, for cudaMallocHost.
+   gm_cuda_numa_host_free frees such a block and returns true, or
+   returns false for a block it did not make.  */
+bool gm_cuda_numa_host_alloc (size_t nbytes, void **ptr);
+bool gm_cuda_numa_host_free (void *ptr);
+
+/* cuda-managed.c: the table's managed_* members, and beneath them
+   what cuda-memory.c and cuda-backend.c ask of the managed pools.  */
+gm_status gm_cuda_managed_malloc (int device, size_t nbytes,
+                                  gm_stream *stream, void **ptr);
+gm_status gm_cuda_managed_free (int device, void *ptr, size_t nbytes,
+                                gm_stream *stream);
+gm_status gm_cuda_managed_prefetch (int device, void *const *ptrs,
+                                    const size_t *sizes, size_t n,
+                                    int location, gm_stream *stream);
+gm_status gm_cuda_managed_discard (int device, void *const *ptrs,
+                                   const size_t *sizes, size_t n,
+                                   gm_stream *stream);
+gm_status gm_cuda_managed_advise (void *ptr, size_t nbytes, gm_advice advice,
+                                  int location);
+/* What DEVICE's pool of managed memory holds (0 without one).  */
+gm_status gm_cuda_managed_reserved (int device, size_t *bytes);
+/* Gives back what DEVICE's pool of managed memory keeps idle.  */
+gm_status gm_cuda_managed_trim (int device);
+/* Trims DEVICE's managed pool and destroys its side stream (DEVICE
+   current, its work done), at shutdown.  */
+void gm_cuda_managed_device_done (int device);
+
 #endif /* GM_CUDA_BACKEND_H */

@@ -1,8 +1,10 @@
 /* cuda-memory.c -- the CUDA backend's memory: device memory from each
    device's stream-ordered pool (the exportable pool of cuda-pools.c, or
    cudaMallocAsync's current pool; both keep freed memory cached, so
-   repeated allocations cost microseconds), what the pools hold,
-   page-locked host memory, and which device an address belongs to.  */
+   repeated allocations cost microseconds), what the pools hold (the
+   pool of managed memory too, cuda-managed.c), page-locked host memory
+   (on the device's NUMA node where cuda-host-numa.c can), and which
+   device an address belongs to.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -67,6 +69,7 @@ gm_cuda_reserved (int device, size_t *bytes)
 {
   gm_status status = GM_OK;
   cudaMemPool_t pools[2];
+  size_t managed = 0;
   int npools;
 
   *bytes = 0;
@@ -80,6 +83,8 @@ gm_cuda_reserved (int device, size_t *bytes)
           pools[i], cudaMemPoolAttrReservedMemCurrent, &value));
       *bytes += (size_t) value;
     }
+  status = gm_cuda_managed_reserved (device, &managed);
+  *bytes += managed;
 done:
   return status;
 }
@@ -99,7 +104,9 @@ gm_cuda_release_cached (int device, size_t *reserved_after)
   npools = gm_cuda_pools_of (device, pools);
   for (int i = 0; i < npools; i++)
     GM_CUDA_CHECK (cudaMemPoolTrimTo (pools[i], 0));
-  status = gm_cuda_reserved (device, reserved_after);
+  status = gm_cuda_managed_trim (device);
+  if (status == GM_OK)
+    status = gm_cuda_reserved (device, reserved_after);
 done:
   return status;
 }
@@ -111,7 +118,9 @@ gm_cuda_host_alloc (size_t nbytes, void **ptr)
   size_t size = nbytes ? nbytes : 1;
 
   GM_CUDA_CHECK_ALIVE ();
-  GM_CUDA_CHECK (cudaMallocHost (ptr, size));
+  /* On the current device's NUMA node where the machine has several.  */
+  if (!gm_cuda_numa_host_alloc (size, ptr))
+    GM_CUDA_CHECK (cudaMallocHost (ptr, size));
   /* Not listed (out of memory): copies ask CUDA about it instead.  */
   gm_pinned_ranges_add (*ptr, size);
 done:
@@ -124,7 +133,7 @@ gm_cuda_host_free (void *ptr)
   cudaError_t err;
 
   gm_pinned_ranges_remove (ptr);
-  if (gm_cuda_lost ())
+  if (gm_cuda_numa_host_free (ptr) || gm_cuda_lost ())
     return;
   err = cudaFreeHost (ptr);
   if (err != cudaSuccess)

@@ -9,7 +9,8 @@ src_cuda_libgm_cuda_la_SOURCES = \
 	src/cuda/cuda-copy.c src/cuda/cuda-launch.c src/cuda/cuda-staging.c \
 	src/cuda/cuda-staging.h src/cuda/cuda-status.c src/cuda/cuda-status.h \
 	src/cuda/cuda-nvtx.c src/cuda/cuda-graph.c src/cuda/cuda-share.c \
-	src/cuda/cuda-batch-copy.c src/cuda/cuda-pools.c \
+	src/cuda/cuda-batch-copy.c src/cuda/cuda-pools.c src/cuda/cuda-managed.c \
+	src/cuda/cuda-host-numa.c \
 	$(BACKEND_CUDA_SOURCES) src/cuda/cuda-reduce.h
 src_cuda_libgm_cuda_la_CPPFLAGS = $(GM_CUDA_CPPFLAGS)
 endif

@@ -5,14 +5,16 @@
    into the device's page-locked bounce buffer; copies into host memory
    go into the bounce buffer and land in their destination at
    gm_queue_land, once the work is done.  A bounce buffer per device
-   keeps the devices from waiting on each other; none is allocated per
-   copy once the first round has sized them.  Queues given back keep
+   keeps the devices from waiting on each other (from the pinned pool,
+   pinned-pool.h); none is allocated per copy once the first round has
+   sized them.  Queues given back keep
    their streams and buffers, so that opening one per iteration makes
    no stream.  */
 
 #include "config.h"
 
 #include "queue.h"
+#include "pinned-pool.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -82,9 +84,9 @@ queue_destroy (gm_queue *queue)
       if (dev->stream != NULL)
         gm_backend_current->stream_destroy (dev->stream);
       if (dev->bounce != NULL)
-        gm_backend_current->host_free (dev->bounce);
+        gm_pinned_free (dev->bounce);
       for (int i = 0; i < dev->nspent; i++)
-        gm_backend_current->host_free (dev->spent[i]);
+        gm_pinned_free (dev->spent[i]);
       free (dev->spent);
     }
   free (queue->dev);
@@ -231,7 +233,7 @@ bounce_take (queue_device *dev, size_t nbytes, char **ptr)
       dev->bounce = NULL;
       dev->bounce_size = dev->bounce_used = 0;
     }
-  status = gm_backend_current->host_alloc (size, &fresh);
+  status = gm_pinned_alloc (size, &fresh);
   if (status != GM_OK)
     return status;
   dev->bounce = fresh;
@@ -396,7 +398,7 @@ gm_queue_land (gm_queue *queue, bool failed, void (*release) (void *))
       queue_device *dev = &queue->dev[d];
       dev->bounce_used = 0;
       for (int i = 0; i < dev->nspent; i++)
-        gm_backend_current->host_free (dev->spent[i]);
+        gm_pinned_free (dev->spent[i]);
       dev->nspent = 0;
     }
 }

@@ -25,6 +25,7 @@
 #include "host-graph.h"
 #include "host-memory.h"
 #include "host-reduce.h"
+#include "pinned-pool.h"
 #include "share.h"
 
 #define HOST_MAX_DEVICES GM_HOST_MAX_DEVICES
@@ -513,6 +514,7 @@ host_graph_destroy (gm_graph *graph)
 static void
 host_shutdown (void)
 {
+  gm_pinned_release_cached ();
 }
 
 const gm_backend gm_backend_host = {
@@ -563,4 +565,10 @@ const gm_backend gm_backend_host = {
   .ipc = &gm_host_ipc_ops,
   .shutdown = host_shutdown,
   .versions = host_versions,
+  .managed_dlpack_device_type = GM_DL_CPU,
+  .managed_malloc = gm_host_managed_malloc,
+  .managed_free = gm_host_managed_free,
+  .managed_prefetch = gm_host_managed_prefetch,
+  .managed_discard = gm_host_managed_discard,
+  .managed_advise = gm_host_managed_advise,
 };

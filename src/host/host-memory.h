@@ -32,4 +32,19 @@ gm_status gm_host_release_cached (int device, size_t *reserved_after);
    memfd, GM_ERR_NOMEM.  */
 gm_status gm_host_share_in_place (void *ptr, size_t nbytes, int *fd);
 
+/* The backend table's managed memory (host-managed.c): blocks of
+   gm_host_malloc; prefetch, discard and advice do nothing.  */
+gm_status gm_host_managed_malloc (int device, size_t nbytes,
+                                  gm_stream *stream, void **ptr);
+gm_status gm_host_managed_free (int device, void *ptr, size_t nbytes,
+                                gm_stream *stream);
+gm_status gm_host_managed_prefetch (int device, void *const *ptrs,
+                                    const size_t *sizes, size_t n,
+                                    int location, gm_stream *stream);
+gm_status gm_host_managed_discard (int device, void *const *ptrs,
+                                   const size_t *sizes, size_t n,
+                                   gm_stream *stream);
+gm_status gm_host_managed_advise (void *ptr, size_t nbytes, gm_advice advice,
+                                  int location);
+
 #endif /* GM_HOST_MEMORY_H */

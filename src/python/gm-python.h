@@ -336,6 +336,15 @@ PyObject *gmpy_event_share (PyObject *event, bool until_opened,
 PyObject *gmpy_event_open (const struct gm_ipc_handle *handle);
 
 /* gpumem.DeviceArray.  */
+/* Which memory an array's allocation is (memory= of the functions
+   that make arrays): device memory, or managed memory whose home is the
+   array's device (py-managed.c).  */
+typedef enum gmpy_memory
+{
+  GMPY_MEMORY_DEVICE,
+  GMPY_MEMORY_MANAGED
+} gmpy_memory;
+
 typedef struct arraypy_object
 {
   PyObject_HEAD
@@ -393,6 +402,8 @@ typedef struct arraypy_object
      freed (gmpy_array_mark_released) or shared, or a stream's work
      becomes pending on it (gmpy_array_unlend).  */
   gm_lent lent;
+  /* The memory of the allocation (a view's: its owner's).  */
+  gmpy_memory memory;
 } arraypy_object;
 
 /* Makes ARRAY's lent view unusable: casters go through load_view until
@@ -458,6 +469,10 @@ extern PyMethodDef gmpy_spill_methods[];
 PyObject *gmpy_array_spill (PyObject *self, PyObject *unused);
 PyObject *gmpy_array_get_is_spilled (PyObject *self, void *closure);
 void gmpy_array_moved (void *array);
+/* gmpy_array_new with the allocation in MEMORY.  */
+arraypy_object *gmpy_array_new_in (int ndim, const Py_ssize_t *shape,
+                                   gm_dtype dtype, int device,
+                                   gm_stream *stream, gmpy_memory memory);
 /* ARRAY's bytes: its size times its item size.  */
 size_t gmpy_array_nbytes (const arraypy_object *array);
 /* A view of SOURCE's memory at byte OFFSET from its data, of NDIM
@@ -598,6 +613,25 @@ PyObject *gmpy_rebuild (PyObject *module, PyObject *args);
 /* Arrays made like others, and filled ones (py-array-make.c):
    gpumem.empty_like, zeros_like, ones_like, full_like, full, ones.  */
 extern PyMethodDef gmpy_make_methods[];
+
+/* Managed arrays (py-managed.c).  Reads a memory= argument (None:
+   FALLBACK; else 'device' or 'managed') into *MEMORY: 0, or -1 with
+   TypeError or ValueError.  */
+int gmpy_memory_arg (PyObject *obj, gmpy_memory fallback,
+                     gmpy_memory *memory);
+/* DeviceArray.memory, prefetch, discard, advise; __array__ of a
+   managed array (a NumPy view of its memory, no copy).  */
+PyObject *gmpy_array_get_memory (PyObject *self, void *closure);
+PyObject *gmpy_array_prefetch (PyObject *self, PyObject *args,
+                               PyObject *kwargs);
+PyObject *gmpy_array_discard (PyObject *self, PyObject *args,
+                              PyObject *kwargs);
+PyObject *gmpy_array_advise (PyObject *self, PyObject *args,
+                             PyObject *kwargs);
+PyObject *gmpy_array_managed_numpy (PyObject *self, PyObject *args,
+                                    PyObject *kwargs);
+/* gpumem.prefetch.  */
+extern PyMethodDef gmpy_managed_methods[];
 
 /* Module functions that make arrays (py-array.c).  */
 PyObject *gmpy_empty (PyObject *module, PyObject *args, PyObject *kwargs);

@@ -27,7 +27,7 @@ src_python_libgm_python_la_SOURCES = \
 	src/python/py-dispatch.c src/python/py-dispatch.h \
 	src/python/py-concurrent.c src/python/py-graph-record.c \
 	src/python/py-graph.c src/python/py-frameworks.c \
-	src/python/py-cupy-alloc.c \
+	src/python/py-cupy-alloc.c src/python/py-managed.c \
 	src/python/py-share.c src/python/py-share-event.c \
 	src/python/py-share-capsule.c src/python/py-share-pool.c \
 	src/python/py-comm-devices.c src/python/py-comm.h

@@ -131,19 +131,20 @@ static PyMethodDef gmpy_methods[] = {
    "current_device()\n--\n\nThe Device that new arrays go to by default."},
   {"empty", (PyCFunction) (void (*) (void)) gmpy_empty,
    METH_VARARGS | METH_KEYWORDS,
-   "empty(shape, dtype='float32', device=None)\n--\n\n"
-   "A new DeviceArray of SHAPE, its contents not initialized."},
+   "empty(shape, dtype='float32', device=None, memory='device')\n--\n\n"
+   "A new DeviceArray of SHAPE, its contents not initialized; MEMORY\n"
+   "'managed' makes it of managed memory (docs/memory.md)."},
   {"zeros", (PyCFunction) (void (*) (void)) gmpy_zeros,
    METH_VARARGS | METH_KEYWORDS,
-   "zeros(shape, dtype='float32', device=None)\n--\n\n"
+   "zeros(shape, dtype='float32', device=None, memory='device')\n--\n\n"
    "A new DeviceArray of SHAPE filled with zeros."},
   {"to_device", (PyCFunction) (void (*) (void)) gmpy_to_device,
    METH_VARARGS | METH_KEYWORDS,
-   "to_device(host, device=None, stream=None)\n--\n\n"
+   "to_device(host, device=None, stream=None, memory='device')\n--\n\n"
    "A new DeviceArray holding a copy of the host array HOST."},
   {"alloc_gpu_memory", (PyCFunction) (void (*) (void)) gmpy_alloc_gpu_memory,
    METH_VARARGS | METH_KEYWORDS,
-   "alloc_gpu_memory(size, dtype='float32', device=None)\n--\n\n"
+   "alloc_gpu_memory(size, dtype='float32', device=None, memory='device')\n--\n\n"
    "A new one-dimensional DeviceArray of SIZE elements (the stitching workload's API)."},
   {"asarray", (PyCFunction) (void (*) (void)) gmpy_asarray_py,
    METH_VARARGS | METH_KEYWORDS,
@@ -189,9 +190,9 @@ static PyMethodDef gmpy_methods[] = {
    METH_FASTCALL | METH_KEYWORDS,
    "synchronize(device=None)\n--\n\nWait for all work on the device."},
   {"_rebuild", gmpy_rebuild, METH_VARARGS,
-   "_rebuild(host, device, /)\n--\n\n"
-   "A DeviceArray on DEVICE holding a copy of host array HOST: what\n"
-   "pickle calls to load a pickled DeviceArray."},
+   "_rebuild(host, device, memory='device', /)\n--\n\n"
+   "A DeviceArray on DEVICE, in MEMORY, holding a copy of host array\n"
+   "HOST: what pickle calls to load a pickled DeviceArray."},
   {"get_include", gmpy_get_include, METH_NOARGS,
    "get_include()\n--\n\n"
    "The folder holding gpumem/extension.h and gpumem's other C headers,\n"
@@ -356,6 +357,7 @@ gmpy_exec (PyObject *module)
   if (gmpy_device_init (module, state) < 0
       || gmpy_array_init (module, state) < 0
       || PyModule_AddFunctions (module, gmpy_make_methods) < 0
+      || PyModule_AddFunctions (module, gmpy_managed_methods) < 0
       || gmpy_stream_init (module, state) < 0
       || gmpy_pinned_init (module, state) < 0
       || gmpy_concurrent_init (module, state) < 0

@@ -652,8 +652,8 @@ gmpy_array_copy (PyObject *self, PyObject *unused)
       || gmpy_dispatch_get (NULL, array->device, &d) < 0)
     return NULL;
   stream = d.stream;
-  copy = gmpy_array_new (array->ndim, array->shape, array->dtype,
-                         array->device, stream);
+  copy = gmpy_array_new_in (array->ndim, array->shape, array->dtype,
+                            array->device, stream, array->memory);
   if (copy == NULL)
     return NULL;
   if (array->contiguous)

@@ -178,30 +178,41 @@ alloc_object (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device)
   array->weakreflist = NULL;
   array->dl_strides = NULL;
   memset (&array->lent, 0, sizeof array->lent);
+  array->memory = GMPY_MEMORY_DEVICE;
   return array;
 }
 
 static arraypy_object *array_new (int ndim, const Py_ssize_t *shape,
                                    gm_dtype dtype, int device,
-                                   gm_stream *stream, bool fresh);
+                                   gm_stream *stream, gmpy_memory memory,
+                                   bool fresh);
 
 arraypy_object *
 gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
                 int device, gm_stream *stream)
 {
-  return array_new (ndim, shape, dtype, device, stream, false);
+  return array_new (ndim, shape, dtype, device, stream, GMPY_MEMORY_DEVICE,
+                    false);
 }
 
 arraypy_object *
 gmpy_array_new_fresh (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
                       int device, gm_stream *stream)
 {
-  return array_new (ndim, shape, dtype, device, stream, true);
+  return array_new (ndim, shape, dtype, device, stream, GMPY_MEMORY_DEVICE,
+                    true);
+}
+
+arraypy_object *
+gmpy_array_new_in (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
+                   int device, gm_stream *stream, gmpy_memory memory)
+{
+  return array_new (ndim, shape, dtype, device, stream, memory, true);
 }
 
 static arraypy_object *
 array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device,
-           gm_stream *stream, bool fresh)
+           gm_stream *stream, gmpy_memory memory, bool fresh)
 {
   arraypy_object *array;
   gm_status status;
@@ -216,8 +227,12 @@ array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device,
   array = alloc_object (ndim, shape, dtype, device);
   if (array == NULL)
     return NULL;
+  array->memory = memory;
   status = gm_block_alloc (device, gmpy_array_nbytes (array), stream,
-                           fresh, &array->block);
+                           (fresh ? GM_BLOCK_MAY_SPILL : 0)
+                           | (memory == GMPY_MEMORY_MANAGED
+                              ? GM_BLOCK_MANAGED : 0),
+                           &array->block);
   if (status != GM_OK)
     {
       gmpy_array_mark_released (array);
@@ -227,7 +242,8 @@ array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype, int device,
   array->alloc = array->block->ptr;
   array->alloc_bytes = array->block->nbytes;
   array->data = array->alloc;
-  gm_spill_track (array->block, array);
+  if (memory != GMPY_MEMORY_MANAGED)
+    gm_spill_track (array->block, array);
   PyObject_GC_Track (array);
   return array;
 }
@@ -281,6 +297,7 @@ gmpy_array_view (arraypy_object *source, Py_ssize_t offset, int ndim,
   view->offset = (source->base != NULL ? source->offset : 0) + offset;
   view->data = source->data ? source->data + offset : NULL;
   view->readonly = source->readonly;
+  view->memory = source->memory;
   /* A view refers to the array that keeps the books of the memory (the
      first owner, or the array over foreign memory), never to a view
      nor to the foreign object itself: chains stay short, and freeing

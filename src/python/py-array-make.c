@@ -3,8 +3,8 @@
    gpumem.full and ones, and empty_like, zeros_like, ones_like and
    full_like, as NumPy's: the *_like functions take the shape and dtype
    of a DeviceArray (or of any object with .shape and .dtype, a NumPy
-   array too) unless given, and the device of a DeviceArray (else the
-   current one); the result is always a new C-contiguous owner array,
+   array too) unless given, and the device and memory of a DeviceArray
+   (else the current device, and device memory); the result is always a new C-contiguous owner array,
    whatever the layout of the model.  Fills go as DeviceArray.fill does:
    the value converted as numpy.array (value, dtype) converts it, queued
    on the current stream, else complete on return.  */
@@ -18,6 +18,7 @@ typedef struct make_spec
   Py_ssize_t dims[GM_MAX_NDIM];
   gm_dtype dtype;
   int device;
+  gmpy_memory memory;
 } make_spec;
 
 /* How a new array's elements start.  */
@@ -31,9 +32,9 @@ typedef enum make_fill
 static PyObject *
 make (const make_spec *spec, make_fill fill, PyObject *value)
 {
-  arraypy_object *array = gmpy_array_new_fresh (spec->ndim, spec->dims,
-                                                spec->dtype, spec->device,
-                                                NULL);
+  arraypy_object *array = gmpy_array_new_in (spec->ndim, spec->dims,
+                                             spec->dtype, spec->device, NULL,
+                                             spec->memory);
   gm_status status;
 
   if (array == NULL || fill == MAKE_EMPTY)
@@ -54,13 +55,14 @@ make (const make_spec *spec, make_fill fill, PyObject *value)
   return (PyObject *) array;
 }
 
-/* Reads the model PROTO of a *_like function and its DTYPE_OBJ, SHAPE
-   and DEVICE_OBJ overrides (None: the model's) into SPEC.  0, or -1
-   with TypeError (a model without shape and dtype, an unsupported
-   dtype) or ValueError (freed model, bad shape or device).  */
+/* Reads the model PROTO of a *_like function and its DTYPE_OBJ, SHAPE,
+   DEVICE_OBJ and MEMORY_OBJ overrides (None: the model's; the memory
+   of a model that is no DeviceArray is device memory) into SPEC.  0, or
+   -1 with TypeError (a model without shape and dtype, an unsupported
+   dtype) or ValueError (freed model, bad shape, device or memory).  */
 static int
 like_spec (PyObject *proto, PyObject *dtype_obj, PyObject *shape_obj,
-           PyObject *device_obj, make_spec *spec)
+           PyObject *device_obj, PyObject *memory_obj, make_spec *spec)
 {
   PyObject *own_dtype = NULL, *own_shape = NULL;
   int rc = -1;
@@ -72,6 +74,7 @@ like_spec (PyObject *proto, PyObject *dtype_obj, PyObject *shape_obj,
         return -1;
       spec->dtype = model->dtype;
       spec->device = model->device;
+      spec->memory = model->memory;
       spec->ndim = model->ndim;
       for (int i = 0; i < model->ndim; i++)
         spec->dims[i] = model->shape[i];
@@ -92,7 +95,10 @@ like_spec (PyObject *proto, PyObject *dtype_obj, PyObject *shape_obj,
       if (shape_obj == Py_None)
         shape_obj = own_shape;
       spec->device = gmpy_current_device ();
+      spec->memory = GMPY_MEMORY_DEVICE;
     }
+  if (gmpy_memory_arg (memory_obj, spec->memory, &spec->memory) < 0)
+    goto done;
   if (dtype_obj != Py_None && gmpy_dtype_arg (dtype_obj, &spec->dtype) < 0)
     goto done;
   if (device_obj != Py_None && gmpy_device_arg (device_obj, &spec->device) < 0)
@@ -114,19 +120,22 @@ done:
 }
 
 /* empty_like, zeros_like and ones_like: FORMAT parses (a, dtype, shape,
-   device).  */
+   device, memory).  */
 static PyObject *
 like (PyObject *args, PyObject *kwargs, const char *format, make_fill fill,
       PyObject *value)
 {
-  static char *keywords[] = {"a", "dtype", "shape", "device", NULL};
+  static char *keywords[] = {"a", "dtype", "shape", "device", "memory",
+                             NULL};
   PyObject *proto, *dtype_obj = Py_None, *shape_obj = Py_None;
-  PyObject *device_obj = Py_None;
+  PyObject *device_obj = Py_None, *memory_obj = Py_None;
   make_spec spec;
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, format, keywords, &proto,
-                                    &dtype_obj, &shape_obj, &device_obj)
-      || like_spec (proto, dtype_obj, shape_obj, device_obj, &spec) < 0)
+                                    &dtype_obj, &shape_obj, &device_obj,
+                                    &memory_obj)
+      || like_spec (proto, dtype_obj, shape_obj, device_obj, memory_obj,
+                    &spec) < 0)
     return NULL;
   return make (&spec, fill, value);
 }
@@ -134,13 +143,13 @@ like (PyObject *args, PyObject *kwargs, const char *format, make_fill fill,
 static PyObject *
 makepy_empty_like (PyObject *module, PyObject *args, PyObject *kwargs)
 {
-  return like (args, kwargs, "O|OOO:empty_like", MAKE_EMPTY, NULL);
+  return like (args, kwargs, "O|OOOO:empty_like", MAKE_EMPTY, NULL);
 }
 
 static PyObject *
 makepy_zeros_like (PyObject *module, PyObject *args, PyObject *kwargs)
 {
-  return like (args, kwargs, "O|OOO:zeros_like", MAKE_ZEROS, NULL);
+  return like (args, kwargs, "O|OOOO:zeros_like", MAKE_ZEROS, NULL);
 }
 
 static PyObject *
@@ -150,7 +159,7 @@ makepy_ones_like (PyObject *module, PyObject *args, PyObject *kwargs)
 
   if (one == NULL)
     return NULL;
-  result = like (args, kwargs, "O|OOO:ones_like", MAKE_VALUE, one);
+  result = like (args, kwargs, "O|OOOO:ones_like", MAKE_VALUE, one);
   Py_DECREF (one);
   return result;
 }
@@ -159,27 +168,30 @@ static PyObject *
 makepy_full_like (PyObject *module, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"a", "fill_value", "dtype", "shape", "device",
-                             NULL};
+                             "memory", NULL};
   PyObject *proto, *value, *dtype_obj = Py_None, *shape_obj = Py_None;
-  PyObject *device_obj = Py_None;
+  PyObject *device_obj = Py_None, *memory_obj = Py_None;
   make_spec spec;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "OO|OOO:full_like",
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "OO|OOOO:full_like",
                                     keywords, &proto, &value, &dtype_obj,
-                                    &shape_obj, &device_obj)
-      || like_spec (proto, dtype_obj, shape_obj, device_obj, &spec) < 0)
+                                    &shape_obj, &device_obj, &memory_obj)
+      || like_spec (proto, dtype_obj, shape_obj, device_obj, memory_obj,
+                    &spec) < 0)
     return NULL;
   return make (&spec, MAKE_VALUE, value);
 }
 
-/* Reads SHAPE_OBJ, DTYPE_OBJ (None: float32, gpumem's default) and
-   DEVICE_OBJ (None: the current device) into SPEC.  0 or -1.  */
+/* Reads SHAPE_OBJ, DTYPE_OBJ (None: float32, gpumem's default),
+   DEVICE_OBJ (None: the current device) and MEMORY_OBJ (None: device
+   memory) into SPEC.  0 or -1.  */
 static int
 read_spec (PyObject *shape_obj, PyObject *dtype_obj, PyObject *device_obj,
-           make_spec *spec)
+           PyObject *memory_obj, make_spec *spec)
 {
   if (gmpy_dtype_arg (dtype_obj, &spec->dtype) < 0
-      || gmpy_device_arg (device_obj, &spec->device) < 0)
+      || gmpy_device_arg (device_obj, &spec->device) < 0
+      || gmpy_memory_arg (memory_obj, GMPY_MEMORY_DEVICE, &spec->memory) < 0)
     return -1;
   return gmpy_shape_arg (shape_obj, gm_dtypes[spec->dtype].itemsize,
                          &spec->ndim, spec->dims);
@@ -188,15 +200,16 @@ read_spec (PyObject *shape_obj, PyObject *dtype_obj, PyObject *device_obj,
 static PyObject *
 makepy_full (PyObject *module, PyObject *args, PyObject *kwargs)
 {
-  static char *keywords[] = {"shape", "fill_value", "dtype", "device", NULL};
+  static char *keywords[] = {"shape", "fill_value", "dtype", "device",
+                             "memory", NULL};
   PyObject *shape_obj, *value, *dtype_obj = Py_None, *device_obj = Py_None;
-  PyObject *value_dtype = NULL;
+  PyObject *memory_obj = Py_None, *value_dtype = NULL;
   make_spec spec;
   int rc;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "OO|OO:full", keywords,
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "OO|OOO:full", keywords,
                                     &shape_obj, &value, &dtype_obj,
-                                    &device_obj))
+                                    &device_obj, &memory_obj))
     return NULL;
   /* Without a dtype, the value's own, as numpy.full takes it: int gives
      int64, float float64, bool bool.  */
@@ -210,7 +223,7 @@ makepy_full (PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
       dtype_obj = value_dtype;
     }
-  rc = read_spec (shape_obj, dtype_obj, device_obj, &spec);
+  rc = read_spec (shape_obj, dtype_obj, device_obj, memory_obj, &spec);
   Py_XDECREF (value_dtype);
   if (rc < 0)
     return NULL;
@@ -220,14 +233,15 @@ makepy_full (PyObject *module, PyObject *args, PyObject *kwargs)
 static PyObject *
 makepy_ones (PyObject *module, PyObject *args, PyObject *kwargs)
 {
-  static char *keywords[] = {"shape", "dtype", "device", NULL};
+  static char *keywords[] = {"shape", "dtype", "device", "memory", NULL};
   PyObject *shape_obj, *dtype_obj = Py_None, *device_obj = Py_None;
-  PyObject *one, *result;
+  PyObject *memory_obj = Py_None, *one, *result;
   make_spec spec;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OO:ones", keywords,
-                                    &shape_obj, &dtype_obj, &device_obj)
-      || read_spec (shape_obj, dtype_obj, device_obj, &spec) < 0)
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OOO:ones", keywords,
+                                    &shape_obj, &dtype_obj, &device_obj,
+                                    &memory_obj)
+      || read_spec (shape_obj, dtype_obj, device_obj, memory_obj, &spec) < 0)
     return NULL;
   one = PyLong_FromLong (1);
   if (one == NULL)
@@ -240,30 +254,31 @@ makepy_ones (PyObject *module, PyObject *args, PyObject *kwargs)
 PyMethodDef gmpy_make_methods[] = {
   {"full", (PyCFunction) (void (*) (void)) makepy_full,
    METH_VARARGS | METH_KEYWORDS,
-   "full(shape, fill_value, dtype=None, device=None)\n--\n\n"
+   "full(shape, fill_value, dtype=None, device=None, memory='device')\n--\n\n"
    "A new DeviceArray of SHAPE with every element FILL_VALUE; DTYPE\n"
    "defaults to the value's own, as NumPy's (int: int64, float: float64,\n"
    "bool: bool)."},
   {"ones", (PyCFunction) (void (*) (void)) makepy_ones,
    METH_VARARGS | METH_KEYWORDS,
-   "ones(shape, dtype='float32', device=None)\n--\n\n"
+   "ones(shape, dtype='float32', device=None, memory='device')\n--\n\n"
    "A new DeviceArray of SHAPE filled with ones."},
   {"empty_like", (PyCFunction) (void (*) (void)) makepy_empty_like,
    METH_VARARGS | METH_KEYWORDS,
-   "empty_like(a, dtype=None, shape=None, device=None)\n--\n\n"
-   "A new C-contiguous DeviceArray of A's shape, dtype and device\n"
-   "(unless given), its contents not initialized."},
+   "empty_like(a, dtype=None, shape=None, device=None, memory=None)\n--\n\n"
+   "A new C-contiguous DeviceArray of A's shape, dtype, device and\n"
+   "memory (unless given), its contents not initialized."},
   {"zeros_like", (PyCFunction) (void (*) (void)) makepy_zeros_like,
    METH_VARARGS | METH_KEYWORDS,
-   "zeros_like(a, dtype=None, shape=None, device=None)\n--\n\n"
+   "zeros_like(a, dtype=None, shape=None, device=None, memory=None)\n--\n\n"
    "As empty_like, filled with zeros."},
   {"ones_like", (PyCFunction) (void (*) (void)) makepy_ones_like,
    METH_VARARGS | METH_KEYWORDS,
-   "ones_like(a, dtype=None, shape=None, device=None)\n--\n\n"
+   "ones_like(a, dtype=None, shape=None, device=None, memory=None)\n--\n\n"
    "As empty_like, filled with ones."},
   {"full_like", (PyCFunction) (void (*) (void)) makepy_full_like,
    METH_VARARGS | METH_KEYWORDS,
-   "full_like(a, fill_value, dtype=None, shape=None, device=None)\n--\n\n"
+   "full_like(a, fill_value, dtype=None, shape=None, device=None, "
+   "memory=None)\n--\n\n"
    "As empty_like, every element FILL_VALUE (converted to the dtype)."},
   {NULL, NULL, 0, NULL}
 };

@@ -127,6 +127,8 @@ static PyGetSetDef arraypy_getset[] = {
   {"nbytes", arraypy_get_nbytes, NULL, "Bytes of all elements.", NULL},
   {"device", arraypy_get_device, NULL, "The Device holding the memory.",
    NULL},
+  {"memory", gmpy_array_get_memory, NULL,
+   "'device', or 'managed' for managed memory (memory='managed').", NULL},
   {"ptr", arraypy_get_ptr, NULL, "The device address of element 0, an int.",
    NULL},
   {"base", arraypy_get_base, NULL,
@@ -404,10 +406,14 @@ arraypy_length (PyObject *self)
   return array->shape[0];
 }
 
-/* DeviceArray.__array__: raises TypeError (no implicit host copies).  */
+/* DeviceArray.__array__: a view without a copy of a managed array's
+   memory (py-managed.c); TypeError for device memory (no implicit host
+   copies).  */
 static PyObject *
-arraypy_no_numpy (PyObject *self, PyObject *args, PyObject *kwargs)
+arraypy_numpy (PyObject *self, PyObject *args, PyObject *kwargs)
 {
+  if (((arraypy_object *) self)->memory == GMPY_MEMORY_MANAGED)
+    return gmpy_array_managed_numpy (self, args, kwargs);
   PyErr_SetString (PyExc_TypeError, "a DeviceArray is not converted to a "
                    "NumPy array implicitly (its memory may be on a GPU): "
                    "use a.copy_to_host() for a host copy; for array math "
@@ -455,10 +461,29 @@ static PyMethodDef arraypy_methods[] = {
   {"__reduce__", gmpy_array_reduce, METH_NOARGS,
    "__reduce__($self)\n--\n\nPickles the array by value: a host copy of its "
    "elements and\nits device index, made again by gpumem._rebuild."},
-  {"__array__", (PyCFunction) (void (*) (void)) arraypy_no_numpy,
+  {"__array__", (PyCFunction) (void (*) (void)) arraypy_numpy,
    METH_VARARGS | METH_KEYWORDS,
-   "__array__($self, *args, **kwargs)\n--\n\nRaises TypeError: a DeviceArray "
-   "becomes a NumPy array only\nthrough an explicit copy_to_host()."},
+   "__array__($self, *args, **kwargs)\n--\n\nA managed array's memory as a "
+   "numpy.ndarray, no copy (its\npending stream work waited for first); "
+   "raises TypeError for device\nmemory, which becomes a NumPy array only "
+   "through copy_to_host()."},
+  {"prefetch", (PyCFunction) (void (*) (void)) gmpy_array_prefetch,
+   METH_VARARGS | METH_KEYWORDS,
+   "prefetch($self, location, stream=None)\n--\n\nMove a managed array's "
+   "pages to LOCATION (a device, or 'host');\ncomplete on return without "
+   "a stream."},
+  {"discard", (PyCFunction) (void (*) (void)) gmpy_array_discard,
+   METH_VARARGS | METH_KEYWORDS,
+   "discard($self, stream=None)\n--\n\nSay that a managed array's contents "
+   "are no longer needed: its\npages need not move until written again "
+   "(a read before finds any\nvalue)."},
+  {"advise", (PyCFunction) (void (*) (void)) gmpy_array_advise,
+   METH_VARARGS | METH_KEYWORDS,
+   "advise($self, *, read_mostly=None, preferred_location=None, "
+   "accessed_by=None, not_accessed_by=None)\n--\n\nAdvice about a managed "
+   "array's pages: READ_MOSTLY True/False,\nPREFERRED_LOCATION a device, "
+   "'host' or False (unset), ACCESSED_BY and\nNOT_ACCESSED_BY a location "
+   "or a sequence of them; None leaves one as\nit is."},
   {"__enter__", arraypy_enter, METH_NOARGS,
    "__enter__($self)\n--\n\nThe array itself, for `with gpumem.empty(n) as "
    "a:`."},
@@ -511,8 +536,9 @@ static PyType_Slot arraypy_slots[] = {
    "strided ones too; a[key] = value assigns scalars, NumPy arrays and\n"
    "DeviceArrays; len(a) and iteration walk the first axis.  Kernels,\n"
    "gpumem.copy and DLPack/CUDA Array Interface consumers that need it\n"
-   "take contiguous arrays; a.copy() makes one.  np.asarray(a) raises\n"
-   "TypeError: a.copy_to_host() is the explicit copy.  No array math:\n"
+   "take contiguous arrays; a.copy() makes one.  np.asarray(a) is a view\n"
+   "of a managed array (memory='managed') and raises TypeError for\n"
+   "device memory: a.copy_to_host() is the explicit copy.  No array math:\n"
    "a + 1, a.sum() raise TypeError; cupy.asarray(a) and\n"
    "torch.from_dlpack(a) do it on the same memory without a copy."},
   {0, NULL}
@@ -535,20 +561,24 @@ static PyType_Spec arraypy_spec = {
 static PyObject *
 new_array (PyObject *args, PyObject *kwargs, const char *format, bool zero)
 {
-  static char *keywords[] = {"shape", "dtype", "device", NULL};
+  static char *keywords[] = {"shape", "dtype", "device", "memory", NULL};
   PyObject *shape_obj, *dtype_obj = Py_None, *device_obj = Py_None;
+  PyObject *memory_obj = Py_None;
   Py_ssize_t dims[GM_MAX_NDIM];
   arraypy_object *array;
+  gmpy_memory memory;
   gm_dtype dtype;
   int ndim, device;
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, format, keywords,
-                                    &shape_obj, &dtype_obj, &device_obj)
+                                    &shape_obj, &dtype_obj, &device_obj,
+                                    &memory_obj)
       || gmpy_dtype_arg (dtype_obj, &dtype) < 0
       || gmpy_device_arg (device_obj, &device) < 0
+      || gmpy_memory_arg (memory_obj, GMPY_MEMORY_DEVICE, &memory) < 0
       || gmpy_shape_arg (shape_obj, gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
     return NULL;
-  array = gmpy_array_new_fresh (ndim, dims, dtype, device, NULL);
+  array = gmpy_array_new_in (ndim, dims, dtype, device, NULL, memory);
   if (array != NULL && zero)
     {
       gm_status status = gm_backend_current->memset (
@@ -565,45 +595,51 @@ new_array (PyObject *args, PyObject *kwargs, const char *format, bool zero)
 PyObject *
 gmpy_empty (PyObject *module, PyObject *args, PyObject *kwargs)
 {
-  return new_array (args, kwargs, "O|OO:empty", false);
+  return new_array (args, kwargs, "O|OOO:empty", false);
 }
 
 PyObject *
 gmpy_zeros (PyObject *module, PyObject *args, PyObject *kwargs)
 {
-  return new_array (args, kwargs, "O|OO:zeros", true);
+  return new_array (args, kwargs, "O|OOO:zeros", true);
 }
 
 PyObject *
 gmpy_alloc_gpu_memory (PyObject *module, PyObject *args, PyObject *kwargs)
 {
-  static char *keywords[] = {"size", "dtype", "device", NULL};
+  static char *keywords[] = {"size", "dtype", "device", "memory", NULL};
   PyObject *size_obj, *dtype_obj = Py_None, *device_obj = Py_None;
+  PyObject *memory_obj = Py_None;
   Py_ssize_t dims[1];
+  gmpy_memory memory;
   gm_dtype dtype;
   int device;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OO:alloc_gpu_memory",
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OOO:alloc_gpu_memory",
                                     keywords, &size_obj, &dtype_obj,
-                                    &device_obj)
+                                    &device_obj, &memory_obj)
       || gmpy_size_arg (size_obj, "size", &dims[0]) < 0
       || gmpy_dtype_arg (dtype_obj, &dtype) < 0
-      || gmpy_device_arg (device_obj, &device) < 0)
+      || gmpy_device_arg (device_obj, &device) < 0
+      || gmpy_memory_arg (memory_obj, GMPY_MEMORY_DEVICE, &memory) < 0)
     return NULL;
   if (dims[0] > PY_SSIZE_T_MAX / (Py_ssize_t) gm_dtypes[dtype].itemsize)
     {
       PyErr_SetString (PyExc_ValueError, "size is too large");
       return NULL;
     }
-  return (PyObject *) gmpy_array_new_fresh (1, dims, dtype, device, NULL);
+  return (PyObject *) gmpy_array_new_in (1, dims, dtype, device, NULL,
+                                        memory);
 }
 
 PyObject *
 gmpy_to_device (PyObject *module, PyObject *args, PyObject *kwargs)
 {
-  static char *keywords[] = {"host", "device", "stream", NULL};
+  static char *keywords[] = {"host", "device", "stream", "memory", NULL};
   gmpy_state *state = gmpy_state_get ();
   PyObject *host, *device_obj = Py_None, *stream_obj = Py_None;
+  PyObject *memory_obj = Py_None;
+  gmpy_memory memory;
   PyObject *np_array, *dtype_obj, *shape_obj;
   Py_ssize_t dims[GM_MAX_NDIM];
   arraypy_object *array = NULL;
@@ -612,9 +648,11 @@ gmpy_to_device (PyObject *module, PyObject *args, PyObject *kwargs)
   gmpy_devbuf dst;
   int ndim, device;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OO:to_device", keywords,
-                                    &host, &device_obj, &stream_obj)
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OOO:to_device",
+                                    keywords, &host, &device_obj,
+                                    &stream_obj, &memory_obj)
       || gmpy_device_arg (device_obj, &device) < 0
+      || gmpy_memory_arg (memory_obj, GMPY_MEMORY_DEVICE, &memory) < 0
       || gmpy_dispatch_get (stream_obj, device, &d) < 0)
     return NULL;
   np_array = PyObject_CallMethod (state->numpy, "asarray", "O", host);
@@ -626,7 +664,7 @@ gmpy_to_device (PyObject *module, PyObject *args, PyObject *kwargs)
       || gmpy_dtype_arg (dtype_obj, &dtype) < 0
       || gmpy_shape_arg (shape_obj, gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
     goto done;
-  array = gmpy_array_new_fresh (ndim, dims, dtype, device, d.stream);
+  array = gmpy_array_new_in (ndim, dims, dtype, device, d.stream, memory);
   if (array == NULL)
     goto done;
   dst.data = array->data;

@@ -93,13 +93,17 @@ export_capsule_destructor (PyObject *capsule)
   gmpy_dlpack_capsule_delete (capsule, GM_DLTENSOR_VERSIONED, GM_DLTENSOR);
 }
 
-/* The DLPack device of the backend's memory on DEVICE.  */
+/* The DLPack device of ARRAY's memory: the backend's device memory
+   on its device, or its managed memory (kDLCUDAManaged).  */
 static gm_dl_device
-device_of (int device)
+device_of (const arraypy_object *array)
 {
+  int device = array->device;
   gm_dl_device dl;
 
-  dl.device_type = gm_backend_current->dlpack_device_type;
+  dl.device_type = array->memory == GMPY_MEMORY_MANAGED
+                   ? gm_backend_current->managed_dlpack_device_type
+                   : gm_backend_current->dlpack_device_type;
   /* kDLCPU has one device, 0: the host backend's devices share it.  */
   dl.device_id = dl.device_type == GM_DL_CPU ? 0 : device;
   return dl;
@@ -205,7 +209,7 @@ gmpy_dlpack_export (PyObject *array_obj, gm_dl_managed_tensor_versioned **out)
     return -1;
   block = export_new (array_obj, array, array->data, array->ndim,
                       array->shape, array->contiguous ? NULL : array->strides,
-                      array->dtype, device_of (array->device), true,
+                      array->dtype, device_of (array), true,
                       array->readonly ? GM_DLPACK_FLAG_READ_ONLY : 0);
   if (block == NULL)
     return -1;
@@ -338,8 +342,8 @@ device_copy (arraypy_object *array)
 
   if (!array->contiguous)
     return (arraypy_object *) gmpy_array_copy ((PyObject *) array, NULL);
-  copy = gmpy_array_new (array->ndim, array->shape, array->dtype,
-                         array->device, NULL);
+  copy = gmpy_array_new_in (array->ndim, array->shape, array->dtype,
+                            array->device, NULL, array->memory);
   if (copy == NULL)
     return NULL;
   /* The copy may run without the GIL: ARRAY stays alive through it.  */
@@ -368,7 +372,7 @@ gmpy_array_dlpack (PyObject *self, PyObject *args, PyObject *kwargs)
   PyObject *stream_obj = Py_None, *max_version = Py_None;
   PyObject *dl_device_obj = Py_None, *copy_obj = Py_None;
   PyObject *owner = NULL, *capsule = NULL;
-  gm_dl_device ours = device_of (array->device), wanted = ours;
+  gm_dl_device ours = device_of (array), wanted = ours;
   bool versioned, to_host = false, copy;
   uint64_t flags = 0;
   void *handle = NULL;
@@ -388,6 +392,12 @@ gmpy_array_dlpack (PyObject *self, PyObject *args, PyObject *kwargs)
       return NULL;
     }
   copy = copy_obj == Py_True;
+  if (array->memory == GMPY_MEMORY_MANAGED
+      && wanted.device_type == gm_backend_current->dlpack_device_type
+      && wanted.device_id == ours.device_id)
+    /* Managed memory is its device's memory too, for a consumer that
+       takes no kDLCUDAManaged: exported as that, without a copy.  */
+    ours = wanted;
   if (wanted.device_type != ours.device_type
       || wanted.device_id != ours.device_id)
     {
@@ -483,7 +493,7 @@ done:
 PyObject *
 gmpy_array_dlpack_device (PyObject *self, PyObject *unused)
 {
-  gm_dl_device dl = device_of (((arraypy_object *) self)->device);
+  gm_dl_device dl = device_of ((arraypy_object *) self);
 
   return Py_BuildValue ("(ii)", (int) dl.device_type, (int) dl.device_id);
 }

@@ -264,7 +264,13 @@ wrap_managed (void *managed, bool versioned, PyObject *capsule)
                             holder);
   Py_DECREF (holder);
   if (result != NULL)
-    gmpy_array_set_strides ((arraypy_object *) result, strides);
+    {
+      gmpy_array_set_strides ((arraypy_object *) result, strides);
+      /* Another library's managed memory: prefetch, advice and
+         np.asarray take it as they take gpumem's.  */
+      if (tensor->device.device_type == GM_DL_CUDA_MANAGED)
+        ((arraypy_object *) result)->memory = GMPY_MEMORY_MANAGED;
+    }
   return result;
 
 refused:

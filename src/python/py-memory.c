@@ -1,7 +1,9 @@
-/* py-memory.c -- the module functions of the memory books (memory.c):
-   memory_stats, set_memory_limit, empty_cache.  */
+/* py-memory.c -- the module functions of the memory books (memory.c)
+   and of the pinned pool (pinned-pool.c): memory_stats,
+   set_memory_limit, set_pinned_memory_limit, empty_cache.  */
 
 #include "gm-python.h"
+#include "pinned-pool.h"
 
 #include <stdint.h>
 
@@ -9,8 +11,10 @@ static PyObject *
 gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"device", NULL};
-  PyObject *device_obj = Py_None, *limit, *owners, *result, *spilled;
+  PyObject *device_obj = Py_None, *limit, *owners, *pinned_limit;
+  PyObject *result, *spilled;
   gm_spill_stats spill;
+  gm_pinned_stats pinned;
   gm_mem_stats stats;
   gm_status status;
   int device;
@@ -51,7 +55,19 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
         }
       Py_DECREF (entry);
     }
-  result = Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N,s:n,s:n,s:n,s:n,s:n,s:N}",
+  gm_pinned_stats_get (&pinned);
+  if (pinned.limit == SIZE_MAX)
+    pinned_limit = Py_NewRef (Py_None);
+  else
+    pinned_limit = PyLong_FromSize_t (pinned.limit);
+  if (pinned_limit == NULL)
+    {
+      Py_DECREF (owners);
+      Py_DECREF (limit);
+      return NULL;
+    }
+  result = Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N,s:n,s:n,s:n,s:n,s:n,s:N,"
+                          "s:n,s:n,s:n,s:n,s:n,s:n,s:N}",
                         "allocated_bytes", (Py_ssize_t) stats.allocated_bytes,
                         "peak_allocated_bytes",
                         (Py_ssize_t) stats.peak_allocated_bytes,
@@ -68,7 +84,19 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
                         (Py_ssize_t) stats.native_held_bytes,
                         "native_held_blocks",
                         (Py_ssize_t) stats.native_held_blocks,
-                        "owners", owners);
+                        "owners", owners,
+                        "managed_bytes", (Py_ssize_t) stats.managed_bytes,
+                        "peak_managed_bytes",
+                        (Py_ssize_t) stats.peak_managed_bytes,
+                        "managed_allocations",
+                        (Py_ssize_t) stats.managed_allocations,
+                        "pinned_reserved_bytes",
+                        (Py_ssize_t) pinned.reserved_bytes,
+                        "pinned_allocated_bytes",
+                        (Py_ssize_t) pinned.allocated_bytes,
+                        "pinned_peak_allocated_bytes",
+                        (Py_ssize_t) pinned.peak_allocated_bytes,
+                        "pinned_limit", pinned_limit);
   if (result == NULL)
     return NULL;
   if (gm_spill_stats_get (device, &spill) != GM_OK)
@@ -183,6 +211,27 @@ gmpy_set_memory_limit (PyObject *module, PyObject *args, PyObject *kwargs)
 }
 
 static PyObject *
+gmpy_set_pinned_memory_limit (PyObject *module, PyObject *args,
+                              PyObject *kwargs)
+{
+  static char *keywords[] = {"nbytes", NULL};
+  PyObject *limit_obj;
+  Py_ssize_t limit = -1;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs,
+                                    "O:set_pinned_memory_limit", keywords,
+                                    &limit_obj))
+    return NULL;
+  if (limit_obj != Py_None
+      && gmpy_size_arg (limit_obj, "nbytes", &limit) < 0)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  gm_pinned_set_limit (limit < 0 ? SIZE_MAX : (size_t) limit);
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+static PyObject *
 gmpy_empty_cache (PyObject *module, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"device", NULL};
@@ -198,6 +247,7 @@ gmpy_empty_cache (PyObject *module, PyObject *args, PyObject *kwargs)
     return NULL;
   Py_BEGIN_ALLOW_THREADS
   status = gm_mem_empty_cache (device);
+  gm_pinned_release_cached ();
   Py_END_ALLOW_THREADS
   if (status != GM_OK)
     return gmpy_raise (status);
@@ -219,17 +269,29 @@ PyMethodDef gmpy_memory_methods[] = {
    "consumer) still holds (included in allocated_bytes);\n"
    "owners: {'gpumem', 'torch', 'cupy', 'numba', 'imported'} -> a dict\n"
    "of that owner's allocated_bytes, peak_allocated_bytes, allocations,\n"
-   "total_allocations."},
+   "total_allocations; managed_bytes, peak_managed_bytes and\n"
+   "managed_allocations, the managed arrays whose home is the device\n"
+   "(included in allocated_bytes and under the limit, wherever their\n"
+   "pages lie); pinned_reserved_bytes, pinned_allocated_bytes,\n"
+   "pinned_peak_allocated_bytes and pinned_limit, the process's pool of\n"
+   "page-locked host memory (pinned_empty, the staging)."},
   {"set_memory_limit", (PyCFunction) (void (*) (void)) gmpy_set_memory_limit,
    METH_VARARGS | METH_KEYWORDS,
    "set_memory_limit(nbytes=None, device=None, *, fraction=None)\n--\n\n"
    "Refuse allocations past NBYTES in use on the device: an int of\n"
    "bytes or a size string (\"512MiB\", \"2G\"), or FRACTION of the\n"
    "device's total memory (0 < fraction <= 1), not both; neither (or\n"
-   "None): no limit."},
+   "None): no limit.  Managed arrays whose home is the device count too."},
+  {"set_pinned_memory_limit",
+   (PyCFunction) (void (*) (void)) gmpy_set_pinned_memory_limit,
+   METH_VARARGS | METH_KEYWORDS,
+   "set_pinned_memory_limit(nbytes)\n--\n\n"
+   "Refuse page-locked memory past NBYTES held by the pinned pool (None:\n"
+   "no limit); its cache is given back down to the limit."},
   {"empty_cache", (PyCFunction) (void (*) (void)) gmpy_empty_cache,
    METH_VARARGS | METH_KEYWORDS,
    "empty_cache(device=None)\n--\n\n"
-   "Return the pool's cached, unused memory to the driver."},
+   "Return the pool's cached, unused memory to the driver, and the\n"
+   "pinned pool's cached page-locked memory to the host."},
   {NULL, NULL, 0, NULL}
 };

@@ -1,9 +1,10 @@
 /* py-pickle.c -- pickling a DeviceArray by value.
 
    pickle.dumps (a) holds a host copy of the elements (a C-contiguous
-   numpy.ndarray: a view pickles as its own elements, packed) and the
-   index of a's device; pickle.loads makes a new owner array on that
-   device from them, through gpumem._rebuild.  The memory is never
+   numpy.ndarray: a view pickles as its own elements, packed), the
+   index of a's device and, for a managed array, its memory ('managed');
+   pickle.loads makes a new owner array on that device and in that
+   memory from them, through gpumem._rebuild.  The memory is never
    shared: the loaded array is a copy, writable, with no base.  A freed
    array refuses to be pickled (ValueError).  */
 
@@ -31,22 +32,28 @@ gmpy_array_reduce (PyObject *self, PyObject *unused)
       Py_DECREF (rebuild);
       return NULL;
     }
+  /* A device array's pickle stays as it was, for older readers.  */
+  if (array->memory == GMPY_MEMORY_MANAGED)
+    return Py_BuildValue ("N(Nis)", rebuild, host, array->device,
+                          "managed");
   return Py_BuildValue ("N(Ni)", rebuild, host, array->device);
 }
 
-/* gpumem._rebuild (HOST, DEVICE): gpumem.to_device (HOST, device=DEVICE),
-   called through the module, as a script would call it.  */
+/* gpumem._rebuild (HOST, DEVICE, MEMORY='device'): gpumem.to_device
+   (HOST, device=DEVICE, memory=MEMORY), called through the module, as a
+   script would call it.  */
 PyObject *
 gmpy_rebuild (PyObject *module, PyObject *args)
 {
-  PyObject *host, *device, *to_device, *result;
+  PyObject *host, *device, *memory = Py_None, *to_device, *result;
 
-  if (!PyArg_ParseTuple (args, "OO:_rebuild", &host, &device))
+  if (!PyArg_ParseTuple (args, "OO|O:_rebuild", &host, &device, &memory))
     return NULL;
   to_device = PyObject_GetAttrString (module, "to_device");
   if (to_device == NULL)
     return NULL;
-  result = PyObject_CallFunction (to_device, "OO", host, device);
+  result = PyObject_CallFunction (to_device, "OOOO", host, device, Py_None,
+                                  memory);
   Py_DECREF (to_device);
   return result;
 }

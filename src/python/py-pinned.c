@@ -1,9 +1,11 @@
 /* py-pinned.c -- pinned_empty: NumPy arrays in page-locked host memory.
 
-   The array's base is a small buffer object that owns the page-locked
-   block and frees it when the last array using it goes.  */
+   The array's base is a small buffer object that owns a block of the
+   pinned pool (src/core/pinned-pool.c) and gives it back to the pool
+   when the last array using it goes.  */
 
 #include "gm-python.h"
+#include "pinned-pool.h"
 
 typedef struct pinnedpy_object
 {
@@ -31,7 +33,7 @@ pinnedpy_dealloc (PyObject *self)
   PyTypeObject *type = Py_TYPE (self);
 
   if (p->ptr != NULL && gm_backend_current != NULL)
-    gm_backend_current->host_free (p->ptr);
+    gm_pinned_free (p->ptr);
   type->tp_free (self);
   Py_DECREF (type);
 }
@@ -76,8 +78,7 @@ gmpy_pinned_empty (PyObject *module, PyObject *args, PyObject *kwargs)
     return NULL;
   buffer->nbytes = size * (Py_ssize_t) gm_dtypes[dtype].itemsize;
   buffer->ptr = NULL;
-  status = gm_backend_current->host_alloc ((size_t) buffer->nbytes,
-                                           &buffer->ptr);
+  status = gm_pinned_alloc ((size_t) buffer->nbytes, &buffer->ptr);
   if (status != GM_OK)
     {
       buffer->ptr = NULL;

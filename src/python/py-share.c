@@ -234,6 +234,16 @@ share_array (arraypy_object *array, bool until_opened, const uint32_t *allow,
   held = gmpy_array_hold ((PyObject *) array);
   if (gmpy_array_usable (array) < 0)
     goto done;
+  if (array->memory == GMPY_MEMORY_MANAGED)
+    {
+      /* Refused on both backends alike, though the host backend could.  */
+      PyErr_SetString (PyExc_ValueError, "share: a managed array "
+                       "(memory='managed') cannot be shared with other "
+                       "processes, as CUDA exports no managed memory; share "
+                       "a device array (a copy: gpumem.empty_like(a, "
+                       "memory='device'), or shared_empty)");
+      goto done;
+    }
   block = block_of (array);
   if (block == NULL && (block = adopt_owner (array)) == NULL
       && PyErr_Occurred ())
