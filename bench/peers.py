@@ -22,10 +22,11 @@ without gpumem or without a peer, "not run: LIBRARY not importable
 gpumem's processes run under PROGRAM (src/gpumem), the others under
 this Python.  RMM and cuda.core come as wheels (rmm-cu13, librmm-cu13,
 rapids-logger, cuda-core, cuda-bindings, cuda-pathfinder): --wheels DIR
-unpacks DIR/*.whl into --site (default a folder under the records) and
-puts it first on the children's PYTHONPATH; --site alone uses a folder
-already installed (pip install --no-index --no-deps --target SITE
-DIR/*.whl).
+unpacks DIR/*.whl into --site (default a folder beside the table) and
+puts it first on PYTHONPATH of RMM's and cuda.core's processes (not
+CuPy's and PyTorch's: its cuda-bindings would shadow theirs); --site
+alone uses a folder already installed (pip install --no-index --no-deps
+--target SITE DIR/*.whl).
 
 The table (--table) holds every library's figure per row and one verdict
 line a row, "- ROW: ... **met**", "**not met**" or "**not run: WHY**",
@@ -56,6 +57,8 @@ LABEL = {"gpumem": "gpumem", "cupy": "CuPy", "torch": "PyTorch",
 # The module each library is imported as.
 MODULE = {"gpumem": "gpumem", "cupy": "cupy", "torch": "torch",
           "rmm": "rmm", "cuda.core": "cuda.core"}
+# The libraries that --site (--wheels) is for.
+SITE_LIBS = ("rmm", "cuda.core")
 # The operations each library's process runs (ipc runs apart: a parent
 # and a spawned child of its own).
 OPS = ("alloc", "copy", "dlpack", "pinned", "managed")
@@ -204,7 +207,7 @@ def gpumem_ops():
         def one():
             h = gpumem.pinned_empty((MIB // 4,), "float32")
             del h
-        return {"": {"1MiB": per_call(one, quick=quick)}}
+        return {"pinned_empty": {"1MiB": per_call(one, quick=quick)}}
 
     def managed(quick):
         try:
@@ -530,6 +533,12 @@ def child_ops(lib, ops, quick):
                               f"{LABEL[lib]} not importable ({why})",
                               "importable": False}), flush=True)
         return 0
+    module = sys.modules[MODULE[lib]]
+    version = getattr(module, "__version__", None)
+    if lib == "gpumem":
+        version = f"{version or '?'}, backend {module.backend}"
+    print(json.dumps({"lib": lib, "op": "meta", "version": version}),
+          flush=True)
     try:
         table = OPS_OF[lib]()
     except Exception as e:  # noqa: BLE001 -- said in the table
@@ -796,9 +805,12 @@ def run_child(lib, args, env, rest, timeout):
     return lines
 
 
-def collect(args, env):
+def collect(args, env, site_env):
     """{(lib, op): [result of each process]}, the libraries in turn a
-    round, ROUNDS rounds."""
+    round, ROUNDS rounds; RMM and cuda.core run with SITE_ENV (their
+    site first on PYTHONPATH), the others with ENV (the site's
+    cuda-bindings and cuda-pathfinder would shadow the ones CuPy and
+    PyTorch were installed with)."""
     got = {}
     ops = ",".join(OPS)
     rest = ["--child", "", "--ops", ops] + (["--quick"] if args.quick
@@ -806,14 +818,16 @@ def collect(args, env):
     for r in range(args.rounds):
         for lib in args.libs:
             rest[1] = lib
-            for res in run_child(lib, args, env, rest, args.timeout):
+            for res in run_child(lib, args, site_env if lib in SITE_LIBS
+                                 else env, rest, args.timeout):
                 got.setdefault((lib, res["op"]), []).append(res)
             print(f"peers: round {r + 1}, {LABEL[lib]} done",
                   file=sys.stderr, flush=True)
     for r in range(args.rounds):
         for lib in args.libs:
             ipc = ["--child-ipc", lib] + (["--quick"] if args.quick else [])
-            for res in run_child(lib, args, env, ipc, args.timeout):
+            for res in run_child(lib, args, site_env if lib in SITE_LIBS
+                                 else env, ipc, args.timeout):
                 got.setdefault((lib, "ipc"), []).append(res)
         print(f"peers: ipc round {r + 1} done", file=sys.stderr, flush=True)
     return got
@@ -908,6 +922,14 @@ def write_table(results, path, header=()):
     """The section's table and verdict lines (bench/report.py includes
     the file and counts the verdicts); returns [(text, verdict)]."""
     lines = list(header)
+    versions = []
+    for lib in LIBS:
+        seen = sorted({str(r.get("version")) for r in results.get(
+            (lib, "meta"), [])})
+        if seen:
+            versions.append(f"{LABEL[lib]} {' / '.join(seen)}")
+    if versions:
+        lines += ["Versions: " + "; ".join(versions) + ".", ""]
     lines += ["| row | unit | " + " | ".join(LABEL[lib] for lib in LIBS)
               + " |", "| --- | --- |" + " --- |" * len(LIBS)]
     verdicts = []
@@ -979,6 +1001,7 @@ def main(argv=None):
     if not args.table:
         parser.error("--table is needed")
     env = dict(os.environ)
+    site_env = dict(env)
     installed = []
     if args.wheels and os.path.isdir(args.wheels):
         site = args.site or os.path.join(os.path.dirname(
@@ -986,11 +1009,11 @@ def main(argv=None):
         installed = unpack_wheels(args.wheels, site)
         args.site = site
     if args.site:
-        env["PYTHONPATH"] = os.pathsep.join(
+        site_env["PYTHONPATH"] = os.pathsep.join(
             [args.site] + [p for p in env.get("PYTHONPATH", "").split(
                 os.pathsep) if p])
     start = time.monotonic()
-    results = collect(args, env)
+    results = collect(args, env, site_env)
     header = [f"Each library in {args.rounds} processes, in turn; "
               f"{'--quick sizes: not a measurement; ' if args.quick else ''}"
               f"backend {args.backend}; wheels unpacked: "
