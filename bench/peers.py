@@ -906,8 +906,12 @@ def judge(row, table):
 
 
 def cell_text(row, cell):
+    """A library's cell of ROW: each variant's median (each process's in
+    brackets), or why there is none, cut to 200 characters (the records
+    and the log have the whole)."""
     if not cell["values"]:
-        return cell["why"] or "—"
+        why = cell["why"] or "—"
+        return why if len(why) <= 200 else why[:199] + "…"
     parts = []
     for variant, vals in cell["values"].items():
         shown = f"{scale(row, statistics.median(vals)):.2f}"
