@@ -152,6 +152,19 @@ class Absent(Exception):
     """The library's API has no such operation (the message says why)."""
 
 
+def each_variant(makers):
+    """{variant: {case: value}} of MAKERS ({variant: function of no
+    arguments giving {case: value}}), a variant that raises recorded as
+    {"error": ...} so that the others still count."""
+    out = {}
+    for name, make in makers.items():
+        try:
+            out[name] = make()
+        except Exception as e:  # noqa: BLE001 -- said in the table
+            out[name] = {"error": f"{type(e).__name__}: {e}"}
+    return out
+
+
 def copy_bytes(quick):
     return (1 * MIB) if quick else (256 * MIB)
 
@@ -361,15 +374,15 @@ def rmm_ops():
 
     def alloc(quick):
         default = rmm.mr.get_current_device_resource()
-        return {
-            f"default ({type(default).__name__})": buffer_alloc(default,
-                                                                quick),
-            "CudaAsyncMemoryResource": buffer_alloc(
+        return each_variant({
+            f"default ({type(default).__name__})":
+                lambda: buffer_alloc(default, quick),
+            "CudaAsyncMemoryResource": lambda: buffer_alloc(
                 rmm.mr.CudaAsyncMemoryResource(), quick),
-            "PoolMemoryResource": buffer_alloc(
+            "PoolMemoryResource": lambda: buffer_alloc(
                 rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(),
                                           initial_pool_size=64 * MIB),
-                quick)}
+                quick)})
 
     def copy(quick):
         nbytes = copy_bytes(quick)
@@ -409,27 +422,22 @@ def rmm_ops():
         return {"1MiB": per_call(one, quick=quick)}
 
     def pinned(quick):
-        out = {"PinnedHostMemoryResource": host_alloc(
-            rmm.mr.PinnedHostMemoryResource(), quick)}
-        try:
-            pool = rmm.mr.PoolMemoryResource(
-                rmm.mr.PinnedHostMemoryResource(), initial_pool_size=64 * MIB)
-        except Exception as e:  # noqa: BLE001 -- said in the table
-            out["PoolMemoryResource(PinnedHostMemoryResource)"] = {
-                "error": f"{type(e).__name__}: {e}"}
-        else:
-            out["PoolMemoryResource(PinnedHostMemoryResource)"] = \
-                host_alloc(pool, quick)
-        return out
+        return each_variant({
+            "PinnedHostMemoryResource": lambda: host_alloc(
+                rmm.mr.PinnedHostMemoryResource(), quick),
+            "PoolMemoryResource(PinnedHostMemoryResource)":
+                lambda: host_alloc(rmm.mr.PoolMemoryResource(
+                    rmm.mr.PinnedHostMemoryResource(),
+                    initial_pool_size=64 * MIB), quick)})
 
     def managed(quick):
-        return {
-            "ManagedMemoryResource": buffer_alloc(
+        return each_variant({
+            "ManagedMemoryResource": lambda: buffer_alloc(
                 rmm.mr.ManagedMemoryResource(), quick),
-            "PoolMemoryResource(ManagedMemoryResource)": buffer_alloc(
+            "PoolMemoryResource(ManagedMemoryResource)": lambda: buffer_alloc(
                 rmm.mr.PoolMemoryResource(rmm.mr.ManagedMemoryResource(),
                                           initial_pool_size=64 * MIB),
-                quick)}
+                quick)})
 
     return dict(alloc=alloc, copy=copy, dlpack=dlpack, pinned=pinned,
                 managed=managed)
@@ -834,13 +842,14 @@ def collect(args, env, site_env):
 
 
 def cells(results, row):
-    """{lib: {"values": {variant: [per-process values]}, "why": str}}
-    for ROW: a library's processes' values per variant, or why it has
-    none (absent, failed)."""
+    """{lib: {"values": {variant: [per-process values]}, "why": str,
+    "failed": {variant: error}}} for ROW: a library's processes' values
+    per variant, or why it has none (absent, failed), and the variants
+    that failed beside others that ran."""
     out = {}
     for lib in LIBS:
         runs = results.get((lib, row.op), [])
-        values, why = {}, None
+        values, why, failed = {}, None, {}
         for res in runs:
             if "absent" in res:
                 why = f"not run: {res['absent']}"
@@ -851,9 +860,12 @@ def cells(results, row):
                     values.setdefault(variant, []).append(cases[row.case])
                 elif "error" in cases:
                     why = f"failed: {variant}: {cases['error']}"
+                    failed[variant] = cases["error"]
         if not runs:
             why = "not run: left out (--libs)"
-        out[lib] = {"values": values, "why": None if values else why}
+        out[lib] = {"values": values, "why": None if values else why,
+                    "failed": {v: e for v, e in failed.items()
+                               if v not in values}}
     return out
 
 
@@ -919,6 +931,8 @@ def cell_text(row, cell):
         label = f"{variant} " if variant else ""
         parts.append(f"{label}{shown} ({each})" if len(vals) > 1
                      else f"{label}{shown}")
+    for variant, error in cell.get("failed", {}).items():
+        parts.append(f"{variant} failed: {error[:120]}")
     return "; ".join(parts)
 
 
@@ -1028,7 +1042,9 @@ def main(argv=None):
         records(results, args.out)
     with open(args.table, encoding="utf-8") as f:
         print(f.read())
-    failed = any("error" in r for runs in results.values() for r in runs)
+    failed = any("error" in r or any(
+        "error" in cases for cases in r.get("values", {}).values())
+        for runs in results.values() for r in runs)
     met = sum(1 for _, w in verdicts if w == "MET")
     print(f"peers: {met} of {len(verdicts)} rows met")
     return 1 if failed else 0

@@ -529,6 +529,12 @@ def peers_verdicts_against_the_fastest_peer():
                           "gpumem has no managed memory (memory=)"))
     results.update(peer("cupy", "managed", "MemoryPool(malloc_managed)",
                         "1MiB", [3.0e-6] * 3))
+    # One variant of a library failed, the other ran: both said.
+    results.update(peer("rmm", "managed", "ManagedMemoryResource", "1MiB",
+                        [40.0e-6] * 3))
+    for res in results[("rmm", "managed")]:
+        res["values"]["PoolMemoryResource(ManagedMemoryResource)"] = {
+            "error": "MemoryError: std::bad_alloc"}
     # pinned: gpumem's process failed.
     results[("gpumem", "pinned")] = [{"lib": "gpumem", "op": "pinned",
                                       "error": "exit status -11: crash"}]
@@ -563,6 +569,11 @@ def peers_verdicts_against_the_fastest_peer():
                "(1.20, 1.30, 1.10) | MemoryPool 2.60 (2.60, 2.60, 2.60) |" \
                in table, table
         assert f"not run: {rmm_why}" in table, table
+        (row,) = [line for line in table.splitlines() if line.startswith(
+            "| allocate + free 1 MiB of managed memory |")]
+        assert ("| ManagedMemoryResource 40.00 (40.00, 40.00, 40.00); "
+                "PoolMemoryResource(ManagedMemoryResource) failed: "
+                "MemoryError: std::bad_alloc |") in row, row
         assert f"- RMM: {rmm_why}" in table, table
         report = load_report()
         write_records(folder, [rec("copy16", "h2d", 9.0e-6)])
