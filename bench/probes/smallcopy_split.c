@@ -1,7 +1,8 @@
 /* smallcopy_split.c -- the CUDA recipes of one small synchronous copy,
    timed from C inside a gpumem process on gpumem's own buffers
    (bench/probes/smallcopy_split.py builds and loads it): raw C's
-   cudaMemcpy + cudaDeviceSynchronize (make bench's sweep), gpumem's
+   cudaMemcpy + cudaDeviceSynchronize with the direction named (make
+   bench's sweep, bench/raw.cu), gpumem's
    recipe for page-locked memory (cudaMemcpyAsync on the legacy stream
    + cudaStreamSynchronize), gpumem's recipe for 16 pageable bytes (the
    pointer query, a bounce buffer, the same queued copy and wait) and
@@ -28,6 +29,8 @@ enum recipe
   RAW_MEMCPY_STREAMSYNC,    /* cudaMemcpy + cudaStreamSynchronize legacy:
                                make bench's h2d_landed */
   QUERY_ALONE,              /* cudaPointerGetAttributes of the host side */
+  GM_PINNED_KIND,           /* GM_PINNED with the direction named, as raw
+                               C names it, not cudaMemcpyDefault */
   RECIPES
 };
 
@@ -75,17 +78,19 @@ static cudaError_t
 once (int recipe, void *dst, const void *src, size_t n, int to_device)
 {
   const void *host = to_device ? src : dst;
+  enum cudaMemcpyKind kind = to_device ? cudaMemcpyHostToDevice
+                                       : cudaMemcpyDeviceToHost;
   cudaError_t err = cudaSuccess;
 
   switch (recipe)
     {
     case RAW_MEMCPY_DEVSYNC:
-      err = cudaMemcpy (dst, src, n, cudaMemcpyDefault);
+      err = cudaMemcpy (dst, src, n, kind);
       if (err == cudaSuccess)
         err = cudaDeviceSynchronize ();
       break;
     case RAW_MEMCPY:
-      err = cudaMemcpy (dst, src, n, cudaMemcpyDefault);
+      err = cudaMemcpy (dst, src, n, kind);
       break;
     case GM_PINNED_QUERIED:
       query (host);
@@ -126,12 +131,17 @@ once (int recipe, void *dst, const void *src, size_t n, int to_device)
         memcpy (dst, bounce, n);
       break;
     case RAW_MEMCPY_STREAMSYNC:
-      err = cudaMemcpy (dst, src, n, cudaMemcpyDefault);
+      err = cudaMemcpy (dst, src, n, kind);
       if (err == cudaSuccess)
         err = cudaStreamSynchronize (cudaStreamLegacy);
       break;
     case QUERY_ALONE:
       query (host);
+      break;
+    case GM_PINNED_KIND:
+      err = cudaMemcpyAsync (dst, src, n, kind, cudaStreamLegacy);
+      if (err == cudaSuccess)
+        err = cudaStreamSynchronize (cudaStreamLegacy);
       break;
     default:
       err = cudaErrorInvalidValue;

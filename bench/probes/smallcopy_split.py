@@ -10,18 +10,19 @@ rounds' medians.  Not part of make bench:
     gpumem bench/probes/smallcopy_split.py [--rounds N] [--reps N]
 
 Columns (microseconds a copy): raw = cudaMemcpy + cudaDeviceSynchronize
-(make bench's sweep), memcpy = cudaMemcpy alone, gm-recipe = gpumem's
-CUDA calls for the kind of memory (page-locked: cudaMemcpyAsync on the
-legacy stream + cudaStreamSynchronize; pageable up to 64 KiB: the
-pointer query, the bounce buffer, the same queued copy and wait;
-pageable above: cudaMemcpy + cudaStreamSynchronize), queried = the
-page-locked recipe with the pointer query first, spin = the queued
-copy waited for by polling, own-stream = the queued copy on a
-non-blocking stream, query = cudaPointerGetAttributes alone, copy =
-gpumem.copy.  copy - gm-recipe is gpumem's path above its CUDA calls
-(Python, the argument checks, the ordering); gm-recipe - raw is the
-recipe's own difference.  CUDA_HOME (default /usr/local/cuda) names the
-toolkit; CC the compiler.
+with the direction named (make bench's sweep), memcpy = that cudaMemcpy
+alone, gm-recipe = gpumem's CUDA calls for the kind of memory (page-
+locked: cudaMemcpyAsync on the legacy stream + cudaStreamSynchronize;
+pageable up to 64 KiB: the pointer query, the bounce buffer, the same
+queued copy and wait; pageable above: cudaMemcpy +
+cudaStreamSynchronize), kind = the page-locked recipe with the direction
+named instead of cudaMemcpyDefault, queried = the page-locked recipe
+with the pointer query first, spin = the queued copy waited for by
+polling, own-stream = the queued copy on a non-blocking stream, query =
+cudaPointerGetAttributes alone, copy = gpumem.copy. copy - gm-recipe is
+gpumem's path above its CUDA calls (Python, the argument checks, the
+ordering); gm-recipe - raw is the recipe's own difference. CUDA_HOME
+(default /usr/local/cuda) names the toolkit; CC the compiler.
 """
 
 import argparse
@@ -42,8 +43,8 @@ KIB = 1 << 10
 SMALL_MAX = 64 * KIB            # GM_SMALL_MAX, src/cuda/cuda-staging.h
 SIZES = (16, 4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB, 128 * KIB)
 # The recipes of smallcopy_split.c, in its enum's order.
-RAW, MEMCPY, GM_PINNED, QUERIED, SPIN, OWN, GM_SMALL, MEMCPY_SSYNC, QUERY = \
-    range(9)
+(RAW, MEMCPY, GM_PINNED, QUERIED, SPIN, OWN, GM_SMALL, MEMCPY_SSYNC, QUERY,
+ GM_PINNED_KIND) = range(10)
 
 
 def build():
@@ -102,8 +103,8 @@ def main():
     hosts = {"pinned": gpumem.pinned_empty((count,), "float32"),
              "pageable": np.ones(count, np.float32)}
     hosts["pinned"][:] = 1.0
-    names = ("raw", "memcpy", "gm-recipe", "queried", "spin", "own-stream",
-             "query", "copy")
+    names = ("raw", "memcpy", "gm-recipe", "kind", "queried", "spin",
+             "own-stream", "query", "copy")
     print(f"microseconds a copy, medians of {args.rounds} rounds of "
           f"{args.reps}; copy = gpumem.copy")
     print("| host | direction | bytes | " + " | ".join(names)
@@ -122,10 +123,10 @@ def main():
                 else:
                     gm = MEMCPY_SSYNC
                 recipes = {"raw": RAW, "memcpy": MEMCPY, "gm-recipe": gm,
-                           "queried": QUERIED, "spin": SPIN,
-                           "own-stream": OWN, "query": QUERY}
+                           "kind": GM_PINNED_KIND, "queried": QUERIED,
+                           "spin": SPIN, "own-stream": OWN, "query": QUERY}
                 if kind == "pageable":
-                    for name in ("queried", "spin", "own-stream"):
+                    for name in ("kind", "queried", "spin", "own-stream"):
                         recipes.pop(name)
                 got = {name: [] for name in names}
                 for _ in range(args.rounds):
