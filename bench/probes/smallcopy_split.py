@@ -19,9 +19,9 @@ cudaStreamSynchronize), kind = the page-locked recipe with the direction
 named instead of cudaMemcpyDefault, queried = the page-locked recipe
 with the pointer query first, spin = the queued copy waited for by
 polling, own-stream = the queued copy on a non-blocking stream, query =
-cudaPointerGetAttributes alone, copy = gpumem.copy. copy - gm-recipe is
+cudaPointerGetAttributes alone, copy = gpumem.copy.  copy - gm-recipe is
 gpumem's path above its CUDA calls (Python, the argument checks, the
-ordering); gm-recipe - raw is the recipe's own difference. CUDA_HOME
+ordering); gm-recipe - raw is the recipe's own difference.  CUDA_HOME
 (default /usr/local/cuda) names the toolkit; CC the compiler.
 """
 
