@@ -11,8 +11,8 @@ rounds' medians.  Not part of make bench:
 
 Columns (microseconds a copy): raw = cudaMemcpy + cudaDeviceSynchronize
 with the direction named (make bench's sweep), memcpy = that cudaMemcpy
-alone, gm-recipe = gpumem's CUDA calls for the kind of memory (page-
-locked: cudaMemcpyAsync on the legacy stream + cudaStreamSynchronize;
+alone, gm-recipe = gpumem's CUDA calls for the kind of memory
+(page-locked: cudaMemcpyAsync on the legacy stream + cudaStreamSynchronize;
 pageable up to 64 KiB: the pointer query, the bounce buffer, the same
 queued copy and wait; pageable above: cudaMemcpy +
 cudaStreamSynchronize), kind = the page-locked recipe with the direction
