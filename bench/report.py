@@ -1276,6 +1276,11 @@ INCLUDED = [
     ("sharing", "sharing.md", "Sharing: C++ bindings and other libraries' "
      "allocations", "bench/binding_overhead.py, bench/frameworks_alloc.py, "
      "bench/sharing_ipc.py and bench/frameworks_mixed.py; their last lines."),
+    ("peers", "peers.md", "Against every peer: CuPy, PyTorch, RMM and "
+     "cuda.core", "bench/peers.py: the same operations through each "
+     "library's own API, one process a library, the libraries in turn, "
+     "medians of the processes' medians (each process's in brackets); "
+     "each row's verdict is gpumem over the fastest peer of this run."),
     ("nccl", "*-nccl.md", None, None),
     ("managed", "managed.md", None, None),
     ("commipc", "comm-ipc.md", "One GPU, several ranks: collectives through "
@@ -1317,24 +1322,32 @@ def included_sections(directory, plan):
 
 
 def included_verdicts(directory):
-    """(text, MET | MISSED) of each target bench/nccl_report.py judged
-    in the run's collectives table, and bench/managed.py and
-    bench/managed_oversubscribe.py in managed.md ("- ... **met**" /
-    "**not met**"), for the verdicts' count."""
+    """(text, MET | MISSED | "not run: ...") of each target judged in
+    the run's collectives table (bench/nccl_report.py) and peers table
+    (bench/peers.py) and managed.md (bench/managed.py,
+    bench/managed_oversubscribe.py): lines "- ... **met**", "**not met**" or "- ROW:
+    **not run: WHY**", for the verdicts' count."""
     out = []
-    for path, tag in ([(p, "nccl") for p in sorted(glob.glob(
-            os.path.join(directory, "*-nccl.md")))]
-            + [(p, "managed") for p in glob.glob(
-                os.path.join(directory, "managed.md"))]):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                line = line.strip()
-                for mark, word in (("**not met**", "MISSED"),
-                                   ("**met**", "MET")):
-                    if line.startswith("- ") and line.endswith(mark):
-                        out.append((f"[{tag}] " + line[2:-len(mark)].strip(),
-                                    word))
-                        break
+    for prefix, pattern in (("nccl", "*-nccl.md"), ("peers", "peers.md"),
+                            ("managed", "managed.md")):
+        for path in sorted(glob.glob(os.path.join(directory, pattern))):
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    line = line.strip()
+                    if not line.startswith("- "):
+                        continue
+                    unrun = re.fullmatch(r"- (.*?):? \*\*(not run: .*)\*\*",
+                                         line)
+                    if unrun:
+                        out.append((f"[{prefix}] {unrun.group(1)}",
+                                    unrun.group(2)))
+                        continue
+                    for mark, word in (("**not met**", "MISSED"),
+                                       ("**met**", "MET")):
+                        if line.endswith(mark):
+                            out.append((f"[{prefix}] "
+                                        + line[2:-len(mark)].strip(), word))
+                            break
     return out
 
 

@@ -33,7 +33,9 @@
 # C++ casters and other processes; needs the cuda backend), managed
 # (gpumem only, bench/managed.py: managed and pinned memory; the loop on
 # managed images of 1.5x the device, bench/managed_oversubscribe.py,
-# only with GPUMEM_BENCH_OVERSUBSCRIBE=1; needs the cuda backend), nccl (the
+# only with GPUMEM_BENCH_OVERSUBSCRIBE=1; needs the cuda backend), peers
+# (bench/peers.py: gpumem against CuPy, PyTorch, RMM and cuda.core, each
+# row judged against the fastest; needs the cuda backend), nccl (the
 # collectives, bench/nccl.sh; needs 2 GPUs) and commipc (ranks sharing
 # one GPU, bench/comm_ipc.sh; needs the cuda backend and MPI, MPIRUN
 # naming mpirun).  BENCH_SECTIONS="basic loop" chooses; a name not in
@@ -57,6 +59,9 @@
 # of two speeds for a whole process, so one process a side decides a
 # small-size ratio, and the 4 x 10 workload's, by chance; the report
 # takes the median of the processes' medians, bench/NOTES.md),
+# BENCH_PEERS_SITE (a folder with RMM and cuda.core installed, put
+# first on the peers' PYTHONPATH) or BENCH_WHEELS (a folder of their
+# wheels, default .whl of this tree, unpacked into BENCH_BUILD/peers-site),
 # BENCH_COMMIT (the commit the report names, for a tree without .git;
 # default git's HEAD of this tree, see commit.sh),
 # BENCH_BACKEND (gpumem's --backend; default cuda; "host" is a dry run
@@ -84,7 +89,7 @@ top=$(dirname "$here")
 # for the others, the figures their scripts' records carry), and fails
 # for a name not in the list.  bench/report.py finds through it, in
 # sections.txt, the section each of its rows needs.
-SECTIONS="basic sweep algo loop staging kernels multigpu sharing managed nccl commipc"
+SECTIONS="basic sweep algo loop staging kernels multigpu sharing managed peers nccl commipc"
 figures () {
   case $1 in
     basic) echo "launch alloc copy16 copy256 workload graph" ;;
@@ -96,6 +101,7 @@ figures () {
     multigpu) echo "multigpu" ;;
     sharing) echo "pipeline" ;;
     managed) echo "managed" ;;
+    peers) echo "peer_alloc peer_copy peer_dlpack peer_pinned peer_managed peer_ipc" ;;
     nccl) echo "nccl" ;;
     commipc) echo "commipc" ;;
     *) return 1 ;;
@@ -167,7 +173,7 @@ done
 # nothing where it can.
 needs () {
   case $1 in
-    kernels|sharing|managed)
+    kernels|sharing|managed|peers)
       test "$backend" = host && echo "needs the cuda backend" ;;
     multigpu)
       test "$backend" != host && test "$gpus" -lt 2 \
@@ -334,7 +340,7 @@ for item in $plan; do
   section=${item%%:*}
   round=${item#*:}
   case $section in
-    sharing|nccl|commipc) continue ;;   # scripts of their own, below
+    sharing|peers|nccl|commipc) continue ;;   # scripts of their own, below
   esac
   list=$(figures "$section")
   if test "$section" = kernels; then
@@ -503,6 +509,48 @@ case " $sections " in
       *) failed "managed: bench/managed_oversubscribe.py FAILED or ran out of time, exit status $rc (managed-oversubscribed.log)" ;;
     esac
     test -f "$rec/managed.md" && cat "$rec/managed.md" ;;
+esac
+
+# The peers section (bench/peers.py, run by $python): gpumem against
+# CuPy, PyTorch, RMM and cuda.core, each in BENCH_ROUNDS processes of
+# its own in turn, every row judged against the fastest peer.  RMM and
+# cuda.core come from BENCH_PEERS_SITE (a folder where their wheels are
+# installed) or else from BENCH_WHEELS (default .whl of this tree),
+# whose wheels peers.py unpacks into BENCH_BUILD/peers-site; a library
+# that cannot be imported is a "not run: ..." cell.  Its table,
+# peers.md, goes into the report, and its verdict lines count.
+case " $sections " in
+  *" peers "*)
+    left=$(( budget - 30 - ($(date +%s) - begin) ))
+    if test "$left" -lt 60; then
+      echo "bench: peers not run: the ${budget} s budget is spent" >&2
+      echo "peers: not run (budget spent)" >> "$rec/skipped.txt"
+      status=1
+    else
+      quick=
+      case " $args " in *" --quick "*) quick=--quick ;; esac
+      wheels=${BENCH_WHEELS:-$top/.whl}
+      if test -n "${BENCH_PEERS_SITE:-}"; then
+        set -- --site "$BENCH_PEERS_SITE"
+      elif ls "$wheels"/*.whl >/dev/null 2>&1; then
+        rm -rf "$build/peers-site"
+        set -- --wheels "$wheels" --site "$build/peers-site"
+      else
+        set --
+      fi
+      step "running the peers (bench/peers.py, $rounds rounds, at most $left s)"
+      # shellcheck disable=SC2086
+      GPUMEM="$gpumem" timeout "$left" "$python" "$here/peers.py" \
+        --gpumem "$gpumem" --rounds "$rounds" $quick "$@" \
+        --out "$rec/peers.jsonl" --table "$rec/peers.md" > "$rec/peers.log" 2>&1
+      rc=$?
+      case $rc in
+        0) ;;
+        124) failed "peers: bench/peers.py ran out of the budget (peers.log)" ;;
+        *) failed "peers: bench/peers.py FAILED, exit status $rc (peers.log)" ;;
+      esac
+      grep '^- \|^peers: ' "$rec/peers.log" | tail -n 20
+    fi ;;
 esac
 
 # Collectives where 2 or more GPUs answer (bench/nccl.sh: its records

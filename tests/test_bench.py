@@ -422,6 +422,9 @@ def host_run_writes_one_report_and_exits_0():
     assert "section multigpu" not in plan, plan
     assert "section kernels: needs the cuda backend" in plan, plan
     assert "section commipc: needs the cuda backend" in plan, plan
+    assert "section peers: needs the cuda backend" in plan, plan
+    assert ("## Against every peer: CuPy, PyTorch, RMM and cuda.core\n\n"
+            "Not run: needs the cuda backend.") in text, text
     assert "impl raw: needs the cuda backend" in plan, plan
     assert "## Not run here" in text
     assert ("| graph replay 4 x 10 <= 1.1x raw C's own graph time | — | — | "
@@ -449,6 +452,200 @@ def a_step_that_fails_makes_the_exit_status_1():
     assert "- gpumem, basic: FAILED, exit status 3 (gpumem-basic-1.log)" \
         in text, text
     assert "section sweep: left out (BENCH_SECTIONS)" in text, text
+
+
+def load_peers():
+    spec = importlib.util.spec_from_file_location(
+        "peers", os.path.join(BENCH, "peers.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@case
+def peers_section_is_listed():
+    """The peers section (bench/peers.py, issue 55) is in the one list,
+    with the figures its records carry, between sharing and nccl."""
+    sections = listed_sections()
+    assert sections["peers"] == load_peers().figures(), sections
+    order = list(sections)
+    assert order.index("sharing") < order.index("peers") \
+        < order.index("nccl"), order
+
+
+def peer(lib, op, variant, case_name, values):
+    """One result per process: LIB's VARIANT's CASE_NAME, VALUES."""
+    return {(lib, op): [{"lib": lib, "op": op,
+                         "values": {variant: {case_name: v}}}
+                        for v in values]}
+
+
+def absent(lib, op, why, importable=True, rounds=3):
+    res = {"lib": lib, "op": op, "absent": why}
+    if not importable:
+        res["importable"] = False
+    return {(lib, op): [res] * rounds}
+
+
+@case
+def peers_verdicts_against_the_fastest_peer():
+    """Each row's verdict is gpumem over the fastest peer of the run
+    (the pairs of processes' ratio), whatever the library; an absent
+    library's cells and a row without gpumem or without a peer say "not
+    run: ..."; a failed gpumem process is a miss; the report includes
+    the table and counts its verdicts."""
+    peers = load_peers()
+    rmm_why = "RMM not importable (No module named 'rmm')"
+    results = {}
+    for op, case_name in (("alloc", "1MiB"), ("copy", "pageable_h2d"),
+                          ("dlpack", "to_torch"), ("managed", "1MiB"),
+                          ("pinned", "1MiB")):
+        results.update(absent("rmm", op, rmm_why, importable=False))
+    # alloc: cuda.core is the fastest peer; gpumem 1.2x of it.
+    results.update(peer("gpumem", "alloc", "", "1MiB",
+                        [1.2e-6, 1.3e-6, 1.1e-6]))
+    results.update(peer("cupy", "alloc", "MemoryPool", "1MiB",
+                        [2.6e-6] * 3))
+    results.update(peer("torch", "alloc", "caching allocator", "1MiB",
+                        [2.4e-6] * 3))
+    results.update(peer("cuda.core", "alloc", "DeviceMemoryResource",
+                        "1MiB", [1.0e-6] * 3))
+    # A bandwidth: gpumem above the best peer (PyTorch's 16.8).
+    results.update(peer("gpumem", "copy", "", "pageable_h2d",
+                        [44.0, 45.0, 44.5]))
+    results.update(peer("cupy", "copy", "", "pageable_h2d", [10.0] * 3))
+    results.update(peer("torch", "copy", "", "pageable_h2d", [16.8] * 3))
+    results.update(peer("cuda.core", "copy", "", "pageable_h2d",
+                        [9.9] * 3))
+    # to_torch: no peer measured.
+    results.update(peer("gpumem", "dlpack", "", "to_torch", [0.5e-6] * 3))
+    results.update(absent("torch", "dlpack", "PyTorch is the other side"))
+    results.update(absent("cupy", "dlpack", "CuPy not importable (x)",
+                          importable=False))
+    results.update(absent("cuda.core", "dlpack",
+                          "cuda.core not importable (y)", importable=False))
+    # managed: gpumem has none.
+    results.update(absent("gpumem", "managed",
+                          "gpumem has no managed memory (memory=)"))
+    results.update(peer("cupy", "managed", "MemoryPool(malloc_managed)",
+                        "1MiB", [3.0e-6] * 3))
+    # One variant of a library failed, the other ran: both said.
+    results.update(peer("rmm", "managed", "ManagedMemoryResource", "1MiB",
+                        [40.0e-6] * 3))
+    for res in results[("rmm", "managed")]:
+        res["values"]["PoolMemoryResource(ManagedMemoryResource)"] = {
+            "error": "MemoryError: std::bad_alloc"}
+    # pinned: gpumem's process failed.
+    results[("gpumem", "pinned")] = [{"lib": "gpumem", "op": "pinned",
+                                      "error": "exit status -11: crash"}]
+    results.update(peer("cupy", "pinned", "PinnedMemoryPool", "1MiB",
+                        [1.5e-6] * 3))
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "peers.md")
+        verdicts = dict((t.split(":")[0][2:], (t, w)) for t, w in
+                        peers.write_table(results, path))
+        with open(path, encoding="utf-8") as f:
+            table = f.read()
+        text, word = verdicts["allocate + free 1 MiB of device memory"]
+        assert word == "MISSED", text
+        assert ("gpumem 1.20 us against the fastest peer, cuda.core "
+                "DeviceMemoryResource, 1.00 us: 1.20x") in text, text
+        text, word = verdicts["pageable host->device, 256 MiB"]
+        assert word == "MET" and "PyTorch, 16.80 GB/s: 2.65x" in text, text
+        text, word = verdicts["torch.from_dlpack of the library's 1 MiB "
+                              "buffer"]
+        assert word.startswith("not run: no peer measured (") \
+            and "CuPy not run: CuPy not importable (x)" in word, word
+        text, word = verdicts["allocate + free 1 MiB of managed memory"]
+        assert word == "not run: gpumem has no managed memory (memory=)", \
+            word
+        text, word = verdicts["allocate + free 1 MiB of page-locked host "
+                              "memory"]
+        assert word == "MISSED" and "exit status -11" in text, text
+        text, word = verdicts["pageable device->host, 256 MiB"]
+        assert word.startswith("not run: no gpumem figure") or \
+            word.startswith("not run: left out"), word
+        assert "| allocate + free 1 MiB of device memory | us | 1.20 " \
+               "(1.20, 1.30, 1.10) | MemoryPool 2.60 (2.60, 2.60, 2.60) |" \
+               in table, table
+        assert f"not run: {rmm_why}" in table, table
+        (row,) = [line for line in table.splitlines() if line.startswith(
+            "| allocate + free 1 MiB of managed memory |")]
+        assert ("| ManagedMemoryResource 40.00 (40.00, 40.00, 40.00); "
+                "PoolMemoryResource(ManagedMemoryResource) failed: "
+                "MemoryError: std::bad_alloc |") in row, row
+        assert f"- RMM: {rmm_why}" in table, table
+        report = load_report()
+        write_records(folder, [rec("copy16", "h2d", 9.0e-6)])
+        path, summary = report.write_report(folder, "2026-01-01", "test")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    assert "## Against every peer: CuPy, PyTorch, RMM and cuda.core" \
+        in text, text
+    assert "| allocate + free 1 MiB of device memory | us |" in text
+    got = {t: w for t, w in summary if t.startswith("[peers]")}
+    assert len(got) == len(peers.ROWS), got
+    assert got["[peers] allocate + free 1 MiB of managed memory"] == \
+        "not run: gpumem has no managed memory (memory=)", got
+    (alloc,) = [w for t, w in got.items() if t.startswith(
+        "[peers] allocate + free 1 MiB of device memory: gpumem 1.20 us")]
+    assert alloc == "MISSED", got
+    met = sum(1 for _, w in summary if w == "MET")
+    assert f"Verdicts: {met} of {len(summary)} targets met" in text
+
+
+def plain_python():
+    """A Python without gpumem's embedding, for bench/peers.py's
+    driver (bench/run.sh runs it with BENCH_PYTHON)."""
+    return shutil.which("python3") or "python3"
+
+
+@case
+def peers_dry_run_says_what_is_absent():
+    """bench/peers.py on the host backend, quick: gpumem's rows
+    measured, every library this Python cannot import a "not run: ...
+    not importable (...)" line, the libraries left out said so, one
+    record a process and operation."""
+    python = plain_python()
+    libs = ("rmm", "cuda.core")
+    with tempfile.TemporaryDirectory() as folder:
+        table, out = (os.path.join(folder, n)
+                      for n in ("peers.md", "peers.jsonl"))
+        env = dict(os.environ, PYTHONPATH="")
+        proc = subprocess.run(
+            [python, os.path.join(BENCH, "peers.py"), "--backend", "host",
+             "--quick", "--rounds", "1", "--libs", "gpumem,rmm,cuda.core",
+             "--gpumem", gmtest.GPUMEM, "--table", table, "--out", out],
+            env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode in (0, 1), proc
+        assert os.path.exists(table), proc.stdout + proc.stderr
+        with open(table, encoding="utf-8") as f:
+            text = f.read()
+        with open(out, encoding="utf-8") as f:
+            records = [json.loads(line) for line in f]
+    importable = {}
+    for lib in libs:
+        probe = subprocess.run([python, "-c", f"import {lib}"], env=env,
+                               capture_output=True, timeout=120)
+        importable[lib] = probe.returncode == 0
+    label = {"rmm": "RMM", "cuda.core": "cuda.core"}
+    for lib in libs:
+        if not importable[lib]:
+            assert (f"not run: {label[lib]} not importable (" in text), text
+    if not any(importable.values()):
+        assert "not run: no peer measured" in text, text
+    assert "not run: left out (--libs)" in text, text
+    assert "--quick sizes: not a measurement" in text, text
+    (row,) = [line for line in text.splitlines() if line.startswith(
+        "| allocate + free 1 MiB of device memory |")]
+    assert re.match(r"\| [^|]+ \| us \| \d+\.\d\d \|", row), row
+    assert {(r["impl"], r["figure"]) for r in records} >= {
+        ("gpumem", "peer_alloc"), ("rmm", "peer_alloc"),
+        ("cuda.core", "peer_ipc")}, records
+    bad = subprocess.run(
+        [python, os.path.join(BENCH, "peers.py"), "--libs", "gpumem,jax",
+         "--table", table], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown jax" in bad.stderr, bad
 
 
 @case
