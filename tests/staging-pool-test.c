@@ -26,8 +26,8 @@
 
 #include <stdio.h>
 
-/* cuda-staging.c reads its settings through gm_env_size (src/core/env.c,
-   not linked here); the test sets them directly.  */
+/* cuda-staging.c reads its settings through gm_env_size and gm_env_count
+   (src/core/env.c, not linked here); the test sets them directly.  */
 gm_status
 gm_env_size (const char *name, size_t fallback, size_t min, size_t max,
              size_t *out)
@@ -37,6 +37,13 @@ gm_env_size (const char *name, size_t fallback, size_t min, size_t max,
   (void) max;
   *out = fallback;
   return GM_OK;
+}
+
+gm_status
+gm_env_count (const char *name, size_t fallback, size_t min, size_t max,
+              size_t *out)
+{
+  return gm_env_size (name, fallback, min, max, out);
 }
 
 #define MAX_LEN ((size_t) 4 << 20)

@@ -221,12 +221,19 @@ def prefetch_discard_and_advise_check_their_arguments_first():
     raises(TypeError, m.prefetch, None)
     raises(TypeError, m.prefetch, True)
     raises(ValueError, m.prefetch, gpumem.device_count())
-    raises(ValueError, d.prefetch, DEV, match="managed")
+    # Device memory moves only between its device and the host (the
+    # spill engine's); to another device it is refused.
+    other = (DEV + 1) % gpumem.device_count()
+    if other != DEV:
+        raises(ValueError, d.prefetch, other, match="device memory")
+    d.prefetch(DEV)
     raises(ValueError, d.discard, match="managed")
     raises(ValueError, d.advise, read_mostly=True, match="managed")
     raises(TypeError, m.prefetch, DEV, stream=3)
     # The batch is checked whole before any array moves.
-    raises(ValueError, gpumem.prefetch, [m, d], DEV, match="managed")
+    if other != DEV:
+        raises(ValueError, gpumem.prefetch, [m, d], other,
+               match="device memory")
     raises(TypeError, gpumem.prefetch, [m, "x"], DEV)
     raises(TypeError, gpumem.prefetch, m, DEV, match="sequence")
     raises(TypeError, gpumem.prefetch, 5, DEV)

@@ -175,4 +175,28 @@ def environment_turns_it_on():
     assert done.returncode != 0 and "GPUMEM_SPILL" in done.stderr, done
 
 
+@case
+def prefetch_makes_room_and_spills():
+    # prefetch is a call of its own with the arrays it names: it may move
+    # others out of the way, never those; to "host" it spills.
+    with pressure(2 * MIB):
+        a = gpumem.full(N, 1.0, "float32")
+        b = gpumem.full(N, 2.0, "float32")
+        a.prefetch("host")
+        assert a.is_spilled
+        c = gpumem.full(N, 3.0, "float32")        # fills the limit again
+        raises(gpumem.OutOfMemoryError, a.copy_to_host)
+        gpumem.prefetch([a], a.device.index if hasattr(a.device, "index")
+                        else 0)
+        assert not a.is_spilled and b.is_spilled  # b, the older, moved
+        np.testing.assert_array_equal(a.copy_to_host(), np.ones(N))
+        b.prefetch(0)                             # c moves for it
+        assert not b.is_spilled and c.is_spilled and not a.is_spilled
+        raises(ValueError, a.prefetch, 1) if gpumem.device_count() > 1 \
+            else None
+        np.testing.assert_array_equal(b.copy_to_host(), np.full(N, 2.0))
+        c.prefetch("host")                        # spilled already: nothing
+        assert c.is_spilled
+
+
 gmtest.main()

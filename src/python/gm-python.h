@@ -469,6 +469,18 @@ extern PyMethodDef gmpy_spill_methods[];
 PyObject *gmpy_array_spill (PyObject *self, PyObject *unused);
 PyObject *gmpy_array_get_is_spilled (PyObject *self, void *closure);
 void gmpy_array_moved (void *array);
+/* Brings the spilled bytes of OWNER (an array that owns its memory) back
+   to its device; with EVICT other idle arrays may move to make room, but
+   never those whose records KEEP names (the caller holds their
+   addresses).  0, or -1 with OutOfMemoryError.  */
+int gmpy_array_come_back (arraypy_object *owner, bool evict,
+                          gm_block *const *keep, int nkeep);
+/* prefetch of the N DeviceArrays of device memory ARRAYS (checked: not
+   freed) to LOCATION (their device, or GM_LOCATION_HOST): spilled ones
+   come back, making room; to the host they spill.  Complete on return.
+   0, or -1 with an exception (py-spill.c).  */
+int gmpy_spill_prefetch (PyObject *const *arrays, Py_ssize_t n,
+                         int location);
 /* gmpy_array_new with the allocation in MEMORY.  */
 arraypy_object *gmpy_array_new_in (int ndim, const Py_ssize_t *shape,
                                    gm_dtype dtype, int device,

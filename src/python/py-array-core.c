@@ -30,26 +30,25 @@ gmpy_array_owner (arraypy_object *array)
   return NULL;
 }
 
-/* Brings OWNER's spilled bytes back to its device (no other array
-   moves for it: the caller may hold other arrays' addresses).  0, or -1
-   with OutOfMemoryError.  */
-static int
-come_back (arraypy_object *owner)
+int
+gmpy_array_come_back (arraypy_object *owner, bool evict,
+                      gm_block *const *keep, int nkeep)
 {
-  gm_status status = gm_spill_return (owner->block, false, NULL, 0);
+  gm_status status = gm_spill_return (owner->block, evict, keep, nkeep);
 
   if (status != GM_OK)
     {
       gmpy_raise (status);
-      if (status == GM_ERR_NOMEM)
+      if (status == GM_ERR_NOMEM && !evict)
         {
           PyObject *type, *value, *traceback;
           PyErr_Fetch (&type, &value, &traceback);
           PyErr_Format (type, "a spilled DeviceArray of %zu bytes cannot "
                         "come back to device %d in this call: %S.  Bring "
-                        "it back first with a.prefetch() or "
-                        "gpumem.prefetch([...]), which make room",
-                        owner->block->nbytes, owner->device, value);
+                        "it back first with a.prefetch(%d) or "
+                        "gpumem.prefetch([...], %d), which make room",
+                        owner->block->nbytes, owner->device, value,
+                        owner->device, owner->device);
           Py_XDECREF (type);
           Py_XDECREF (value);
           Py_XDECREF (traceback);
@@ -76,7 +75,7 @@ gmpy_array_usable (arraypy_object *array)
     }
   if (owner != NULL && owner->block != NULL)
     {
-      if (owner->spilled && come_back (owner) < 0)
+      if (owner->spilled && gmpy_array_come_back (owner, false, NULL, 0) < 0)
         return -1;
       gm_spill_touch (owner->block);
       if (owner != array && owner->block->listed)

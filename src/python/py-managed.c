@@ -130,6 +130,66 @@ managed_check (PyObject *obj, const char *who)
   return 0;
 }
 
+/* Checks OBJ for prefetch to LOCATION: a DeviceArray not freed, managed
+   memory, or device memory (spilled or not, which stays spilled until
+   the prefetch itself) to the host or its own device.  0, or -1 with
+   TypeError or ValueError.  */
+static int
+prefetch_check (PyObject *obj, int location)
+{
+  arraypy_object *array, *owner;
+
+  if (!gmpy_array_check (obj))
+    {
+      PyErr_Format (PyExc_TypeError, "prefetch takes DeviceArrays, not "
+                    "%.100s", Py_TYPE (obj)->tp_name);
+      return -1;
+    }
+  array = (arraypy_object *) obj;
+  if (array->memory == GMPY_MEMORY_MANAGED)
+    return managed_check (obj, "prefetch");
+  owner = gmpy_array_owner (array);
+  if (array->released || (owner != NULL && owner->released))
+    return gmpy_array_usable (array);
+  if (location != GM_LOCATION_HOST && location != array->device)
+    {
+      PyErr_Format (PyExc_ValueError, "prefetch: the array is device memory "
+                    "of device %d; it moves only between that device and "
+                    "the host (a spilled array comes back; \"host\" spills "
+                    "it)", array->device);
+      return -1;
+    }
+  return 0;
+}
+
+/* Splits the N checked ARRAYS of a prefetch to LOCATION: the device
+   arrays' go through the spill engine now (gmpy_spill_prefetch), the
+   managed ones are written to MANAGED (room for N), *NMANAGED of them.
+   0 or -1.  */
+static int
+prefetch_device_arrays (PyObject *const *arrays, Py_ssize_t n, int location,
+                        PyObject **managed, Py_ssize_t *nmanaged)
+{
+  PyObject **device = PyMem_New (PyObject *, (size_t) (n > 0 ? n : 1));
+  Py_ssize_t ndevice = 0;
+  int result;
+
+  if (device == NULL)
+    {
+      PyErr_NoMemory ();
+      return -1;
+    }
+  *nmanaged = 0;
+  for (Py_ssize_t i = 0; i < n; i++)
+    if (((arraypy_object *) arrays[i])->memory == GMPY_MEMORY_MANAGED)
+      managed[(*nmanaged)++] = arrays[i];
+    else
+      device[ndevice++] = arrays[i];
+  result = gmpy_spill_prefetch (device, ndevice, location);
+  PyMem_Free (device);
+  return result;
+}
+
 /* What prefetch and discard share: the N arrays ARRAYS (checked by the
    caller with managed_check) prefetched to LOCATION (DISCARD false) or
    discarded (DISCARD true), where the dispatch of STREAM_OBJ on the
@@ -224,8 +284,19 @@ gmpy_array_prefetch (PyObject *self, PyObject *args, PyObject *kwargs)
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|O:prefetch", keywords,
                                     &location_obj, &stream_obj)
       || location_arg (location_obj, "location", &location) < 0
-      || managed_check (self, "prefetch") < 0)
+      || prefetch_check (self, location) < 0)
     return NULL;
+  if (((arraypy_object *) self)->memory != GMPY_MEMORY_MANAGED)
+    {
+      if (stream_obj != Py_None
+          && gmpy_dispatch_get (stream_obj, location >= 0 ? location
+                                : ((arraypy_object *) self)->device,
+                                &(gmpy_dispatch) {0}) < 0)
+        return NULL;
+      if (gmpy_spill_prefetch (&self, 1, location) < 0)
+        return NULL;
+      Py_RETURN_NONE;
+    }
   return move_arrays (&self, 1, location, false, stream_obj, "prefetch");
 }
 
@@ -255,7 +326,8 @@ managedpy_prefetch (PyObject *module, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"arrays", "location", "stream", NULL};
   PyObject *arrays_obj, *location_obj, *stream_obj = Py_None, *seq;
-  PyObject *result = NULL;
+  PyObject *result = NULL, **managed = NULL;
+  Py_ssize_t nmanaged = 0;
   int location;
   (void) module;
 
@@ -274,12 +346,23 @@ managedpy_prefetch (PyObject *module, PyObject *args, PyObject *kwargs)
   if (seq == NULL)
     return NULL;
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE (seq); i++)
-    if (managed_check (PySequence_Fast_GET_ITEM (seq, i), "prefetch") < 0)
+    if (prefetch_check (PySequence_Fast_GET_ITEM (seq, i), location) < 0)
       goto done;
-  result = move_arrays (PySequence_Fast_ITEMS (seq),
-                        PySequence_Fast_GET_SIZE (seq), location, false,
-                        stream_obj, "prefetch");
+  managed = PyMem_New (PyObject *,
+                       (size_t) PySequence_Fast_GET_SIZE (seq) + 1);
+  if (managed == NULL)
+    {
+      PyErr_NoMemory ();
+      goto done;
+    }
+  if (prefetch_device_arrays (PySequence_Fast_ITEMS (seq),
+                              PySequence_Fast_GET_SIZE (seq), location,
+                              managed, &nmanaged) < 0)
+    goto done;
+  result = move_arrays (managed, nmanaged, location, false, stream_obj,
+                        "prefetch");
 done:
+  PyMem_Free (managed);
   Py_DECREF (seq);
   return result;
 }

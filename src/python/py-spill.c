@@ -70,3 +70,51 @@ PyMethodDef gmpy_spill_methods[] = {
    "spilled arrays take, in bytes (None: no bound)."},
   {NULL, NULL, 0, NULL}
 };
+
+int
+gmpy_spill_prefetch (PyObject *const *arrays, Py_ssize_t n, int location)
+{
+  gm_block **keep = PyMem_New (gm_block *, (size_t) (n > 0 ? n : 1));
+  int nkeep = 0, result = -1;
+
+  if (keep == NULL)
+    {
+      PyErr_NoMemory ();
+      return -1;
+    }
+  for (Py_ssize_t i = 0; i < n; i++)
+    {
+      arraypy_object *owner = gmpy_array_owner ((arraypy_object *) arrays[i]);
+      if (owner != NULL && owner->block != NULL)
+        keep[nkeep++] = owner->block;
+    }
+  for (Py_ssize_t i = 0; i < n; i++)
+    {
+      arraypy_object *array = (arraypy_object *) arrays[i];
+      arraypy_object *owner = gmpy_array_owner (array);
+      gm_status status;
+
+      if (owner == NULL || owner->block == NULL || !owner->block->listed)
+        continue;               /* foreign or shared memory stays put */
+      if (location == GM_LOCATION_HOST)
+        {
+          if (owner->spilled)
+            continue;
+          status = gm_spill_block (owner->block);
+          if (status != GM_OK)
+            {
+              gmpy_raise (status);
+              goto done;
+            }
+        }
+      else if (owner->spilled
+               && gmpy_array_come_back (owner, true, keep, nkeep) < 0)
+        goto done;
+      if (owner != array && !owner->spilled)
+        array->data = owner->data + array->offset;
+    }
+  result = 0;
+done:
+  PyMem_Free (keep);
+  return result;
+}
