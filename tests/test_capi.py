@@ -21,6 +21,7 @@ from gmtest import case, raises
 import gpumem
 
 CUDA = gpumem.backend == "cuda"
+HOST = not CUDA
 MAX_NDIM = 32
 
 
@@ -820,6 +821,85 @@ def hold_keeps_memory_past_free():
     assert stats["native_held_bytes"] == 0
     assert not TABLE.hold(np.zeros(3))            # not gpumem's memory
     assert not TABLE.hold(a)                      # freed: nothing to hold
+
+
+@case
+def lifetime_stress_in_threads():
+    # Native holders (C API holds on arrays and views), DLPack capsules,
+    # shares and free() in several threads at once: every holder reads
+    # the bytes it held intact, and once all let go nothing is left
+    # booked.  Run under the sanitizers by check-sanitizers.
+    import threading
+    drop_lock = threading.Lock()         # native code drops with the GIL
+
+    def drop(hold):
+        with drop_lock:
+            hold[0].native -= 1
+            hold[0].holds -= 1
+            if hold[0].holds == 0:
+                TABLE.hold_gone(hold)
+
+    before = gpumem.memory_stats()["allocated_bytes"]
+    errors = []
+    kept = []
+    kept_lock = threading.Lock()
+
+    def maker(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(40):
+                n = int(rng.integers(1, 4096))
+                value = float(seed)
+                a = gpumem.full(n, value, "float64")
+                view = a[n // 2:]
+                hold = TABLE.hold(view if rng.random() < 0.5 else a)
+                capsule = a.__dlpack__() if rng.random() < 0.3 else None
+                if rng.random() < 0.2 and hasattr(gpumem, "share"):
+                    try:
+                        gpumem.share(a)
+                    except gpumem.Error as exc:   # the hold refuses it
+                        assert "native code" in str(exc), exc
+                with kept_lock:
+                    kept.append((hold, a.ptr, n,
+                                 value))
+                a.free()
+                del view, capsule
+        except Exception as exc:          # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def reader():
+        try:
+            for _ in range(200):
+                with kept_lock:
+                    item = kept.pop() if kept else None
+                if item is None:
+                    continue
+                hold, ptr, n, value = item
+                if HOST:
+                    got = np.frombuffer(ctypes.string_at(ptr, 8 * n),
+                                        np.float64)
+                    assert (got == value).all(), (value, np.unique(got))
+                drop(hold)
+        except Exception as exc:          # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=maker, args=(i,)) for i in range(4)]
+    threads += [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for hold, ptr, n, value in kept:
+        if HOST:
+            got = np.frombuffer(ctypes.string_at(ptr, 8 * n), np.float64)
+            assert (got == value).all()
+        drop(hold)
+    import gc
+    gc.collect()
+    stats = gpumem.memory_stats()
+    assert stats["native_held_bytes"] == 0, stats
+    assert stats["allocated_bytes"] == before, (stats, before)
 
 
 gmtest.main()
