@@ -14,6 +14,7 @@ against the same algorithm run in NumPy, and a short report is printed.
                                 [--kernel algo|algo_seed] [--seed S]
                                 [--serial | --graph] [--no-check]
                                 [--memory device|managed] [--prefetch]
+                                [--spill LIMIT]
 
 The partitions' devices work at the same time (gpumem.concurrent());
 --serial runs the same loop one call after another, for comparison;
@@ -23,6 +24,10 @@ copies back) and replays it every iteration, one graph per device.
 --memory managed keeps the images in managed memory (docs/memory.md),
 which may exceed the devices' memory; --prefetch then moves each
 partition's images to its device before its kernel, every iteration.
+--spill LIMIT turns spilling on (gpumem.set_spill) with each device
+limited to LIMIT bytes, so that partitions that do not fit together
+move to host memory and back; with --prefetch each comes back before
+its kernel, moving the idle ones out.
 
 The report names the seed of the random initial update (--seed S runs
 the same update again) and the run's elapsed time.  Note that the
@@ -75,15 +80,23 @@ def parse_args(argv, prog="gpumem scripts/stitching.py",
                             default="device",
                             help="the images' memory (default device)")
         parser.add_argument("--prefetch", action="store_true",
-                            help="prefetch each partition's managed images "
-                                 "to its device before its kernel")
+                            help="prefetch each partition's images to its "
+                                 "device before its kernel (managed, or "
+                                 "spilled with --spill)")
+        parser.add_argument("--spill", metavar="LIMIT", default=None,
+                            help="spilling on, each device limited to "
+                                 "LIMIT bytes ('8GiB'), so that the "
+                                 "images may exceed it (gpumem.set_spill)")
     args = parser.parse_args(argv)
     if getattr(args, "graph", False) and args.serial:
         parser.error("--graph and --serial exclude each other")
     if getattr(args, "prefetch", False) and (
-            args.memory != "managed" or getattr(args, "graph", False)):
-        parser.error("--prefetch needs --memory managed, and no --graph "
-                     "(a recording refuses prefetches)")
+            (args.memory != "managed" and args.spill is None)
+            or getattr(args, "graph", False)):
+        parser.error("--prefetch needs --memory managed or --spill, and no "
+                     "--graph (a recording refuses prefetches)")
+    if getattr(args, "spill", None) is not None and args.memory != "device":
+        parser.error("--spill needs --memory device")
     if args.images < PARTITIONS:
         parser.error(f"--images must be at least {PARTITIONS}")
     if args.iterations < 1:
@@ -195,6 +208,11 @@ def main(argv):
     initial_update = update.copy()
     partial_update = np.empty((PARTITIONS, 4), np.float32)
 
+    if args.spill is not None:
+        gpumem.set_spill(True)
+        for d in sorted(set(devices)):
+            gpumem.set_memory_limit(args.spill, device=d)
+
     # One copy of the update on every device that runs the kernel.
     gpu_update_memory = {d: gpumem.alloc_gpu_memory(4, device=d)
                          for d in sorted(set(devices))}
@@ -265,10 +283,12 @@ def report(update, parted_images, initial_update, devices, clock, args,
     the check's verdict; returns the exit status."""
     names = sorted({f"{d}: {gpumem.Device(d).name}" for d in devices})
     memory = getattr(args, "memory", "device")
-    if memory != "device":
-        how += f", {memory} images" + (", prefetched"
-                                       if getattr(args, "prefetch", False)
-                                       else "")
+    if memory != "device" or getattr(args, "spill", None) is not None:
+        how += (f", {memory} images"
+                + (f", spilling past {args.spill}"
+                   if getattr(args, "spill", None) is not None else "")
+                + (", prefetched" if getattr(args, "prefetch", False)
+                   else ""))
     print(f"backend {gpumem.backend}; partitions on devices {devices} "
           f"({'; '.join(names)}); {how}; seed {args.seed}")
     print(clock.summary(args))

@@ -26,6 +26,7 @@ static device_spill devices[GM_MAX_DEVICES];
 static size_t host_limit = SIZE_MAX;
 static size_t host_bytes;       /* spilled, over every device */
 static gm_spill_moved_fn moved_hook;
+size_t gm_spill_blocks_out;
 
 static uint64_t
 now_ns (void)
@@ -148,6 +149,7 @@ drop_host (gm_block *block)
   host_bytes -= block->nbytes;
   d->stats.spilled_bytes -= block->nbytes;
   d->stats.spilled_blocks--;
+  gm_spill_blocks_out--;
 }
 
 void
@@ -297,6 +299,7 @@ gm_spill_block (gm_block *block)
   host_bytes += block->nbytes;
   d->stats.spilled_bytes += block->nbytes;
   d->stats.spilled_blocks++;
+  gm_spill_blocks_out++;
   d->stats.spills++;
   d->stats.spill_bytes += block->nbytes;
   d->stats.spill_ns += now_ns () - start;

@@ -29,6 +29,10 @@ typedef struct gm_spill_stats
   uint64_t returns, return_bytes, return_ns;
 } gm_spill_stats;
 
+/* The number of blocks spilled now, over every device: a call reads it
+   to skip looking for spilled arguments.  */
+extern size_t gm_spill_blocks_out;
+
 /* Turns spilling on or off for DEVICE (-1: every device), host memory
    for spilled blocks limited to HOST_LIMIT bytes in all (SIZE_MAX:
    none).  Turning it off leaves spilled blocks where they are, to come

@@ -475,6 +475,17 @@ void gmpy_array_moved (void *array);
    addresses).  0, or -1 with OutOfMemoryError.  */
 int gmpy_array_come_back (arraypy_object *owner, bool evict,
                           gm_block *const *keep, int nkeep);
+/* Brings every spilled DeviceArray among the N objects OBJS (any
+   objects; NULL ones skipped) back to its device before a call takes
+   their addresses, other idle arrays moving to make room but never
+   these: the transparent return of a kernel's or a copy's arguments.
+   0, or -1 with an exception.  */
+int gmpy_array_prepare_slow (PyObject *const *objs, Py_ssize_t n);
+static inline int
+gmpy_array_prepare (PyObject *const *objs, Py_ssize_t n)
+{
+  return gm_spill_blocks_out == 0 ? 0 : gmpy_array_prepare_slow (objs, n);
+}
 /* prefetch of the N DeviceArrays of device memory ARRAYS (checked: not
    freed) to LOCATION (their device, or GM_LOCATION_HOST): spilled ones
    come back, making room; to the host they spill.  Complete on return.

@@ -545,7 +545,8 @@ gmpy_array_fill_value (arraypy_object *array, PyObject *value)
 PyObject *
 gmpy_array_fill (PyObject *self, PyObject *value)
 {
-  if (gmpy_array_fill_value ((arraypy_object *) self, value) < 0)
+  if (gmpy_array_prepare (&self, 1) < 0
+      || gmpy_array_fill_value ((arraypy_object *) self, value) < 0)
     return NULL;
   Py_RETURN_NONE;
 }

@@ -18,7 +18,8 @@ gmpy_copy_to_gpu (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   int found;
 
   if (gmpy_parse_args (args, nargs, kwnames, "copy_to_gpu", names, 3, -1, arg)
-      < 0)
+      < 0
+      || gmpy_array_prepare (arg, 2) < 0)
     return NULL;
   found = gmpy_devbuf_get (arg[1], &dest, "dest");
   if (found < 0)
@@ -57,7 +58,8 @@ gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
   int found;
 
   if (gmpy_parse_args (args, nargs, kwnames, "copy_from_gpu", names, 3, -1,
-                       arg) < 0)
+                       arg) < 0
+      || gmpy_array_prepare (arg, 2) < 0)
     return NULL;
   found = gmpy_devbuf_get (arg[0], &src, "src");
   if (found < 0)
@@ -97,7 +99,8 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   Py_ssize_t count = -1;
   int dst_dev, src_dev;
 
-  if (gmpy_parse_args (args, nargs, kwnames, "copy", names, 2, -1, arg) < 0)
+  if (gmpy_parse_args (args, nargs, kwnames, "copy", names, 2, -1, arg) < 0
+      || gmpy_array_prepare (arg, 2) < 0)
     return NULL;
   /* Strided views take the paths of py-array-copy.c.  */
   switch (gmpy_copy_strided (arg[0], arg[1], arg[2], arg[3]))

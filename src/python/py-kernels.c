@@ -224,7 +224,8 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   bool queued_in_block = false;
 
   if (gmpy_parse_args (args, nargs, kwnames, kernel->name, entry->names, n,
-                       n, arg) < 0)
+                       n, arg) < 0
+      || gmpy_array_prepare (arg, n) < 0)
     return NULL;
   grid = arg[n];
   block = arg[n + 1];

@@ -118,3 +118,39 @@ done:
   PyMem_Free (keep);
   return result;
 }
+
+int
+gmpy_array_prepare_slow (PyObject *const *objs, Py_ssize_t n)
+{
+  gm_block **keep = PyMem_New (gm_block *, (size_t) (n > 0 ? n : 1));
+  int nkeep = 0, result = -1;
+
+  if (keep == NULL)
+    {
+      PyErr_NoMemory ();
+      return -1;
+    }
+  for (Py_ssize_t i = 0; i < n; i++)
+    {
+      arraypy_object *owner;
+      if (objs[i] == NULL || !gmpy_array_check (objs[i]))
+        continue;
+      owner = gmpy_array_owner ((arraypy_object *) objs[i]);
+      if (owner != NULL && owner->block != NULL && !owner->released)
+        keep[nkeep++] = owner->block;
+    }
+  for (Py_ssize_t i = 0; i < n; i++)
+    {
+      arraypy_object *owner;
+      if (objs[i] == NULL || !gmpy_array_check (objs[i]))
+        continue;
+      owner = gmpy_array_owner ((arraypy_object *) objs[i]);
+      if (owner != NULL && owner->spilled && !owner->released
+          && gmpy_array_come_back (owner, true, keep, nkeep) < 0)
+        goto done;
+    }
+  result = 0;
+done:
+  PyMem_Free (keep);
+  return result;
+}
