@@ -90,6 +90,34 @@ def managed_images_equal_device_images():
 
 
 @case
+def spilled_images_equal_device_images():
+    """Images that do not fit the limit together (--spill), coming back
+    on use or prefetched, give the very bits of the run that fits; the
+    host backend's four simulated devices are one here, so that every
+    partition shares its limit."""
+    env = dict(os.environ, GPUMEM_HOST_DEVICES="1")
+    got = {}
+    for mode in ((), ("--spill", "2560KiB"), ("--spill", "2560KiB",
+                                              "--prefetch"),
+                 ("--spill", "2560KiB", "--serial")):
+        proc = subprocess.run([gmtest.GPUMEM, "-q", SCRIPT, "--images",
+                               str(4 * 262144), "--iterations", "6",
+                               "--seed", str(gmtest.SEED), *mode],
+                              capture_output=True, text=True, timeout=600,
+                              env=env)
+        assert proc.returncode == 0, (mode, proc.stdout, proc.stderr)
+        assert "check: matches NumPy" in proc.stdout, proc.stdout
+        assert ("spilling past" in proc.stdout) == bool(mode), proc.stdout
+        got[mode] = [line for line in proc.stdout.splitlines()
+                     if line.startswith("update:")]
+    assert got[()] and all(g == got[()] for g in got.values()), got
+    proc = subprocess.run([gmtest.GPUMEM, "-q", SCRIPT, "--spill", "1MiB",
+                           "--memory", "managed"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+
+
+@case
 def graph_and_serial_exclude_each_other():
     proc = subprocess.run([gmtest.GPUMEM, "-q", SCRIPT, "--graph",
                            "--serial"], capture_output=True, text=True,
