@@ -14,6 +14,7 @@
 
 #include "gm.h"
 #include "spill.h"
+#include "pinned-pool.h"
 
 /* One device's engine.  */
 typedef struct
@@ -141,8 +142,8 @@ drop_host (gm_block *block)
 {
   device_spill *d = &devices[block->device];
 
-  if (block->host_pinned && gm_backend_current->host_free != NULL)
-    gm_backend_current->host_free (block->host);
+  if (block->host_pinned)
+    gm_pinned_free (block->host);
   else
     free (block->host);
   block->host = NULL;
@@ -268,8 +269,9 @@ gm_spill_block (gm_block *block)
                          "%zu bytes: the host limit of %zu bytes for "
                          "spilled memory is reached (%zu in use)",
                          block->nbytes, host_limit, host_bytes);
-  if (gm_backend_current->host_alloc != NULL
-      && gm_backend_current->host_alloc (block->nbytes, &host) == GM_OK)
+  /* The pinned pool's blocks: a copy at the bus's bandwidth, and no
+     page-locking per spill; pageable memory past its limit.  */
+  if (gm_pinned_alloc (block->nbytes, &host) == GM_OK)
     pinned = true;
   else
     {
@@ -287,7 +289,7 @@ gm_spill_block (gm_block *block)
   if (status != GM_OK)
     {
       if (pinned)
-        gm_backend_current->host_free (host);
+        gm_pinned_free (host);
       else
         free (host);
       return status;
