@@ -406,8 +406,18 @@ gm_cuda_managed_advise (void *ptr, size_t nbytes, gm_advice advice,
   if ((unsigned) advice >= sizeof advices / sizeof advices[0])
     return gm_error_set (GM_ERR_VALUE, 0, NULL, "advice %d does not exist",
                          (int) advice);
-  GM_CUDA_CHECK (cudaMemAdvise (ptr, nbytes, advices[advice],
-                                location_of (location)));
+  {
+    /* Advice is a hint: what the driver does not take for this memory
+       or location here (accessed-by the host without HMM, seen on an
+       H100 with CUDA 13.0) is ignored, as CUDA documents such hints.  */
+    cudaError_t err = cudaMemAdvise (ptr, nbytes, advices[advice],
+                                     location_of (location));
+    if (err == cudaErrorNotSupported || err == cudaErrorInvalidDevice)
+      (void) cudaGetLastError ();
+    else if (err != cudaSuccess)
+      status = gm_cuda_status (err, "cudaMemAdvise", __FILE__, __LINE__);
+  }
+  goto done;
 done:
   return status;
 }
