@@ -41,7 +41,8 @@ Config settings (pip install -C KEY=VALUE, python -m build -C...):
                     environment variable GPUMEM_CONFIGURE_ARGS is read
                     first, for a pip without -C; the released wheel's
                     are "--with-mpi=no --without-nccl --enable-abi3
-                    CC=pep517/zig-cc" (docs/install.md)
+                    CC=$PWD/pep517/zig-cc" (CC an absolute path;
+                    docs/install.md)
     build-dir       a build folder to keep and reuse (configured there
                     once); by default a temporary folder, removed after
 """
