@@ -167,7 +167,8 @@ ABI3_PYTHON = (3, 11)   # m4/gm_python_module.m4's Py_LIMITED_API
 def _abi3(config_settings):
     """Whether the module is built against the limited API (configure
     --enable-abi3), as the configure arguments say."""
-    return "--enable-abi3" in _configure_args(config_settings)
+    args = _configure_args(config_settings)
+    return "--enable-abi3" in args or "--enable-abi3=yes" in args
 
 
 def _ext_suffix(abi3):
