@@ -14,7 +14,9 @@
 #   CPython 3.11 (GM_PYTHON_LIMITED_CPPFLAGS, substituted) and names the
 #   module gpumem.abi3.so: one module for every CPython from 3.11 (the
 #   binary wheel's build; docs/install.md).  Without it the module is
-#   built for the configured Python alone.
+#   built for the configured Python alone.  3.11 is the floor: the
+#   buffer protocol (Py_buffer), which every NumPy copy takes, enters
+#   the limited API there.
 #   Sets gm_pyexecdir_summary for configure's summary: the folder with
 #   ${prefix} and ${exec_prefix} expanded, and whether the configured
 #   Python searches it (else how a plain python3 finds the module).
