@@ -65,8 +65,8 @@
    lookups (f_back, f_lasti, co_lines), a lookup a frame at every
    allocation the memory history records: its stack capture, which
    must not touch Python without the GIL (py-mem-history.c), and the
-   import warning's stack level (py-standalone.c) use these.  .ci/run's abi3audit check
-   allows these four and no other.  */
+   import warning's stack level (py-standalone.c) use these.
+   .ci/run's abi3audit check allows these four and no other.  */
 PyAPI_FUNC (int) PyGILState_Check (void);
 PyAPI_FUNC (PyFrameObject *) PyFrame_GetBack (PyFrameObject *frame);
 PyAPI_FUNC (int) PyFrame_GetLasti (PyFrameObject *frame);
@@ -76,11 +76,12 @@ PyAPI_FUNC (int) PyCode_Addr2Line (PyCodeObject *code, int offset);
    builtins; a class statement's __name__), in one of a few buffers of
    the calling thread: valid until the fourth call after.  */
 const char *gmpy_type_name (PyTypeObject *type);
-/* Vectorcall is in the limited API from 3.12 only.  */
 #else
 # define GMPY_TYPE_NAME(type) ((type)->tp_name)
 # define GMPY_TYPE_ALLOC(type) ((type)->tp_alloc ((type), 0))
 # define GMPY_TYPE_FREE(type, obj) ((type)->tp_free (obj))
+/* Vectorcall, which enters the limited API in 3.12: the full build's
+   alone (a graph's g(), the calls of CuPy's allocator hook).  */
 # define GMPY_VECTORCALL 1
 #endif
 

@@ -366,7 +366,8 @@ gmpy_array_exports_add (arraypy_object *array, int delta)
      the owner is found without the module's state (owner_of needs it),
      and held while its view may let go of it.  */
   arraypy_object *owner
-    = array->base != NULL && Py_IS_TYPE (array->base, Py_TYPE ((PyObject *) array))
+    = array->base != NULL
+        && Py_IS_TYPE (array->base, Py_TYPE ((PyObject *) array))
         ? (arraypy_object *) Py_NewRef (array->base) : NULL;
   arraypy_object *counted[2] = {array, owner};
 

@@ -26,7 +26,8 @@ gmpy_copy_to_gpu (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   if (found == 0)
     {
       PyErr_Format (PyExc_TypeError, "copy_to_gpu: dest must be a "
-                    "DeviceArray, not %.100s", GMPY_TYPE_NAME (Py_TYPE (arg[1])));
+                    "DeviceArray, not %.100s",
+                    GMPY_TYPE_NAME (Py_TYPE (arg[1])));
       return NULL;
     }
   if (gmpy_array_check (arg[0]))
@@ -65,7 +66,8 @@ gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
   if (found == 0)
     {
       PyErr_Format (PyExc_TypeError, "copy_from_gpu: src must be a "
-                    "DeviceArray, not %.100s", GMPY_TYPE_NAME (Py_TYPE (arg[0])));
+                    "DeviceArray, not %.100s",
+                    GMPY_TYPE_NAME (Py_TYPE (arg[0])));
       return NULL;
     }
   if (gmpy_array_check (arg[1]))
@@ -157,6 +159,7 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     }
   PyErr_Format (PyExc_TypeError, "copy: neither dst (%.100s) nor src "
                 "(%.100s) is device memory; use numpy.copyto for host copies",
-                GMPY_TYPE_NAME (Py_TYPE (arg[0])), GMPY_TYPE_NAME (Py_TYPE (arg[1])));
+                GMPY_TYPE_NAME (Py_TYPE (arg[0])),
+                GMPY_TYPE_NAME (Py_TYPE (arg[1])));
   return NULL;
 }

@@ -171,7 +171,8 @@ dims_arg (const char *kernel, const char *what, PyObject *obj,
         {
           Py_DECREF (seq);
           PyErr_Format (PyExc_TypeError, "%s: %s entries must be ints, not "
-                        "%.100s", kernel, what, GMPY_TYPE_NAME (Py_TYPE (item)));
+                        "%.100s", kernel, what,
+                        GMPY_TYPE_NAME (Py_TYPE (item)));
           return -1;
         }
       value = PyLong_AsLong (item);

@@ -358,7 +358,8 @@ eventpy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 PyObject *
 gmpy_event_wrap (gm_event *event, int device, PyObject *shared)
 {
-  eventpy_object *self = (eventpy_object *) GMPY_TYPE_ALLOC (gmpy_state_get ()->event_type);
+  eventpy_object *self
+    = (eventpy_object *) GMPY_TYPE_ALLOC (gmpy_state_get ()->event_type);
   if (self == NULL)
     {
       gm_backend_current->event_destroy (event);
