@@ -10,6 +10,13 @@
 #   interpreter's file name ending for extension modules
 #   (".cpython-311-x86_64-linux-gnu.so").  --with-pyexecdir=DIR, or
 #   'make install pyexecdir=DIR', puts the module elsewhere.
+#   --enable-abi3 compiles the Python layer against the limited API of
+#   CPython 3.11 (GM_PYTHON_LIMITED_CPPFLAGS, substituted) and names the
+#   module gpumem.abi3.so: one module for every CPython from 3.11 (the
+#   binary wheel's build; docs/install.md).  Without it the module is
+#   built for the configured Python alone.  3.11 is the floor: the
+#   buffer protocol (Py_buffer), which every NumPy copy takes, enters
+#   the limited API there.
 #   Sets gm_pyexecdir_summary for configure's summary: the folder with
 #   ${prefix} and ${exec_prefix} expanded, and whether the configured
 #   Python searches it (else how a plain python3 finds the module).
@@ -32,6 +39,21 @@ print(path.replace("@PLATBASE@", "@S|@{exec_prefix}").replace("@BASE@", "@S|@{pr
 ])
 AC_MSG_RESULT([$pyexecdir])
 PYTHON_EXT_SUFFIX=`"$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX") or ".so")'`
+AC_ARG_ENABLE([abi3],
+  [AS_HELP_STRING([--enable-abi3],
+    [build the extension module against the limited API (stable ABI) of CPython 3.11: one gpumem.abi3.so for every CPython from 3.11])],
+  [], [enable_abi3=no])
+GM_PYTHON_LIMITED_CPPFLAGS=
+gm_abi3_summary=
+AS_IF([test "x$enable_abi3" = xyes], [
+  AS_IF(["$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'], [],
+    [AC_MSG_ERROR([--enable-abi3 builds against CPython 3.11's limited API: PYTHON=$PYTHON is older (configure PYTHON=python3.11 or later)])])
+  GM_PYTHON_LIMITED_CPPFLAGS="-DPy_LIMITED_API=0x030b0000"
+  PYTHON_EXT_SUFFIX=.abi3.so
+  gm_abi3_summary=" (limited API: CPython 3.11 and later)"
+], [test "x$enable_abi3" != xno],
+  [AC_MSG_ERROR([--enable-abi3 takes no value (got '$enable_abi3')])])
+AC_SUBST([GM_PYTHON_LIMITED_CPPFLAGS])
 AC_SUBST([pyexecdir])
 AC_SUBST([PYTHON_EXT_SUFFIX])
 gm_pyexecdir_expanded=`GM_EXPAND_DIR(["$pyexecdir"])`

@@ -13,7 +13,11 @@ isolated build environment needs nothing from the network;
 docs/install.md says why this backend and not another.
 
 The wheel holds
-    gpumem<EXT_SUFFIX>              the extension module
+    gpumem<EXT_SUFFIX>              the extension module (gpumem.abi3.so
+                                    where configure-args has
+                                    --enable-abi3: the wheel is then
+                                    tagged cp311-abi3, one for every
+                                    CPython from 3.11)
     gpumem-include/gpumem/*.h       the headers; gpumem.get_include()
                                     returns this folder
     gpumem-stubs/*.pyi              the type stubs (PEP 561), which mypy
@@ -45,7 +49,10 @@ Config settings (pip install -C KEY=VALUE, python -m build -C...):
     configure-args  more arguments for configure, split as the shell
                     splits them ("--without-cuda --with-mpi=no"); the
                     environment variable GPUMEM_CONFIGURE_ARGS is read
-                    first, for a pip without -C
+                    first, for a pip without -C; the released wheel's
+                    are "--with-mpi=no --without-nccl --enable-abi3
+                    CC=$PWD/pep517/zig-cc" (CC an absolute path;
+                    docs/install.md)
     build-dir       a build folder to keep and reuse (configured there
                     once); by default a temporary folder, removed after
 """
@@ -170,18 +177,37 @@ def _jobs():
         return os.cpu_count() or 1
 
 
-def _wheel_tag():
+ABI3_PYTHON = (3, 11)   # m4/gm_python_module.m4's Py_LIMITED_API
+
+
+def _abi3(config_settings):
+    """Whether the module is built against the limited API (configure
+    --enable-abi3), as the configure arguments say."""
+    args = _configure_args(config_settings)
+    return "--enable-abi3" in args or "--enable-abi3=yes" in args
+
+
+def _ext_suffix(abi3):
+    return ".abi3.so" if abi3 else sysconfig.get_config_var("EXT_SUFFIX")
+
+
+def _wheel_tag(abi3=False):
     """(python, abi, platform) of the running CPython, as in the wheel's
-    file name."""
+    file name: cp311-abi3 for a module built against the limited API."""
     if sys.implementation.name != "cpython":
         raise BuildError("gpumem's extension module is built for CPython "
                          f"only, not {sys.implementation.name}")
+    platform = re.sub(r"[-.]", "_", sysconfig.get_platform())
+    if abi3:
+        if sys.version_info[:2] < ABI3_PYTHON:
+            raise BuildError("--enable-abi3 needs CPython %d.%d or later "
+                             "to build with" % ABI3_PYTHON)
+        return "cp%d%d" % ABI3_PYTHON, "abi3", platform
     soabi = sysconfig.get_config_var("SOABI") or ""
     parts = soabi.split("-")
     if len(parts) < 2 or not parts[0] == "cpython":
         raise BuildError(f"unexpected SOABI '{soabi}'")
     python = "cp%d%d" % sys.version_info[:2]
-    platform = re.sub(r"[-.]", "_", sysconfig.get_platform())
     return python, "cp" + parts[1], platform
 
 
@@ -258,7 +284,8 @@ def prepare_metadata_for_build_wheel(metadata_directory,
     name = _dist_info_name()
     path = os.path.join(metadata_directory, name)
     os.makedirs(path, exist_ok=True)
-    for filename, text in _dist_info_files(_wheel_tag()).items():
+    tag = _wheel_tag(_abi3(config_settings))
+    for filename, text in _dist_info_files(tag).items():
         os.makedirs(os.path.dirname(os.path.join(path, filename)),
                     exist_ok=True)
         with open(os.path.join(path, filename), "w", encoding="utf-8") as f:
@@ -272,7 +299,8 @@ def build_wheel(wheel_directory, config_settings=None,
     and make, and packs it and the headers into a wheel in
     WHEEL_DIRECTORY; returns the wheel's file name."""
     srcdir = os.getcwd()
-    tag = _wheel_tag()
+    abi3 = _abi3(config_settings)
+    tag = _wheel_tag(abi3)
     _ensure_configure(srcdir)
     kept = (config_settings or {}).get("build-dir")
     builddir = os.path.abspath(kept) if kept else tempfile.mkdtemp(
@@ -322,7 +350,7 @@ def build_wheel(wheel_directory, config_settings=None,
                 path = os.path.join(folder, filename)
                 files.append(os.path.relpath(path, root).replace(os.sep, "/"))
         files.sort()
-        suffix = sysconfig.get_config_var("EXT_SUFFIX")
+        suffix = _ext_suffix(abi3)
         if "gpumem" + suffix not in files:
             raise BuildError(f"make installed no gpumem{suffix} "
                              f"(installed: {files})")

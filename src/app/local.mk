@@ -13,4 +13,5 @@ GM_APP_SOURCES = src/app/main.c src/app/cli.c src/app/cli.h \
 src_gpumem_SOURCES = $(GM_APP_SOURCES) kernels/registry.c
 src_gpumem_CPPFLAGS = $(GM_APP_CPPFLAGS)
 nodist_src_gpumem_SOURCES = gm-paths.h
-src_gpumem_LDADD = src/libgpumem-core.la $(GM_LIBS)
+src_gpumem_LDADD = src/python/libgm-embed.la src/libgpumem-core.la \
+	$(GM_LIBS)

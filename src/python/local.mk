@@ -1,12 +1,18 @@
 ## src/python: the Python layer: the interpreter's life, the module and
 ## one file a Python type or area, the dispatch of a call, the C API
 ## capsule, the embedding API.  The only folder of src/ whose files see
-## Python's headers.
-noinst_LTLIBRARIES += src/python/libgm-python.la
+## Python's headers.  Two libraries: libgm-python, what the extension
+## module holds, compiled against the limited API under --enable-abi3
+## (GM_PYTHON_LIMITED_CPPFLAGS); libgm-embed, the interpreter's start
+## and the embedding API (PyConfig, PyRun_*: outside the limited API),
+## which the program and libgpumem link and the module does not.
+noinst_LTLIBRARIES += src/python/libgm-python.la src/python/libgm-embed.la
+src_python_libgm_embed_la_SOURCES = src/python/gm-interp.h \
+	src/python/interp.c src/python/embed.c include/gpumem/embed.h
+src_python_libgm_embed_la_CPPFLAGS = $(GM_PYTHON_CPPFLAGS)
 src_python_libgm_python_la_SOURCES = \
-	src/python/gm-python.h src/python/gm-interp.h src/python/interp.c \
+	src/python/gm-python.h src/python/gm-interp.h \
 	src/python/module.c \
-	src/python/embed.c include/gpumem/embed.h \
 	src/python/py-standalone.c src/python/py-device.c \
 	src/python/py-array.c src/python/py-array-core.c \
 	src/python/py-array-copy.c src/python/py-array-make.c \
@@ -36,7 +42,8 @@ src_python_libgm_python_la_SOURCES += src/python/py-comm.c \
 	src/python/py-comm-share.c
 endif
 nodist_src_python_libgm_python_la_SOURCES = src/python/frameworks-py.h
-src_python_libgm_python_la_CPPFLAGS = $(GM_PYTHON_CPPFLAGS)
+src_python_libgm_python_la_CPPFLAGS = $(GM_PYTHON_CPPFLAGS) \
+	$(GM_PYTHON_LIMITED_CPPFLAGS)
 GM_PYTHON_CPPFLAGS = $(GM_CORE_CPPFLAGS) -I$(top_srcdir)/src/python \
 	-I$(top_srcdir)/src/engine \
 	-I$(top_builddir)/src/python -I$(top_srcdir)/src/comm -I$(top_srcdir)/src/share \

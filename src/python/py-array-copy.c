@@ -504,7 +504,8 @@ gmpy_array_fill_value (arraypy_object *array, PyObject *value)
       Py_DECREF (scalar);
       if (!PyErr_Occurred ())
         PyErr_Format (PyExc_ValueError, "fill needs a scalar, not %.100s "
-                      "of %ld dimensions", Py_TYPE (value)->tp_name, dims);
+                      "of %ld dimensions", GMPY_TYPE_NAME (Py_TYPE (value)),
+                      dims);
       return -1;
     }
   if (host_buffer (scalar, &buf, false) < 0)

@@ -12,6 +12,8 @@
 
 #include "gm-python.h"
 
+#include <stdlib.h>
+
 #include <string.h>
 
 int
@@ -482,7 +484,8 @@ gmpy_array_exports_add (arraypy_object *array, int delta)
      the owner is found without the module's state (owner_of needs it),
      and held while its view may let go of it.  */
   arraypy_object *owner
-    = array->base != NULL && Py_IS_TYPE (array->base, Py_TYPE (array))
+    = array->base != NULL
+        && Py_IS_TYPE (array->base, Py_TYPE ((PyObject *) array))
         ? (arraypy_object *) Py_NewRef (array->base) : NULL;
   arraypy_object *counted[2] = {array, owner};
   arraypy_object *books = owner != NULL ? owner : array;
@@ -510,7 +513,7 @@ gmpy_array_exports_add (arraypy_object *array, int delta)
       if (may_let_go (each))
         gmpy_array_let_go (each);
     }
-  Py_XDECREF (owner);
+  Py_XDECREF ((PyObject *) owner);
 }
 
 int
@@ -549,7 +552,7 @@ gmpy_array_dealloc (PyObject *self)
     }
   gmpy_array_clear (self);
   free (array->dl_strides);
-  type->tp_free (self);
+  GMPY_TYPE_FREE (type, self);
   Py_DECREF (type);
 }
 

@@ -87,7 +87,7 @@ like_spec (PyObject *proto, PyObject *dtype_obj, PyObject *shape_obj,
         {
           PyErr_Format (PyExc_TypeError, "the model must be a DeviceArray "
                         "or an array with shape and dtype, not %.100s",
-                        Py_TYPE (proto)->tp_name);
+                        GMPY_TYPE_NAME (Py_TYPE (proto)));
           goto done;
         }
       if (dtype_obj == Py_None && gmpy_dtype_arg (own_dtype, &spec->dtype) < 0)

@@ -42,18 +42,18 @@ not_device_memory (PyObject *obj, const char *who)
                   "gpumem.DeviceArray, a DLPack producer of CUDA memory or an "
                   "object with __cuda_array_interface__ (CuPy, PyTorch, "
                   "Numba), not %.100s (gpumem.to_device copies host data)",
-                  prefix, colon, Py_TYPE (obj)->tp_name);
+                  prefix, colon, GMPY_TYPE_NAME (Py_TYPE (obj)));
   else if (who != NULL)
     PyErr_Format (PyExc_TypeError, "%s%sexpected device memory: a "
                   "gpumem.DeviceArray, not %.100s (the host backend's device "
                   "memory is host memory: gpumem.from_dlpack wraps a DLPack "
                   "producer such as a NumPy array, gpumem.to_device copies "
-                  "one)", prefix, colon, Py_TYPE (obj)->tp_name);
+                  "one)", prefix, colon, GMPY_TYPE_NAME (Py_TYPE (obj)));
   else
     PyErr_Format (PyExc_TypeError, "expected device memory: a "
                   "gpumem.DeviceArray or a DLPack producer of host memory "
                   "(the host backend's device memory, e.g. a NumPy array), "
-                  "not %.100s", Py_TYPE (obj)->tp_name);
+                  "not %.100s", GMPY_TYPE_NAME (Py_TYPE (obj)));
   return NULL;
 }
 

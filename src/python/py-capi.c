@@ -658,7 +658,8 @@ gmpy_capi_init (PyObject *module)
   /* The type stays alive while the table names it: a caster compares
      an argument's type with it.  */
   Py_XSETREF (c_api.array_type,
-              (PyTypeObject *) Py_NewRef (gmpy_state_get ()->array_type));
+              (PyTypeObject *) Py_NewRef (
+                (PyObject *) gmpy_state_get ()->array_type));
   c_api.launch_blocks = gmpy_launch_blocks ();
   if (capsule == NULL)
     return -1;

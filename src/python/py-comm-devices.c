@@ -11,6 +11,8 @@
 
 #include "gm-python.h"
 
+#include <string.h>
+
 #include "py-comm.h"
 #include "comm-devices.h"
 #include "comm-nccl-load.h"
@@ -32,7 +34,7 @@ gmpy_comm_op_arg (PyObject *obj, const char *fname, gm_comm_op *op)
     {
       PyErr_Format (PyExc_TypeError,
                     "%s: op must be 'sum', 'max' or 'min', not %.100s", fname,
-                    Py_TYPE (obj)->tp_name);
+                    GMPY_TYPE_NAME (Py_TYPE (obj)));
       return -1;
     }
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
@@ -66,7 +68,7 @@ arrays_arg (PyObject *arrays, const char *fname, int keep,
       PyErr_Format (PyExc_TypeError,
                     "%s: arrays must be a list or tuple of "
                     "gpumem.DeviceArray, not %.100s", fname,
-                    Py_TYPE (arrays)->tp_name);
+                    GMPY_TYPE_NAME (Py_TYPE (arrays)));
       return NULL;
     }
   seq = PySequence_Fast (arrays, fname);
@@ -94,7 +96,7 @@ arrays_arg (PyObject *arrays, const char *fname, int keep,
         {
           PyErr_Format (PyExc_TypeError,
                         "%s: arrays[%zd] must be a gpumem.DeviceArray, not "
-                        "%.100s", fname, i, Py_TYPE (item)->tp_name);
+                        "%.100s", fname, i, GMPY_TYPE_NAME (Py_TYPE (item)));
           goto fail;
         }
       if (gmpy_array_usable (array) < 0)

@@ -62,7 +62,7 @@ tag_arg (PyObject *obj, const char *fname, int *tag)
   if (!PyLong_Check (obj) || PyBool_Check (obj))
     {
       PyErr_Format (PyExc_TypeError, "gpumem.comm.%s: tag must be an int, "
-                    "not %.100s", fname, Py_TYPE (obj)->tp_name);
+                    "not %.100s", fname, GMPY_TYPE_NAME (Py_TYPE (obj)));
       return -1;
     }
   value = PyLong_AsLong (obj);
@@ -106,10 +106,11 @@ send_refusal (int dest, int tag)
 
   PyErr_Fetch (&type, &value, &traceback);
   PyErr_NormalizeException (&type, &value, &traceback);
-  text = value != NULL ? PyUnicode_FromFormat ("%s: %S",
-                                               ((PyTypeObject *) type)
-                                                 ->tp_name, value)
-                       : NULL;
+  text = value != NULL
+           ? PyUnicode_FromFormat ("%s: %S",
+                                   GMPY_TYPE_NAME ((PyTypeObject *) type),
+                                   value)
+           : NULL;
   if (text != NULL)
     words = PyUnicode_AsUTF8AndSize (text, &size);
   if (words == NULL)
@@ -144,7 +145,7 @@ commpy_send_shared (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
       && !PyObject_TypeCheck (values[0], gmpy_state_get ()->event_type))
     PyErr_Format (PyExc_TypeError, "gpumem.comm.send_shared: obj must be a "
                   "gpumem.DeviceArray or a gpumem.Event, not %.100s",
-                  Py_TYPE (values[0])->tp_name);
+                  GMPY_TYPE_NAME (Py_TYPE (values[0])));
   handle = PyErr_Occurred () ? NULL : gmpy_ipc_share (values[0], true, NULL, 0);
   if (handle == NULL)
     {

@@ -66,7 +66,7 @@ array_arg (PyObject *obj, bool writes, const char *fname, gm_comm_call *call,
       PyErr_Format (PyExc_TypeError,
                     "gpumem.comm.%s: a must be a gpumem.DeviceArray, not "
                     "%.100s (gpumem.asarray or to_device make one)", fname,
-                    Py_TYPE (obj)->tp_name);
+                    GMPY_TYPE_NAME (Py_TYPE (obj)));
       return -1;
     }
   array = (arraypy_object *) obj;
@@ -362,7 +362,7 @@ commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     }
   if (run (&call, arg[0]) < 0)
     {
-      Py_XDECREF (result);
+      Py_XDECREF ((PyObject *) result);
       return NULL;
     }
   if (result == NULL)

@@ -250,7 +250,7 @@ concurrentpy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
       PyErr_SetString (PyExc_TypeError, "concurrent() takes no arguments");
       return NULL;
     }
-  return type->tp_alloc (type, 0);
+  return GMPY_TYPE_ALLOC (type);
 }
 
 static void
@@ -261,7 +261,7 @@ concurrentpy_dealloc (PyObject *self)
   /* An open block is on the thread's list, which does not own it; a
      block is only freed once closed (the with statement holds it).  */
   PyObject_GC_UnTrack (self);
-  type->tp_free (self);
+  GMPY_TYPE_FREE (type, self);
   Py_DECREF (type);
 }
 

@@ -467,7 +467,7 @@ gmpy_copy_device_to_host (PyObject *dst, const gmpy_devbuf *src,
       PyErr_Format (PyExc_TypeError,
                     "%s must be a writable host array (a numpy.ndarray or "
                     "an object with the buffer protocol), not %.100s",
-                    dst_name, Py_TYPE (dst)->tp_name);
+                    dst_name, GMPY_TYPE_NAME (Py_TYPE (dst)));
       return -1;
     }
   /* Through a memoryview, NumPy views an exporter's own memory (and

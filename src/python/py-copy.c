@@ -27,7 +27,8 @@ gmpy_copy_to_gpu (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   if (found == 0)
     {
       PyErr_Format (PyExc_TypeError, "copy_to_gpu: dest must be a "
-                    "DeviceArray, not %.100s", Py_TYPE (arg[1])->tp_name);
+                    "DeviceArray, not %.100s",
+                    GMPY_TYPE_NAME (Py_TYPE (arg[1])));
       return NULL;
     }
   if (gmpy_array_check (arg[0]))
@@ -67,7 +68,8 @@ gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
   if (found == 0)
     {
       PyErr_Format (PyExc_TypeError, "copy_from_gpu: src must be a "
-                    "DeviceArray, not %.100s", Py_TYPE (arg[0])->tp_name);
+                    "DeviceArray, not %.100s",
+                    GMPY_TYPE_NAME (Py_TYPE (arg[0])));
       return NULL;
     }
   if (gmpy_array_check (arg[1]))
@@ -160,6 +162,7 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
     }
   PyErr_Format (PyExc_TypeError, "copy: neither dst (%.100s) nor src "
                 "(%.100s) is device memory; use numpy.copyto for host copies",
-                Py_TYPE (arg[0])->tp_name, Py_TYPE (arg[1])->tp_name);
+                GMPY_TYPE_NAME (Py_TYPE (arg[0])),
+                GMPY_TYPE_NAME (Py_TYPE (arg[1])));
   return NULL;
 }

@@ -113,21 +113,36 @@ cupy_malloc (PyObject *state, PyObject *nbytes_obj)
       Py_DECREF (device_obj);
       return NULL;
     }
+#ifdef GMPY_VECTORCALL
   {
     PyObject *args[] = { ptr_obj, nbytes_obj, block, device_obj };
     memory = PyObject_Vectorcall (PyTuple_GET_ITEM (state, STATE_UNOWNED),
                                   args, 4, NULL);
   }
+#else
+  memory = PyObject_CallFunctionObjArgs (PyTuple_GET_ITEM (state,
+                                                           STATE_UNOWNED),
+                                         ptr_obj, nbytes_obj, block,
+                                         device_obj, NULL);
+#endif
   Py_DECREF (ptr_obj);
   Py_DECREF (block);
   Py_DECREF (device_obj);
   if (memory == NULL)
     return NULL;
+#ifdef GMPY_VECTORCALL
   {
     PyObject *args[] = { memory, PyTuple_GET_ITEM (state, STATE_ZERO) };
     result = PyObject_Vectorcall (PyTuple_GET_ITEM (state, STATE_POINTER),
                                   args, 2, NULL);
   }
+#else
+  result = PyObject_CallFunctionObjArgs (PyTuple_GET_ITEM (state,
+                                                           STATE_POINTER),
+                                         memory,
+                                         PyTuple_GET_ITEM (state, STATE_ZERO),
+                                         NULL);
+#endif
   Py_DECREF (memory);
   return result;
 }
@@ -170,7 +185,7 @@ gmpy_cupy_allocator (PyObject *module, PyObject *const *args,
       {
         PyErr_Format (PyExc_TypeError, "_cupy_allocator: argument %d must "
                       "be callable, not %.100s", i + 1,
-                      Py_TYPE (args[i])->tp_name);
+                      GMPY_TYPE_NAME (Py_TYPE (args[i])));
         return NULL;
       }
   capsule = PyDict_Check (args[2])

@@ -70,7 +70,7 @@ gmpy_device_arg (PyObject *obj, int *index)
     {
       PyErr_Format (PyExc_TypeError,
                     "device must be None, an int or a gpumem.Device, "
-                    "not %.100s", Py_TYPE (obj)->tp_name);
+                    "not %.100s", GMPY_TYPE_NAME (Py_TYPE (obj)));
       return -1;
     }
   value = PyLong_AsLong (obj);
@@ -112,7 +112,7 @@ devicepy_dealloc (PyObject *self)
   PyTypeObject *type = Py_TYPE (self);
   PyObject_GC_UnTrack (self);
   devicepy_clear (self);
-  type->tp_free (self);
+  GMPY_TYPE_FREE (type, self);
   Py_DECREF (type);
 }
 

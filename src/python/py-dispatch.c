@@ -45,7 +45,7 @@ dispatch_read (PyObject *stream_obj, int device, bool check_device,
         {
           PyErr_Format (PyExc_TypeError, "stream must be None or a "
                         "gpumem.Stream, not %.100s",
-                        Py_TYPE (stream_obj)->tp_name);
+                        GMPY_TYPE_NAME (Py_TYPE (stream_obj)));
           return -1;
         }
       if (check_device && device >= 0

@@ -52,7 +52,7 @@ report_error (void *error_ctx,
       message = "gpumem could not allocate the tensor";
     }
   if (set_error != NULL)
-    set_error (error_ctx, type != NULL ? ((PyTypeObject *) type)->tp_name
+    set_error (error_ctx, type != NULL ? GMPY_TYPE_NAME ((PyTypeObject *) type)
                                        : "RuntimeError", message);
   Py_XDECREF (text);
   Py_XDECREF (type);
@@ -141,7 +141,7 @@ exch_allocator (gm_dl_tensor *prototype,
 
 done:
   /* The export holds the array.  */
-  Py_XDECREF (array);
+  Py_XDECREF ((PyObject *) array);
   if (result < 0)
     report_error (error_ctx, set_error);
   PyGILState_Release (gil);
@@ -157,7 +157,7 @@ need_array (PyObject *obj, const char *what)
     return 0;
   PyErr_Format (PyExc_TypeError, "gpumem's DLPack exchange API: %s needs a "
                 "gpumem.DeviceArray, not %.100s", what,
-                obj != NULL ? Py_TYPE (obj)->tp_name : "NULL");
+                obj != NULL ? GMPY_TYPE_NAME (Py_TYPE (obj)) : "NULL");
   return -1;
 }
 
@@ -276,9 +276,21 @@ gmpy_exchange_init (PyTypeObject *type)
   if (capsule == NULL)
     return -1;
   /* The type is immutable to Python code: set it in its dictionary
-     before the type is in use.  */
+     before the type is in use (the limited API has no tp_dict: the
+     generic setter writes the same dictionary, past type's own setter,
+     which refuses an immutable type).  */
+#ifdef Py_LIMITED_API
+  {
+    PyObject *name = PyUnicode_InternFromString (GM_DLPACK_EXCHANGE_ATTR);
+    result = name != NULL
+               ? PyObject_GenericSetAttr ((PyObject *) type, name, capsule)
+               : -1;
+    Py_XDECREF (name);
+  }
+#else
   result = PyDict_SetItemString (type->tp_dict, GM_DLPACK_EXCHANGE_ATTR,
                                  capsule);
+#endif
   Py_DECREF (capsule);
   PyType_Modified (type);
   return result;
@@ -357,7 +369,7 @@ gmpy_exchange_api_of (PyObject *obj)
   api = lookup_api (type);
   slot = type_cache_next;
   type_cache_next = (type_cache_next + 1) % TYPE_CACHE_SIZE;
-  Py_XDECREF (type_cache[slot].type);
+  Py_XDECREF ((PyObject *) type_cache[slot].type);
   type_cache[slot].type = (PyTypeObject *) Py_NewRef ((PyObject *) type);
   type_cache[slot].api = api;
   return api;
@@ -395,7 +407,7 @@ gmpy_exchange_take (PyObject *obj, const gm_dl_exchange_api *api)
   if (managed == NULL)
     {
       PyErr_Format (PyExc_BufferError, "%.100s's DLPack exchange API gave "
-                    "no tensor", Py_TYPE (obj)->tp_name);
+                    "no tensor", GMPY_TYPE_NAME (Py_TYPE (obj)));
       return NULL;
     }
   /* Nothing was synchronized: gpumem's default stream, which its reads

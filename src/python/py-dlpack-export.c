@@ -388,7 +388,7 @@ gmpy_array_dlpack (PyObject *self, PyObject *args, PyObject *kwargs)
   if (copy_obj != Py_None && !PyBool_Check (copy_obj))
     {
       PyErr_Format (PyExc_TypeError, "copy must be None, True or False, not "
-                    "%.100s", Py_TYPE (copy_obj)->tp_name);
+                    "%.100s", GMPY_TYPE_NAME (Py_TYPE (copy_obj)));
       return NULL;
     }
   copy = copy_obj == Py_True;

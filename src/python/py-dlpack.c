@@ -127,7 +127,7 @@ gmpy_from_dlpack (PyObject *module, PyObject *obj)
     {
       PyErr_Format (PyExc_TypeError, "from_dlpack needs a DLPack producer "
                     "(an object with __dlpack__) or a DLPack capsule, not "
-                    "%.100s", Py_TYPE (obj)->tp_name);
+                    "%.100s", GMPY_TYPE_NAME (Py_TYPE (obj)));
       return NULL;
     }
   found = producer_device (obj, &type, &id);
@@ -145,8 +145,8 @@ gmpy_from_dlpack (PyObject *module, PyObject *obj)
   if (!PyCapsule_CheckExact (capsule))
     {
       PyErr_Format (PyExc_TypeError, "%.100s.__dlpack__ returned %.100s, not "
-                    "a capsule", Py_TYPE (obj)->tp_name,
-                    Py_TYPE (capsule)->tp_name);
+                    "a capsule", GMPY_TYPE_NAME (Py_TYPE (obj)),
+                    GMPY_TYPE_NAME (Py_TYPE (capsule)));
       Py_DECREF (capsule);
       return NULL;
     }

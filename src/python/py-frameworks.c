@@ -67,7 +67,7 @@ poolblockpy_dealloc (PyObject *self)
 
   if (poolblock_release ((poolblockpy_object *) self) < 0)
     PyErr_WriteUnraisable (self);
-  type->tp_free (self);
+  GMPY_TYPE_FREE (type, self);
   Py_DECREF (type);
 }
 

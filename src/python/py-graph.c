@@ -24,13 +24,17 @@
 typedef struct graphpy_object
 {
   PyObject_HEAD
+#ifdef GMPY_VECTORCALL
   vectorcallfunc vectorcall;   /* g(): graphpy_vectorcall */
+#endif
   gmpy_graph_rec rec;
   bool entered;                /* the with statement ran once */
 } graphpy_object;
 
+#ifdef GMPY_VECTORCALL
 static PyObject *graphpy_vectorcall (PyObject *self, PyObject *const *args,
                                      size_t nargsf, PyObject *kwnames);
+#endif
 
 static PyObject *
 graphpy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -42,10 +46,12 @@ graphpy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|U:graph", keywords,
                                     &name))
     return NULL;
-  self = (graphpy_object *) type->tp_alloc (type, 0);
+  self = (graphpy_object *) GMPY_TYPE_ALLOC (type);
   if (self == NULL)
     return NULL;
+#ifdef GMPY_VECTORCALL
   self->vectorcall = graphpy_vectorcall;
+#endif
   self->rec.name = name != NULL
                      ? Py_NewRef (name)
                      : PyUnicode_FromFormat ("at %p", (void *) self);
@@ -68,7 +74,7 @@ graphpy_dealloc (PyObject *self)
   if (gm_backend_current != NULL)
     gmpy_graph_rec_clear (&graph->rec);
   Py_CLEAR (graph->rec.name);
-  type->tp_free (self);
+  GMPY_TYPE_FREE (type, self);
   Py_DECREF (type);
 }
 
@@ -281,7 +287,9 @@ graphpy_replay_with (graphpy_object *graph, PyObject *stream_obj)
   Py_RETURN_NONE;
 }
 
-/* g() and g(stream=S): no tuple, no dict.  */
+/* g() and g(stream=S): no tuple, no dict.  The limited API of 3.11 has
+   no vectorcall: g() is graphpy_call there.  */
+#ifdef GMPY_VECTORCALL
 static PyObject *
 graphpy_vectorcall (PyObject *self, PyObject *const *args, size_t nargsf,
                     PyObject *kwnames)
@@ -305,6 +313,7 @@ wrong:
                    "stream");
   return NULL;
 }
+#endif
 
 static PyObject *
 graphpy_call (PyObject *self, PyObject *args, PyObject *kwargs)
@@ -405,8 +414,10 @@ static PyGetSetDef graphpy_getset[] = {
 };
 
 static PyMemberDef graphpy_members[] = {
+#ifdef GMPY_VECTORCALL
   {"__vectorcalloffset__", T_PYSSIZET,
    offsetof (graphpy_object, vectorcall), READONLY, NULL},
+#endif
   {NULL, 0, 0, 0, NULL}
 };
 
@@ -437,8 +448,12 @@ static PyType_Slot graphpy_slots[] = {
 static PyType_Spec graphpy_spec = {
   .name = "gpumem.graph",
   .basicsize = sizeof (graphpy_object),
+#ifdef GMPY_VECTORCALL
   .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC
            | Py_TPFLAGS_HAVE_VECTORCALL,
+#else
+  .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+#endif
   .slots = graphpy_slots,
 };
 

@@ -98,7 +98,7 @@ read_key (arraypy_object *array, PyObject *key, Py_ssize_t *offset, int *ndim,
           PyErr_Format (PyExc_TypeError, "DeviceArray indexes are ints, "
                         "slices, ... and None (basic indexing); not %.100s "
                         "(advanced indexing by arrays or booleans is not "
-                        "supported)", Py_TYPE (item)->tp_name);
+                        "supported)", GMPY_TYPE_NAME (Py_TYPE (item)));
           goto done;
         }
     }

@@ -45,7 +45,7 @@ read_options (PyObject *options, int *count, PyObject **keep)
   if (seq == NULL)
     {
       PyErr_Format (PyExc_TypeError, "jit: options must be a sequence of "
-                    "str, not %.100s", Py_TYPE (options)->tp_name);
+                    "str, not %.100s", GMPY_TYPE_NAME (Py_TYPE (options)));
       return NULL;
     }
   n = PyTuple_GET_SIZE (seq);
@@ -70,7 +70,7 @@ read_options (PyObject *options, int *count, PyObject **keep)
         {
           if (!PyErr_Occurred ())
             PyErr_Format (PyExc_TypeError, "jit: options[%zd] must be str, "
-                          "not %.100s", i, Py_TYPE (item)->tp_name);
+                          "not %.100s", i, GMPY_TYPE_NAME (Py_TYPE (item)));
           free (out);
           Py_DECREF (seq);
           return NULL;
@@ -88,7 +88,7 @@ str_arg (PyObject *obj, const char *what, const char **text)
   if (!PyUnicode_Check (obj))
     {
       PyErr_Format (PyExc_TypeError, "jit: %s must be str, not %.100s", what,
-                    Py_TYPE (obj)->tp_name);
+                    GMPY_TYPE_NAME (Py_TYPE (obj)));
       return -1;
     }
   *text = PyUnicode_AsUTF8 (obj);

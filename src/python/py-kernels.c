@@ -139,7 +139,7 @@ wrong_type:
   PyErr_Format (PyExc_TypeError, "%s: parameter '%s' must be %s %s, not "
                 "%.100s", kernel->name, param->name,
                 gm_dtypes[dtype].kind == 'f' ? "a number for" : "an integer for",
-                gm_dtypes[dtype].name, Py_TYPE (obj)->tp_name);
+                gm_dtypes[dtype].name, GMPY_TYPE_NAME (Py_TYPE (obj)));
   return -1;
 }
 
@@ -171,7 +171,8 @@ dims_arg (const char *kernel, const char *what, PyObject *obj,
         {
           Py_DECREF (seq);
           PyErr_Format (PyExc_TypeError, "%s: %s entries must be ints, not "
-                        "%.100s", kernel, what, Py_TYPE (item)->tp_name);
+                        "%.100s", kernel, what,
+                        GMPY_TYPE_NAME (Py_TYPE (item)));
           return -1;
         }
       value = PyLong_AsLong (item);
@@ -251,7 +252,7 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
           PyErr_Format (PyExc_TypeError, "%s: parameter '%s' must be device "
                         "memory (a DeviceArray or an object with "
                         "__cuda_array_interface__), not %.100s", kernel->name,
-                        param->name, Py_TYPE (arg[i])->tp_name);
+                        param->name, GMPY_TYPE_NAME (Py_TYPE (arg[i])));
           return NULL;
         }
       if (buf.dtype != param->dtype)
@@ -472,7 +473,7 @@ kernels_info (PyObject *module, PyObject *name)
     {
       if (!PyErr_Occurred ())
         PyErr_Format (PyExc_TypeError, "info: name must be str, not %.100s",
-                      Py_TYPE (name)->tp_name);
+                      GMPY_TYPE_NAME (Py_TYPE (name)));
       return NULL;
     }
   for (int k = 0; k < state->count; k++)

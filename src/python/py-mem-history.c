@@ -25,7 +25,7 @@ hook_capture (gm_mem_frame *frames)
   frame = PyEval_GetFrame ();
   if (frame == NULL)
     return 0;
-  Py_INCREF (frame);
+  Py_INCREF ((PyObject *) frame);
   while (frame != NULL && n < GM_MEM_STACK_DEPTH)
     {
       PyCodeObject *code = PyFrame_GetCode (frame);
@@ -39,7 +39,7 @@ hook_capture (gm_mem_frame *frames)
       Py_DECREF (frame);
       frame = back;
     }
-  Py_XDECREF (frame);
+  Py_XDECREF ((PyObject *) frame);
   return n;
 }
 

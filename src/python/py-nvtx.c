@@ -20,7 +20,7 @@ gmpy_nvtx (PyObject *self, PyObject *args, PyObject *kwargs)
       if (!PyBool_Check (enabled))
         return PyErr_Format (PyExc_TypeError, "nvtx: enabled must be True, "
                              "False or None, not %.80s",
-                             Py_TYPE (enabled)->tp_name);
+                             GMPY_TYPE_NAME (Py_TYPE (enabled)));
       gm_nvtx_set (enabled == Py_True);
     }
   return PyBool_FromLong (gm_nvtx_on ());

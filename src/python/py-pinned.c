@@ -34,7 +34,7 @@ pinnedpy_dealloc (PyObject *self)
 
   if (p->ptr != NULL && gm_backend_current != NULL)
     gm_pinned_free (p->ptr);
-  type->tp_free (self);
+  GMPY_TYPE_FREE (type, self);
   Py_DECREF (type);
 }
 

@@ -89,7 +89,7 @@ gmpy_ipc_pool_array (PyObject *obj)
     return PyErr_Format (PyExc_TypeError, "share() takes a DeviceArray, an "
                          "Event, or another library's array allocated from "
                          "gpumem's pool (use_pool), not %.200s",
-                         Py_TYPE (obj)->tp_name);
+                         GMPY_TYPE_NAME (Py_TYPE (obj)));
   wrapped = gmpy_asarray (NULL, obj);
   if (wrapped == NULL)
     return NULL;
@@ -100,7 +100,7 @@ gmpy_ipc_pool_array (PyObject *obj)
                       "memory is not a block of gpumem's pool: allocate it "
                       "after gpumem.use_pool(...) for its library "
                       "(docs/frameworks.md), or copy it into a DeviceArray",
-                      Py_TYPE (obj)->tp_name);
+                      GMPY_TYPE_NAME (Py_TYPE (obj)));
       Py_DECREF (wrapped);
       return NULL;
     }

@@ -366,7 +366,7 @@ allow_arg (PyObject *obj, uint32_t allow[GM_IPC_MAX_ALLOW], size_t *nallow)
         {
           PyErr_Format (PyExc_TypeError, "share: allow takes uids (int) and "
                         "user names (str), not %.100s",
-                        Py_TYPE (item)->tp_name);
+                        GMPY_TYPE_NAME (Py_TYPE (item)));
           goto fail;
         }
     }

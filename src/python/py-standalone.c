@@ -48,14 +48,24 @@ importer_stacklevel (void)
   PyFrameObject *frame = PyEval_GetFrame ();
   int level = 1;
 
-  Py_XINCREF (frame);
+  Py_XINCREF ((PyObject *) frame);
   while (frame != NULL)
     {
       PyCodeObject *code = PyFrame_GetCode (frame);
+#ifdef Py_LIMITED_API
+      PyObject *filename = PyObject_GetAttrString ((PyObject *) code,
+                                                   "co_filename");
+      const char *file = filename != NULL ? PyUnicode_AsUTF8 (filename)
+                                          : NULL;
+#else
       const char *file = PyUnicode_AsUTF8 (code->co_filename);
+#endif
       PyFrameObject *back;
       bool machinery = file != NULL
                        && strncmp (file, "<frozen importlib", 17) == 0;
+#ifdef Py_LIMITED_API
+      Py_XDECREF (filename);
+#endif
       Py_DECREF (code);
       if (!machinery)
         break;
@@ -64,7 +74,7 @@ importer_stacklevel (void)
       frame = back;
       level++;
     }
-  Py_XDECREF (frame);
+  Py_XDECREF ((PyObject *) frame);
   PyErr_Clear ();
   return level;
 }

@@ -57,7 +57,7 @@ streampy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
   non_blocking = non_blocking_obj == Py_True;
   if (gmpy_device_arg (device_obj, &device) < 0)
     return NULL;
-  self = (streampy_object *) type->tp_alloc (type, 0);
+  self = (streampy_object *) GMPY_TYPE_ALLOC (type);
   if (self == NULL)
     return NULL;
   self->device = device;
@@ -87,7 +87,7 @@ streampy_dealloc (PyObject *self)
     gmpy_non_blocking_note (false);
   if (s->stream != NULL)
     gm_backend_current->stream_destroy (s->stream);
-  type->tp_free (self);
+  GMPY_TYPE_FREE (type, self);
   Py_DECREF (type);
 }
 
@@ -144,7 +144,7 @@ streampy_from_handle (PyObject *cls, PyObject *args, PyObject *kwargs)
     }
   if (gmpy_device_arg (device_obj, &device) < 0)
     return NULL;
-  self = (streampy_object *) type->tp_alloc (type, 0);
+  self = (streampy_object *) GMPY_TYPE_ALLOC (type);
   if (self == NULL)
     return NULL;
   self->device = device;
@@ -201,7 +201,7 @@ streampy_wait_event (PyObject *self, PyObject *event_obj)
   if (!PyObject_TypeCheck (event_obj, gmpy_state_get ()->event_type))
     {
       PyErr_Format (PyExc_TypeError, "wait_event needs a gpumem.Event, not "
-                    "%.100s", Py_TYPE (event_obj)->tp_name);
+                    "%.100s", GMPY_TYPE_NAME (Py_TYPE (event_obj)));
       return NULL;
     }
   e = (eventpy_object *) event_obj;
@@ -222,7 +222,7 @@ streampy_wait_stream (PyObject *self, PyObject *other_obj)
   if (!PyObject_TypeCheck (other_obj, Py_TYPE (self)))
     {
       PyErr_Format (PyExc_TypeError, "wait_stream needs a gpumem.Stream, not "
-                    "%.100s", Py_TYPE (other_obj)->tp_name);
+                    "%.100s", GMPY_TYPE_NAME (Py_TYPE (other_obj)));
       return NULL;
     }
   other = (streampy_object *) other_obj;
@@ -378,7 +378,7 @@ eventpy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
                        "time: leave timing out or pass timing=False");
       return NULL;
     }
-  self = (eventpy_object *) type->tp_alloc (type, 0);
+  self = (eventpy_object *) GMPY_TYPE_ALLOC (type);
   if (self == NULL)
     return NULL;
   self->device = device;
@@ -401,8 +401,8 @@ eventpy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 PyObject *
 gmpy_event_wrap (gm_event *event, int device, PyObject *shared)
 {
-  eventpy_object *self = (eventpy_object *) gmpy_state_get ()->event_type
-                           ->tp_alloc (gmpy_state_get ()->event_type, 0);
+  eventpy_object *self
+    = (eventpy_object *) GMPY_TYPE_ALLOC (gmpy_state_get ()->event_type);
   if (self == NULL)
     {
       gm_backend_current->event_destroy (event);
@@ -426,7 +426,7 @@ eventpy_dealloc (PyObject *self)
   if (e->event != NULL)
     gm_backend_current->event_destroy (e->event);
   Py_CLEAR (e->shared);
-  type->tp_free (self);
+  GMPY_TYPE_FREE (type, self);
   Py_DECREF (type);
 }
 
@@ -492,7 +492,7 @@ eventpy_elapsed_ms (PyObject *self, PyObject *end_obj)
   if (!PyObject_TypeCheck (end_obj, Py_TYPE (self)))
     {
       PyErr_Format (PyExc_TypeError, "elapsed_ms needs a gpumem.Event, not "
-                    "%.100s", Py_TYPE (end_obj)->tp_name);
+                    "%.100s", GMPY_TYPE_NAME (Py_TYPE (end_obj)));
       return NULL;
     }
   end = (eventpy_object *) end_obj;

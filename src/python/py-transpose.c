@@ -55,7 +55,7 @@ read_axes (const arraypy_object *array, PyObject *axes, int perm[GM_MAX_NDIM])
       if (PyBool_Check (item) || !PyIndex_Check (item))
         {
           PyErr_Format (PyExc_TypeError, "transpose: axes are ints, not "
-                        "%.100s", Py_TYPE (item)->tp_name);
+                        "%.100s", GMPY_TYPE_NAME (Py_TYPE (item)));
           goto done;
         }
       axis = PyNumber_AsSsize_t (item, NULL);

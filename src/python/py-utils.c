@@ -7,6 +7,8 @@
 
 #include "gm-python.h"
 
+#include <string.h>
+
 #include "comm-job.h"
 
 gmpy_state *gmpy_module_state;
@@ -16,6 +18,44 @@ gmpy_state_set (gmpy_state *state)
 {
   gmpy_module_state = state;
 }
+
+#ifdef Py_LIMITED_API
+const char *
+gmpy_type_name (PyTypeObject *type)
+{
+  static _Thread_local char names[4][200];
+  static _Thread_local unsigned next;
+  char *name = names[next++ % 4];
+  PyObject *exc_type, *exc_value, *exc_tb, *module, *qualname;
+  const char *module_text = NULL, *qualname_text = NULL;
+  bool heap_class;
+
+  /* Named while an error may be pending: it is kept as it is.  */
+  PyErr_Fetch (&exc_type, &exc_value, &exc_tb);
+  module = PyObject_GetAttrString ((PyObject *) type, "__module__");
+  if (module != NULL && PyUnicode_Check (module))
+    module_text = PyUnicode_AsUTF8AndSize (module, NULL);
+  /* A class statement's tp_name is its __name__; gpumem's types (heap
+     types too, from their specs) and the static types of C have
+     "module.qualname".  */
+  heap_class = (PyType_GetFlags (type) & Py_TPFLAGS_HEAPTYPE) != 0
+               && (module_text == NULL || strcmp (module_text, "gpumem") != 0);
+  qualname = heap_class ? PyType_GetName (type) : PyType_GetQualName (type);
+  if (qualname != NULL)
+    qualname_text = PyUnicode_AsUTF8AndSize (qualname, NULL);
+  if (qualname_text == NULL)
+    snprintf (name, sizeof names[0], "?");
+  else if (heap_class || module_text == NULL
+           || strcmp (module_text, "builtins") == 0)
+    snprintf (name, sizeof names[0], "%s", qualname_text);
+  else
+    snprintf (name, sizeof names[0], "%s.%s", module_text, qualname_text);
+  Py_XDECREF (module);
+  Py_XDECREF (qualname);
+  PyErr_Restore (exc_type, exc_value, exc_tb);
+  return name;
+}
+#endif
 
 PyObject *
 gmpy_raise (gm_status status)
@@ -217,7 +257,7 @@ index_arg (PyObject *obj, const char *what, Py_ssize_t *value)
   if (!PyIndex_Check (obj))
     {
       PyErr_Format (PyExc_TypeError, "%s must be an integer, not %.100s",
-                    what, Py_TYPE (obj)->tp_name);
+                    what, GMPY_TYPE_NAME (Py_TYPE (obj)));
       return -1;
     }
   index = PyNumber_Index (obj);
@@ -252,7 +292,7 @@ gmpy_rank_arg (PyObject *obj, const char *fname, const char *what,
   if (!PyIndex_Check (obj) || PyBool_Check (obj))
     {
       PyErr_Format (PyExc_TypeError, "%s: %s must be an int, not %.100s",
-                    fname, what, Py_TYPE (obj)->tp_name);
+                    fname, what, GMPY_TYPE_NAME (Py_TYPE (obj)));
       return -1;
     }
   *index = PyNumber_Index (obj);
@@ -307,7 +347,7 @@ gmpy_stream_number (PyObject *obj, const char *what, long long *value)
   if (!PyLong_Check (obj) || PyBool_Check (obj))
     {
       PyErr_Format (PyExc_TypeError, "%s must be None or an int, not %.100s",
-                    what, Py_TYPE (obj)->tp_name);
+                    what, GMPY_TYPE_NAME (Py_TYPE (obj)));
       return -1;
     }
   *value = PyLong_AsLongLongAndOverflow (obj, &overflow);
