@@ -13,6 +13,8 @@
 
 #include "gm-python.h"
 
+#include <string.h>
+
 /* The message of every refusal; WHAT names the operation.  */
 static PyObject *
 refuse (const char *what)
@@ -34,9 +36,8 @@ static PyObject *
 binary (PyObject *left, PyObject *right, const char *what)
 {
   PyObject *other = gmpy_array_check (left) ? right : left;
-  PySequenceMethods *seq = Py_TYPE (other)->tp_as_sequence;
-
-  if (seq != NULL && seq->sq_repeat != NULL && !gmpy_array_check (other))
+  if (PyType_GetSlot (Py_TYPE (other), Py_sq_repeat) != NULL
+      && !gmpy_array_check (other))
     Py_RETURN_NOTIMPLEMENTED;
   return refuse (what);
 }
@@ -111,7 +112,7 @@ math_richcompare (PyObject *self, PyObject *other, int op)
 static Py_hash_t
 math_hash (PyObject *self)
 {
-  return PyBaseObject_Type.tp_hash (self);
+  return ((hashfunc) PyType_GetSlot (&PyBaseObject_Type, Py_tp_hash)) (self);
 }
 
 /* The methods of NumPy's and CuPy's arrays that compute: a.NAME is a

@@ -135,7 +135,7 @@ group_arg (PyObject *obj, const char *fname, gm_comm_group *group,
       Py_XDECREF (py2f);
       PyErr_Format (PyExc_TypeError, "gpumem.comm.%s: comm must be None or "
                     "an mpi4py communicator (mpi4py.MPI.Intracomm), not "
-                    "%.100s", fname, Py_TYPE (obj)->tp_name);
+                    "%.100s", fname, GMPY_TYPE_NAME (Py_TYPE (obj)));
       return -1;
     }
   handle = PyObject_CallNoArgs (py2f);

@@ -32,7 +32,7 @@ gmpy_memory_arg (PyObject *obj, gmpy_memory fallback, gmpy_memory *memory)
   if (!PyUnicode_Check (obj))
     {
       PyErr_Format (PyExc_TypeError, "memory must be 'device' or 'managed', "
-                    "not %.100s", Py_TYPE (obj)->tp_name);
+                    "not %.100s", GMPY_TYPE_NAME (Py_TYPE (obj)));
       return -1;
     }
   if (PyUnicode_CompareWithASCIIString (obj, "device") == 0)
@@ -76,7 +76,7 @@ location_arg (PyObject *obj, const char *who, int *location)
   if (obj == Py_None || PyBool_Check (obj))
     {
       PyErr_Format (PyExc_TypeError, "%s must be a device or 'host', not "
-                    "%.100s", who, Py_TYPE (obj)->tp_name);
+                    "%.100s", who, GMPY_TYPE_NAME (Py_TYPE (obj)));
       return -1;
     }
   return gmpy_device_arg (obj, location);
@@ -115,7 +115,7 @@ managed_check (PyObject *obj, const char *who)
   if (!gmpy_array_check (obj))
     {
       PyErr_Format (PyExc_TypeError, "%s takes DeviceArrays, not %.100s", who,
-                    Py_TYPE (obj)->tp_name);
+                    GMPY_TYPE_NAME (Py_TYPE (obj)));
       return -1;
     }
   if (gmpy_array_usable ((arraypy_object *) obj) < 0)
@@ -142,7 +142,7 @@ prefetch_check (PyObject *obj, int location)
   if (!gmpy_array_check (obj))
     {
       PyErr_Format (PyExc_TypeError, "prefetch takes DeviceArrays, not "
-                    "%.100s", Py_TYPE (obj)->tp_name);
+                    "%.100s", GMPY_TYPE_NAME (Py_TYPE (obj)));
       return -1;
     }
   array = (arraypy_object *) obj;
@@ -326,8 +326,8 @@ managedpy_prefetch (PyObject *module, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"arrays", "location", "stream", NULL};
   PyObject *arrays_obj, *location_obj, *stream_obj = Py_None, *seq;
-  PyObject *result = NULL, **managed = NULL;
-  Py_ssize_t nmanaged = 0;
+  PyObject *result = NULL, **managed = NULL, **items = NULL;
+  Py_ssize_t nmanaged = 0, n;
   int location;
   (void) module;
 
@@ -341,27 +341,35 @@ managedpy_prefetch (PyObject *module, PyObject *args, PyObject *kwargs)
                        "DeviceArrays (a.prefetch(location) moves one)");
       return NULL;
     }
-  seq = PySequence_Fast (arrays_obj, "prefetch: arrays must be a sequence "
-                         "of DeviceArrays");
+  if (!PySequence_Check (arrays_obj))
+    {
+      PyErr_SetString (PyExc_TypeError, "prefetch: arrays must be a "
+                       "sequence of DeviceArrays");
+      return NULL;
+    }
+  seq = PySequence_Tuple (arrays_obj);
   if (seq == NULL)
     return NULL;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE (seq); i++)
-    if (prefetch_check (PySequence_Fast_GET_ITEM (seq, i), location) < 0)
-      goto done;
-  managed = PyMem_New (PyObject *,
-                       (size_t) PySequence_Fast_GET_SIZE (seq) + 1);
-  if (managed == NULL)
+  n = PyTuple_GET_SIZE (seq);
+  items = PyMem_New (PyObject *, (size_t) n + 1);
+  managed = PyMem_New (PyObject *, (size_t) n + 1);
+  if (items == NULL || managed == NULL)
     {
       PyErr_NoMemory ();
       goto done;
     }
-  if (prefetch_device_arrays (PySequence_Fast_ITEMS (seq),
-                              PySequence_Fast_GET_SIZE (seq), location,
-                              managed, &nmanaged) < 0)
+  for (Py_ssize_t i = 0; i < n; i++)
+    {
+      items[i] = PyTuple_GET_ITEM (seq, i);
+      if (prefetch_check (items[i], location) < 0)
+        goto done;
+    }
+  if (prefetch_device_arrays (items, n, location, managed, &nmanaged) < 0)
     goto done;
   result = move_arrays (managed, nmanaged, location, false, stream_obj,
                         "prefetch");
 done:
+  PyMem_Free (items);
   PyMem_Free (managed);
   Py_DECREF (seq);
   return result;
@@ -455,7 +463,7 @@ gmpy_array_advise (PyObject *self, PyObject *args, PyObject *kwargs)
       if (!PyBool_Check (read_obj))
         {
           PyErr_Format (PyExc_TypeError, "read_mostly must be True, False "
-                        "or None, not %.100s", Py_TYPE (read_obj)->tp_name);
+                        "or None, not %.100s", GMPY_TYPE_NAME (Py_TYPE (read_obj)));
           goto done;
         }
       if (advice_add (&list, read_obj == Py_True
@@ -554,7 +562,7 @@ numpy_view (arraypy_object *array)
   lease = PyCapsule_New (array, "gpumem.managed_view", numpy_lease_end);
   if (lease == NULL)
     goto done;
-  Py_INCREF (array);
+  Py_INCREF ((PyObject *) array);
   gmpy_array_exports_add (array, 1);
   types = PyImport_ImportModule ("types");
   if (types == NULL)

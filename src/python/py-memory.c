@@ -144,7 +144,7 @@ memory_limit_arg (PyObject *nbytes_obj, PyObject *fraction_obj, int device,
       if (!PyFloat_Check (fraction_obj) && !PyLong_Check (fraction_obj))
         {
           PyErr_Format (PyExc_TypeError, "fraction must be a float from 0 "
-                        "to 1, not %.200s", Py_TYPE (fraction_obj)->tp_name);
+                        "to 1, not %.200s", GMPY_TYPE_NAME (Py_TYPE (fraction_obj)));
           return -1;
         }
       fraction = PyFloat_AsDouble (fraction_obj);

@@ -51,7 +51,7 @@ streampy_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
   if (!PyBool_Check (non_blocking_obj))
     {
       PyErr_Format (PyExc_TypeError, "Stream: non_blocking must be True or "
-                    "False, not %.100s", Py_TYPE (non_blocking_obj)->tp_name);
+                    "False, not %.100s", GMPY_TYPE_NAME (Py_TYPE (non_blocking_obj)));
       return NULL;
     }
   non_blocking = non_blocking_obj == Py_True;
