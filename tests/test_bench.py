@@ -183,6 +183,11 @@ def the_suite_apart_from_the_probes():
     for part in ("nccl.sh", "comm_ipc.sh"):
         with open(os.path.join(BENCH, part), encoding="utf-8") as f:
             run += f.read()
+    # make's own bench targets (bench-abi3) run the suite's scripts too.
+    with open(os.path.join(BENCH, "..", "Makefile.am"),
+              encoding="utf-8") as f:
+        run += "".join(line for line in f
+                       if "$(srcdir)/bench/" in line)
     probes = sorted(os.listdir(os.path.join(BENCH, "probes")))
     assert probes, "bench/probes/ is empty"
     # make bench runs no probe, and every probe says what it answered.

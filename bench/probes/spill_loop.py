@@ -7,7 +7,7 @@ the bytes of the partitions that do not fit, brought back once per
 iteration, over the page-locked upload bandwidth measured in the same
 process.  Checks every partial update against NumPy.
 
-    gpumem bench/spill_loop.py [--gib-per-partition G] [--ratio R]
+    gpumem bench/probes/spill_loop.py [--gib-per-partition G] [--ratio R]
                                [--iterations K] [--prefetch]
 """
 
@@ -36,7 +36,7 @@ def upload_bandwidth(nbytes):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="gpumem bench/spill_loop.py")
+    parser = argparse.ArgumentParser(prog="gpumem bench/probes/spill_loop.py")
     parser.add_argument("--gib-per-partition", type=float, default=1.0)
     parser.add_argument("--ratio", type=float, default=1.5)
     parser.add_argument("--iterations", type=int, default=5)
