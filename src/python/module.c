@@ -252,11 +252,11 @@ exec_again (PyObject *module, gmpy_state *state)
   Py_ssize_t pos = 0;
 
   *state = *first;
-  Py_XINCREF (state->device_type);
-  Py_XINCREF (state->array_type);
-  Py_XINCREF (state->stream_type);
-  Py_XINCREF (state->event_type);
-  Py_XINCREF (state->pinned_type);
+  Py_XINCREF ((PyObject *) state->device_type);
+  Py_XINCREF ((PyObject *) state->array_type);
+  Py_XINCREF ((PyObject *) state->stream_type);
+  Py_XINCREF ((PyObject *) state->event_type);
+  Py_XINCREF ((PyObject *) state->pinned_type);
   Py_XINCREF (state->error);
   Py_XINCREF (state->cuda_error);
   Py_XINCREF (state->oom_error);
