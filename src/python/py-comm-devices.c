@@ -254,40 +254,40 @@ static PyMethodDef devicespy_methods[] = {
 };
 
 /* Tells the NCCL loader (comm-nccl-load.h) where NVIDIA's
-   nvidia-nccl-cu13 wheel put libnccl.so.2, when Python finds its
-   package nvidia.nccl (without importing it): the wheel may live in
-   another folder of sys.path than gpumem (a user site, a virtual
-   environment's parent).  Finding nothing is no error.  */
+   nvidia-nccl-cu13 wheel put libnccl.so.2: the first folder of
+   sys.path that holds nvidia/nccl/lib/libnccl.so.2 (the wheel may live
+   in another folder than gpumem: a user site, a virtual environment's
+   parent).  Nothing is imported: importlib's find_spec of nvidia.nccl
+   would import the package nvidia, which another wheel may give code
+   that loads libraries.  Finding nothing is no error.  */
 static void
 find_nccl_wheel (void)
 {
-  PyObject *util, *spec = NULL, *folders = NULL, *first;
-  const char *folder;
+  PyObject *folders = PySys_GetObject ("path");   /* borrowed */
+  Py_ssize_t n;
   char path[4096];
 
-  util = PyImport_ImportModule ("importlib.util");
-  if (util != NULL)
-    spec = PyObject_CallMethod (util, "find_spec", "s", "nvidia.nccl");
-  if (spec != NULL && spec != Py_None)
-    folders = PyObject_GetAttrString (spec, "submodule_search_locations");
-  if (folders != NULL && folders != Py_None)
+  if (folders == NULL || !PyList_Check (folders))
+    return;
+  n = PyList_GET_SIZE (folders);
+  for (Py_ssize_t i = 0; i < n; i++)
     {
-      first = PySequence_Size (folders) > 0
-              ? PySequence_GetItem (folders, 0) : NULL;
-      folder = first != NULL && PyUnicode_Check (first)
-               ? PyUnicode_AsUTF8 (first) : NULL;
-      if (folder != NULL
-          && snprintf (path, sizeof path, "%s/lib/libnccl.so.2", folder)
-             < (int) sizeof path
+      PyObject *item = PyList_GET_ITEM (folders, i);
+      const char *folder = PyUnicode_Check (item)
+                           ? PyUnicode_AsUTF8 (item) : NULL;
+      if (folder == NULL)
+        {
+          PyErr_Clear ();
+          continue;
+        }
+      if (snprintf (path, sizeof path, "%s/nvidia/nccl/lib/libnccl.so.2",
+                    folder) < (int) sizeof path
           && access (path, F_OK) == 0)
-        gm_nccl_set_wheel_library (path);
-      Py_XDECREF (first);
+        {
+          gm_nccl_set_wheel_library (path);
+          return;
+        }
     }
-  /* No nvidia package at all is a ModuleNotFoundError: not an error.  */
-  PyErr_Clear ();
-  Py_XDECREF (folders);
-  Py_XDECREF (spec);
-  Py_XDECREF (util);
 }
 
 int
