@@ -174,6 +174,13 @@ def environment_turns_it_on():
                                                   GPUMEM_SPILL=value))
     done = run("1")
     assert done.returncode == 0 and done.stdout.strip() == "True", done
+    stats = subprocess.run(
+        [gmtest.GPUMEM, f"--backend={gpumem.backend}", "-q", "--stats", "-c",
+         code], capture_output=True, text=True,
+        env=dict(os.environ, GPUMEM_SPILL="1"))
+    assert stats.returncode == 0, stats
+    assert "device 0: 1 spills (1.0 MiB" in stats.stderr, stats.stderr
+    assert "0 returns" in stats.stderr, stats.stderr
     done = run("sometimes")
     assert done.returncode != 0 and "GPUMEM_SPILL" in done.stderr, done
 

@@ -164,7 +164,10 @@ finish (void)
     return;
   finished = true;
   if (print_stats)
-    gm_mem_print_stats ();
+    {
+      gm_mem_print_stats ();
+      gm_spill_print_stats (stderr);
+    }
   gm_backend_shutdown ();
 }
 
@@ -349,7 +352,10 @@ main (int argc, char **argv)
          the interrupt meant to leave; the driver ends them with the
          process.  */
       if (print_stats)
-        gm_mem_print_stats ();
+        {
+          gm_mem_print_stats ();
+          gm_spill_print_stats (stderr);
+        }
       signal (SIGINT, SIG_DFL);
       raise (SIGINT);
     }

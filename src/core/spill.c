@@ -91,6 +91,29 @@ gm_spill_stats_get (int device, gm_spill_stats *stats)
 }
 
 void
+gm_spill_print_stats (FILE *out)
+{
+  for (int d = 0; d < GM_MAX_DEVICES; d++)
+    {
+      const gm_spill_stats *s = &devices[d].stats;
+      char out_bytes[32], back_bytes[32], now[32];
+
+      if (s->spills == 0 && s->returns == 0)
+        continue;
+      gm_format_bytes ((size_t) s->spill_bytes, out_bytes, sizeof out_bytes);
+      gm_format_bytes ((size_t) s->return_bytes, back_bytes,
+                       sizeof back_bytes);
+      gm_format_bytes (s->spilled_bytes, now, sizeof now);
+      fprintf (out, "device %d: %llu spills (%s, %.3f s), %llu returns "
+               "(%s, %.3f s); %s in %zu arrays spilled at exit\n",
+               d, (unsigned long long) s->spills, out_bytes,
+               (double) s->spill_ns / 1e9, (unsigned long long) s->returns,
+               back_bytes, (double) s->return_ns / 1e9, now,
+               s->spilled_blocks);
+    }
+}
+
+void
 gm_spill_set_moved_hook (gm_spill_moved_fn hook)
 {
   moved_hook = hook;

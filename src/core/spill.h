@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "block-record.h"
 #include "gm-status.h"
 
@@ -59,6 +60,11 @@ static inline void gm_spill_touch (gm_block *block);
    layer's).  */
 typedef void (*gm_spill_moved_fn) (void *user);
 void gm_spill_set_moved_hook (gm_spill_moved_fn hook);
+
+/* Prints, under --stats' table, a line for each device whose arrays
+   spilled: the moves each way, their bytes and seconds, and what is
+   spilled now; nothing where none ever did.  */
+void gm_spill_print_stats (FILE *out);
 
 /* Moves blocks of DEVICE that may move, least recently used first, to
    host memory until NBYTES have gone or none is left; the NKEEP blocks
