@@ -28,6 +28,7 @@ static size_t host_limit = SIZE_MAX;
 static size_t host_bytes;       /* spilled, over every device */
 static gm_spill_moved_fn moved_hook;
 size_t gm_spill_blocks_out;
+bool gm_spill_ever_on;
 
 static uint64_t
 now_ns (void)
@@ -53,6 +54,7 @@ gm_spill_set (int device, bool enabled, size_t limit)
   for (int d = 0; d < GM_MAX_DEVICES; d++)
     if (device < 0 || d == device)
       devices[d].stats.enabled = enabled;
+  gm_spill_ever_on |= enabled;
   host_limit = limit;
   return GM_OK;
 }

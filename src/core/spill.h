@@ -33,6 +33,9 @@ typedef struct gm_spill_stats
 /* The number of blocks spilled now, over every device: a call reads it
    to skip looking for spilled arguments.  */
 extern size_t gm_spill_blocks_out;
+/* Whether spilling was ever turned on: until it is, a use does not
+   reorder the lists (gm_spill_touch).  */
+extern bool gm_spill_ever_on;
 
 /* Turns spilling on or off for DEVICE (-1: every device), host memory
    for spilled blocks limited to HOST_LIMIT bytes in all (SIZE_MAX:
@@ -92,7 +95,7 @@ void gm_spill_touch_slow (gm_block *block);
 static inline void
 gm_spill_touch (gm_block *block)
 {
-  if (block->listed && block->next != NULL)
+  if (gm_spill_ever_on && block->listed && block->next != NULL)
     gm_spill_touch_slow (block);
 }
 

@@ -19,71 +19,7 @@
 #include "graph-deps.h"
 #include "gpumem/extension.h"
 
-/* The limited API (configure --enable-abi3: Py_LIMITED_API, CPython
-   3.11's) against the full one.  The Python layer is written once:
-   these names give the same results in both builds.  In the limited
-   build a type's slots are read through PyType_GetSlot, the unchecked
-   access macros are the checked functions, and a type's name is built
-   from its __module__ and __qualname__ (gmpy_type_name).  */
-#ifdef Py_LIMITED_API
-# define GMPY_TYPE_NAME(type) gmpy_type_name (type)
-# define GMPY_TYPE_ALLOC(type) \
-  (((allocfunc) PyType_GetSlot ((type), Py_tp_alloc)) ((type), 0))
-# define GMPY_TYPE_FREE(type, obj) \
-  (((freefunc) PyType_GetSlot ((type), Py_tp_free)) (obj))
-# define PyTuple_GET_ITEM(t, i) PyTuple_GetItem ((t), (i))
-# define PyTuple_GET_SIZE(t) PyTuple_Size (t)
-# define PyTuple_SET_ITEM(t, i, v) ((void) PyTuple_SetItem ((t), (i), (v)))
-# define PyList_GET_ITEM(l, i) PyList_GetItem ((l), (i))
-# define PyList_GET_SIZE(l) PyList_Size (l)
-# define PyList_SET_ITEM(l, i, v) ((void) PyList_SetItem ((l), (i), (v)))
-# define PyBytes_AS_STRING(b) PyBytes_AsString (b)
-# define PyBytes_GET_SIZE(b) PyBytes_Size (b)
-# define PyDict_GET_SIZE(d) PyDict_Size (d)
-# define PyCFunction_GET_SELF(f) PyCFunction_GetSelf (f)
-# define PyCFunction_GET_FUNCTION(f) PyCFunction_GetFunction (f)
-# define PyUnicode_AsUTF8(s) PyUnicode_AsUTF8AndSize ((s), NULL)
-# ifndef Py_SETREF
-#  define Py_SETREF(dst, src) \
-  do { PyObject *gmpy_old_ = (PyObject *) (dst); (dst) = (src); \
-       Py_DECREF (gmpy_old_); } while (0)
-#  define Py_XSETREF(dst, src) \
-  do { PyObject *gmpy_old_ = (PyObject *) (dst); (dst) = (src); \
-       Py_XDECREF (gmpy_old_); } while (0)
-# endif
-/* Buffers taken without the GIL: the C library's (PyMem_Raw* enter
-   the stable ABI in 3.13; Python's raw allocator is malloc unless
-   PYTHONMALLOC says otherwise, and these buffers never reach Python).  */
-# define PyMem_RawMalloc(size) malloc (size)
-# define PyMem_RawRealloc(ptr, size) realloc ((ptr), (size))
-# define PyMem_RawFree(ptr) free (ptr)
-/* The four functions of the limited build outside the limited API:
-   every CPython from 3.11 exports them with these signatures, on
-   opaque pointers (PyGILState_Check since 3.4, PyFrame_GetBack 3.9,
-   PyCode_Addr2Line 3.10, PyFrame_GetLasti 3.11).  The limited API
-   has nothing for PyGILState_Check, and for the frames only attribute
-   lookups (f_back, f_lasti, co_lines), a lookup a frame at every
-   allocation the memory history records: its stack capture, which
-   must not touch Python without the GIL (py-mem-history.c), and the
-   import warning's stack level (py-standalone.c) use these.
-   .ci/run's abi3audit check allows these four and no other.  */
-PyAPI_FUNC (int) PyGILState_Check (void);
-PyAPI_FUNC (PyFrameObject *) PyFrame_GetBack (PyFrameObject *frame);
-PyAPI_FUNC (int) PyFrame_GetLasti (PyFrameObject *frame);
-PyAPI_FUNC (int) PyCode_Addr2Line (PyCodeObject *code, int offset);
-/* TYPE's name as the full API's tp_name gives it for gpumem's, NumPy's,
-   the built-in types and classes ("module.qualname"; "qualname" for
-   builtins; a class statement's __name__), in one of a few buffers of
-   the calling thread: valid until the fourth call after.  */
-const char *gmpy_type_name (PyTypeObject *type);
-#else
-# define GMPY_TYPE_NAME(type) ((type)->tp_name)
-# define GMPY_TYPE_ALLOC(type) ((type)->tp_alloc ((type), 0))
-# define GMPY_TYPE_FREE(type, obj) ((type)->tp_free (obj))
-/* Vectorcall, which enters the limited API in 3.12: the full build's
-   alone (a graph's g(), the calls of CuPy's allocator hook).  */
-# define GMPY_VECTORCALL 1
-#endif
+#include "gm-limited-api.h"
 
 /* Where a call goes, decided once a call (py-dispatch.h).  */
 typedef struct gmpy_dispatch gmpy_dispatch;
@@ -524,13 +460,6 @@ int gmpy_array_usable (arraypy_object *array);
 arraypy_object *gmpy_array_new (int ndim, const Py_ssize_t *shape,
                                 gm_dtype dtype, int device,
                                 gm_stream *stream);
-/* gmpy_array_new for the functions that make an array from nothing but
-   its shape (empty, zeros, full, the *_like ones, to_device): with
-   spilling on, idle arrays may move to host memory to make room, as no
-   other array's address is held in such a call.  */
-arraypy_object *gmpy_array_new_fresh (int ndim, const Py_ssize_t *shape,
-                                      gm_dtype dtype, int device,
-                                      gm_stream *stream);
 /* gpumem.set_spill and the array's spill () (py-spill.c); the hook the
    spill engine calls when it moves an owner's bytes.  */
 extern PyMethodDef gmpy_spill_methods[];
@@ -554,13 +483,15 @@ gmpy_array_prepare (PyObject *const *objs, Py_ssize_t n)
 {
   return gm_spill_blocks_out == 0 ? 0 : gmpy_array_prepare_slow (objs, n);
 }
-/* prefetch of the N DeviceArrays of device memory ARRAYS (checked: not
-   freed) to LOCATION (their device, or GM_LOCATION_HOST): spilled ones
-   come back, making room; to the host they spill.  Complete on return.
-   0, or -1 with an exception (py-spill.c).  */
+/* prefetch of the N device-memory DeviceArrays ARRAYS to LOCATION:
+   their device (gmpy_array_prepare_slow), or GM_LOCATION_HOST (they
+   spill).  Complete on return.  0 or -1 (py-spill.c).  */
 int gmpy_spill_prefetch (PyObject *const *arrays, Py_ssize_t n,
                          int location);
-/* gmpy_array_new with the allocation in MEMORY.  */
+/* gmpy_array_new with the allocation in MEMORY, for the calls that make
+   an array from its shape alone (empty, zeros, full, the *_like ones,
+   to_device), which hold no other array's address: with spilling on,
+   idle arrays may move to host memory to make room.  */
 arraypy_object *gmpy_array_new_in (int ndim, const Py_ssize_t *shape,
                                    gm_dtype dtype, int device,
                                    gm_stream *stream, gmpy_memory memory);

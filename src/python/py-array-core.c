@@ -197,14 +197,6 @@ gmpy_array_new (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
 }
 
 arraypy_object *
-gmpy_array_new_fresh (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
-                      int device, gm_stream *stream)
-{
-  return array_new (ndim, shape, dtype, device, stream, GMPY_MEMORY_DEVICE,
-                    true);
-}
-
-arraypy_object *
 gmpy_array_new_in (int ndim, const Py_ssize_t *shape, gm_dtype dtype,
                    int device, gm_stream *stream, gmpy_memory memory)
 {

@@ -74,49 +74,25 @@ PyMethodDef gmpy_spill_methods[] = {
 int
 gmpy_spill_prefetch (PyObject *const *arrays, Py_ssize_t n, int location)
 {
-  gm_block **keep = PyMem_New (gm_block *, (size_t) (n > 0 ? n : 1));
-  int nkeep = 0, result = -1;
-
-  if (keep == NULL)
-    {
-      PyErr_NoMemory ();
-      return -1;
-    }
+  if (location != GM_LOCATION_HOST)
+    return gmpy_array_prepare_slow (arrays, n);
   for (Py_ssize_t i = 0; i < n; i++)
     {
       arraypy_object *owner = gmpy_array_owner ((arraypy_object *) arrays[i]);
-      if (owner != NULL && owner->block != NULL)
-        keep[nkeep++] = owner->block;
-    }
-  for (Py_ssize_t i = 0; i < n; i++)
-    {
-      arraypy_object *array = (arraypy_object *) arrays[i];
-      arraypy_object *owner = gmpy_array_owner (array);
       gm_status status;
 
-      if (owner == NULL || owner->block == NULL || !owner->block->listed)
-        continue;               /* foreign or shared memory stays put */
-      if (location == GM_LOCATION_HOST)
+      /* Foreign and shared memory stays put.  */
+      if (owner == NULL || owner->block == NULL || !owner->block->listed
+          || owner->spilled)
+        continue;
+      status = gm_spill_block (owner->block);
+      if (status != GM_OK)
         {
-          if (owner->spilled)
-            continue;
-          status = gm_spill_block (owner->block);
-          if (status != GM_OK)
-            {
-              gmpy_raise (status);
-              goto done;
-            }
+          gmpy_raise (status);
+          return -1;
         }
-      else if (owner->spilled
-               && gmpy_array_come_back (owner, true, keep, nkeep) < 0)
-        goto done;
-      if (owner != array && !owner->spilled)
-        array->data = owner->data + array->offset;
     }
-  result = 0;
-done:
-  PyMem_Free (keep);
-  return result;
+  return 0;
 }
 
 int
