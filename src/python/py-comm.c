@@ -371,7 +371,48 @@ commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   return (PyObject *) result;
 }
 
+/* gpumem.comm.backend, answered when read (PEP 562's module
+   __getattr__): deciding it may open NCCL, which `import gpumem` must
+   not map.  */
+static PyObject *
+commpy_getattr (PyObject *comm, PyObject *name)
+{
+  if (PyUnicode_Check (name)
+      && PyUnicode_CompareWithASCIIString (name, "backend") == 0)
+    return PyUnicode_FromString (gm_comm_backend_name ());
+  PyErr_Format (PyExc_AttributeError,
+                "module 'gpumem.comm' has no attribute %R", name);
+  return NULL;
+}
+
+/* dir(gpumem.comm): its names, backend among them.  */
+static PyObject *
+commpy_dir (PyObject *comm, PyObject *unused)
+{
+  PyObject *names = PyObject_GetAttrString (comm, "__dict__");
+  PyObject *list, *backend;
+  int failed;
+
+  (void) unused;
+  if (names == NULL)
+    return NULL;
+  list = PySequence_List (names);
+  Py_DECREF (names);
+  backend = PyUnicode_FromString ("backend");
+  failed = list == NULL || backend == NULL
+           || PyList_Append (list, backend) < 0 || PyList_Sort (list) < 0;
+  Py_XDECREF (backend);
+  if (failed)
+    {
+      Py_XDECREF (list);
+      return NULL;
+    }
+  return list;
+}
+
 static PyMethodDef commpy_methods[] = {
+  {"__getattr__", commpy_getattr, METH_O, NULL},
+  {"__dir__", commpy_dir, METH_NOARGS, NULL},
   {"barrier", (PyCFunction) (void (*) (void)) commpy_barrier,
    METH_FASTCALL | METH_KEYWORDS,
    "barrier(*, comm=None)\n--\n\n"
@@ -441,8 +482,6 @@ gmpy_comm_init (PyObject *module, gmpy_state *state)
       || PyModule_AddObjectRef (comm, "cuda_aware",
                                 gm_comm_cuda_aware () ? Py_True : Py_False)
            < 0
-      || PyModule_AddStringConstant (comm, "backend",
-                                     gm_comm_backend_name ()) < 0
       || gmpy_comm_devices_alias (module, comm) < 0
       || PyModule_AddObjectRef (module, "comm", comm) < 0;
   /* `import gpumem.comm` finds it here.  */

@@ -12,7 +12,9 @@ class _MPIComm(Protocol):
 
     def py2f(self) -> int: ...
 
-backend: Literal["nccl", "ipc", "mpi"]
+backend: Literal["nccl", "ipc", "mpi"]  # decided when read (may open NCCL)
+
+def __dir__() -> list[str]: ...
 rank: int
 size: int
 local_rank: int
