@@ -420,6 +420,29 @@ def kept_array_outlives_free(m):
 
 
 @each
+def casters_on_spilled_and_clean_arrays(m):
+    # A spilled array comes back before a caster reads it, also on the
+    # path without a call (the lent view); a caster that may write ends
+    # the clean host copy, so the next spill copies its writes out.
+    host_only()
+    n = 1000
+    a = gpumem.to_device(np.arange(n, dtype=np.float32))
+    for _ in range(2):                        # the second: a lent view
+        a.spill()
+        assert m.sum_contig(a) == float(np.arange(n).sum())
+        assert not a.is_spilled
+    a.spill()
+    a.copy_to_host()                          # back, with a clean copy
+    clean = gpumem.memory_stats()["spill_clean_bytes"]
+    assert clean >= 4 * n, clean
+    m.fill(a, 3.0)
+    assert gpumem.memory_stats()["spill_clean_bytes"] == clean - 4 * n
+    a.spill()
+    assert m.sum_contig(a) == 3.0 * n
+    np.testing.assert_array_equal(a.copy_to_host(), np.full(n, 3.0))
+
+
+@each
 def kept_foreign_memory_outlives_free(m):
     # A DeviceArray over another object's memory: free() lets go of that
     # object, but not while C++ keeps the array.

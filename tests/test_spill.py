@@ -22,7 +22,8 @@ N = MIB // 4                     # float32 elements of one MiB
 def spill_stats():
     s = gpumem.memory_stats()
     return {k: s[k] for k in ("spilled_bytes", "spilled_blocks", "spills",
-                              "spill_bytes", "returns", "return_bytes")}
+                              "spill_bytes", "returns", "return_bytes",
+                              "spill_clean_bytes", "spills_without_copy")}
 
 
 class pressure:
@@ -96,6 +97,82 @@ def least_recently_used_moves_and_returns():
         np.testing.assert_array_equal(view.copy_to_host(), np.ones(10))
         assert spill_stats()["spilled_bytes"] == before["spilled_bytes"]
         np.testing.assert_array_equal(d.copy_to_host(), np.full(N, 4.0))
+
+
+@case
+def clean_arrays_spill_without_a_copy():
+    with pressure(4 * MIB):
+        ref = np.arange(N, dtype=np.float32)
+        a = gpumem.to_device(ref)
+        a.spill()
+        before = spill_stats()
+        # A read brings it back, and the host bytes stay as its copy.
+        np.testing.assert_array_equal(a.copy_to_host(), ref)
+        s = spill_stats()
+        assert s["spill_clean_bytes"] == before["spill_clean_bytes"] + MIB
+        assert s["spilled_bytes"] == before["spilled_bytes"] - MIB
+        # Reads leave it clean: a copy's source, a kernel's `in` x.
+        out = gpumem.zeros(N)
+        gpumem.copy(out, a)
+        y = gpumem.zeros(N)
+        gpumem.kernels.saxpy(N, 2.0, a, y)
+        a.spill()
+        s2 = spill_stats()
+        assert s2["spills"] == s["spills"] + 1
+        assert s2["spills_without_copy"] == s["spills_without_copy"] + 1
+        assert s2["spill_bytes"] == s["spill_bytes"], (s, s2)
+        np.testing.assert_array_equal(a.copy_to_host(), ref)
+        np.testing.assert_array_equal(y.copy_to_host(), 2 * ref)
+        # A write ends the copy: the next spill copies, and no byte of
+        # the write is lost.
+        for write in (lambda: a.fill(7.0),
+                      lambda: gpumem.copy(a, out),
+                      lambda: gpumem.kernels.saxpy(N, 1.0, y, a),
+                      lambda: a.__setitem__(slice(0, 3), 5.0)):
+            np.testing.assert_array_equal(a.copy_to_host(),
+                                          a.copy_to_host())  # back, clean
+            expect = a.copy_to_host()
+            write()
+            expect = _expected(write, expect, ref, y)
+            assert spill_stats()["spill_clean_bytes"] == \
+                before["spill_clean_bytes"], "a write kept the clean copy"
+            copied = spill_stats()["spill_bytes"]
+            a.spill()
+            assert spill_stats()["spill_bytes"] == copied + MIB
+            np.testing.assert_array_equal(a.copy_to_host(), expect)
+            a.spill()
+
+
+def _expected(write, before, ref, y):
+    """What a holds after WRITE of clean_arrays_spill_without_a_copy."""
+    code = write.__code__.co_names
+    if "fill" in code:
+        return np.full(N, 7.0, np.float32)
+    if "copy" in code:
+        return ref.copy()
+    if "saxpy" in code:
+        return before + 2 * ref
+    got = before.copy()
+    got[:3] = 5.0
+    return got
+
+
+@case
+def clean_copies_make_way_under_the_host_limit():
+    with pressure(4 * MIB):
+        gpumem.set_spill(True, host_limit=2 * MIB)
+        a = gpumem.full(N, 1.0, "float32")
+        b = gpumem.full(N, 2.0, "float32")
+        a.spill()
+        b.spill()
+        a.copy_to_host()
+        b.copy_to_host()              # both back, both clean: 2 MiB held
+        assert spill_stats()["spill_clean_bytes"] == 2 * MIB
+        c = gpumem.full(N, 3.0, "float32")
+        c.spill()                     # a dirty spill: a clean copy makes way
+        assert spill_stats()["spill_clean_bytes"] == MIB
+        for x, v in ((a, 1.0), (b, 2.0), (c, 3.0)):
+            np.testing.assert_array_equal(x.copy_to_host(), np.full(N, v))
 
 
 @case

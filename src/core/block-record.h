@@ -52,8 +52,10 @@ struct gm_block
   void *ctx;
   /* The spill engine's (spill.c): the device's list of blocks it may
      move, least recently used first; where the bytes are while spilled
-     (HOST, and PTR NULL); the user the engine tells when it moves them
-     (USER, for gm_spill_set_moved_hook).  */
+     (HOST, and PTR NULL), or, on the device again, HOST the clean copy
+     that stays valid until the first use that may write (so that the
+     next spill needs no copy); the user the engine tells when it moves
+     them (USER, for gm_spill_set_moved_hook).  */
   gm_block *prev, *next;
   bool listed;
   bool spilled;

@@ -25,7 +25,7 @@ typedef struct
 
 static device_spill devices[GM_MAX_DEVICES];
 static size_t host_limit = SIZE_MAX;
-static size_t host_bytes;       /* spilled, over every device */
+static size_t host_bytes;       /* spilled and clean copies, every device */
 static gm_spill_moved_fn moved_hook;
 size_t gm_spill_blocks_out;
 bool gm_spill_ever_on;
@@ -161,7 +161,8 @@ gm_spill_track (gm_block *block, void *user)
   append_block (block);
 }
 
-/* Lets go of BLOCK's host copy and its count.  */
+/* Lets go of BLOCK's host bytes: those of a spilled block, or the
+   clean copy of one back on the device; their counts with them.  */
 static void
 drop_host (gm_block *block)
 {
@@ -173,9 +174,35 @@ drop_host (gm_block *block)
     free (block->host);
   block->host = NULL;
   host_bytes -= block->nbytes;
-  d->stats.spilled_bytes -= block->nbytes;
-  d->stats.spilled_blocks--;
-  gm_spill_blocks_out--;
+  if (block->spilled)
+    {
+      d->stats.spilled_bytes -= block->nbytes;
+      d->stats.spilled_blocks--;
+      gm_spill_blocks_out--;
+    }
+  else
+    {
+      d->stats.clean_bytes -= block->nbytes;
+      d->stats.clean_blocks--;
+    }
+}
+
+void
+gm_spill_drop_clean (gm_block *block)
+{
+  if (block->host != NULL && !block->spilled)
+    drop_host (block);
+}
+
+/* Drops clean copies, least recently used first, until NBYTES more fit
+   under the host limit or none is left.  */
+static void
+drop_clean_for (size_t nbytes)
+{
+  for (int dev = 0; dev < GM_MAX_DEVICES; dev++)
+    for (gm_block *b = devices[dev].head;
+         b != NULL && host_bytes + nbytes > host_limit; b = b->next)
+      gm_spill_drop_clean (b);
 }
 
 void
@@ -185,11 +212,9 @@ gm_spill_untrack (gm_block *block)
     return;
   unlink_block (block);
   block->listed = false;
-  if (block->spilled)
-    {
-      drop_host (block);
-      block->spilled = false;
-    }
+  if (block->host != NULL)
+    drop_host (block);
+  block->spilled = false;
 }
 
 void
@@ -289,6 +314,29 @@ gm_spill_block (gm_block *block)
     return gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot spill a block of "
                          "%zu bytes: %s", block->nbytes, why);
   d = &devices[block->device];
+  /* Clean: the host copy is the bytes; only the device block goes
+     (ordered after the work queued before, as any free).  */
+  if (block->host != NULL)
+    {
+      status = gm_mem_free (block->device, block->ptr, block->nbytes, NULL);
+      if (status != GM_OK)
+        return status;
+      block->ptr = NULL;
+      block->spilled = true;
+      d->stats.clean_bytes -= block->nbytes;
+      d->stats.clean_blocks--;
+      d->stats.spilled_bytes += block->nbytes;
+      d->stats.spilled_blocks++;
+      gm_spill_blocks_out++;
+      d->stats.spills++;
+      d->stats.clean_spills++;
+      d->stats.spill_ns += now_ns () - start;
+      if (moved_hook != NULL)
+        moved_hook (block->user);
+      return GM_OK;
+    }
+  if (host_limit != SIZE_MAX && host_bytes + block->nbytes > host_limit)
+    drop_clean_for (block->nbytes);
   if (host_limit != SIZE_MAX && host_bytes + block->nbytes > host_limit)
     return gm_error_set (GM_ERR_NOMEM, 0, NULL, "cannot spill a block of "
                          "%zu bytes: the host limit of %zu bytes for "
@@ -401,9 +449,14 @@ gm_spill_return (gm_block *block, bool evict, gm_block *const *keep,
       gm_mem_free (block->device, ptr, block->nbytes, NULL);
       return status;
     }
+  /* The host bytes stay, as the clean copy, until a use may write.  */
   block->ptr = ptr;
   block->spilled = false;
-  drop_host (block);
+  d->stats.spilled_bytes -= block->nbytes;
+  d->stats.spilled_blocks--;
+  gm_spill_blocks_out--;
+  d->stats.clean_bytes += block->nbytes;
+  d->stats.clean_blocks++;
   d->stats.returns++;
   d->stats.return_bytes += block->nbytes;
   d->stats.return_ns += now_ns () - start;

@@ -28,6 +28,10 @@ typedef struct gm_spill_stats
   size_t spilled_blocks;
   uint64_t spills, spill_bytes, spill_ns;      /* since the start */
   uint64_t returns, return_bytes, return_ns;
+  size_t clean_bytes;            /* host copies of blocks back on the
+                                    device, still equal to them */
+  size_t clean_blocks;
+  uint64_t clean_spills;         /* spills that needed no copy */
 } gm_spill_stats;
 
 /* The number of blocks spilled now, over every device: a call reads it
@@ -57,6 +61,12 @@ void gm_spill_track (gm_block *block, void *user);
 void gm_spill_untrack (gm_block *block);
 /* Marks BLOCK the most recently used.  */
 static inline void gm_spill_touch (gm_block *block);
+/* Tells the engine that a use may write BLOCK: the clean host copy it
+   kept since the block came back (if any) is dropped, and the next
+   spill copies.  Every use that may write calls it before the block's
+   address is handed on; uses that only read (a kernel's const
+   parameters, a copy's source) do not.  */
+static inline void gm_spill_written (gm_block *block);
 
 /* What the engine calls when it moves a block's bytes to host memory:
    USER is gm_spill_track's.  One hook for the process (the Python
@@ -76,11 +86,13 @@ void gm_spill_print_stats (FILE *out);
 gm_status gm_spill_make_room (int device, size_t nbytes, gm_block *const *keep,
                               int nkeep, size_t *freed);
 /* Moves BLOCK to host memory now, if it may move (else GM_ERR_FAILED
-   saying why).  */
+   saying why): a copy, or none where the block's clean copy is still
+   valid (gm_spill_written).  */
 gm_status gm_spill_block (gm_block *block);
 /* Brings spilled BLOCK back to its device (a new address in
    BLOCK->ptr), moving others out of the way when EVICT and spilling is
-   on, never those of KEEP.  GM_ERR_NOMEM where no room can be made.  */
+   on, never those of KEEP; the host bytes stay as its clean copy.
+   GM_ERR_NOMEM where no room can be made.  */
 gm_status gm_spill_return (gm_block *block, bool evict,
                            gm_block *const *keep, int nkeep);
 /* Writes into BUF of SIZE why the blocks of DEVICE that stay could not
@@ -90,13 +102,21 @@ void gm_spill_explain (int device, char *buf, size_t size);
 /* Why BLOCK may not move now, in words, or NULL when it may.  */
 const char *gm_spill_why_not (const gm_block *block);
 
-/* The list a block sits on; the engine's.  */
+/* The list a block sits on, and its clean copy; the engine's.  */
 void gm_spill_touch_slow (gm_block *block);
+void gm_spill_drop_clean (gm_block *block);
 static inline void
 gm_spill_touch (gm_block *block)
 {
   if (gm_spill_ever_on && block->listed && block->next != NULL)
     gm_spill_touch_slow (block);
+}
+
+static inline void
+gm_spill_written (gm_block *block)
+{
+  if (block->host != NULL && !block->spilled)
+    gm_spill_drop_clean (block);
 }
 
 #endif /* GM_SPILL_H */

@@ -451,8 +451,15 @@ struct gm_ipc_block *gmpy_ipc_pool_block (arraypy_object *array,
                                           const char **start);
 PyObject *gmpy_ipc_pool_array (PyObject *obj);
 /* 0 when ARRAY's memory may be used, else -1 with ValueError (freed)
-   (py-array-core.c).  */
+   (py-array-core.c); a spilled array comes back first.  A use that
+   may write the memory (gmpy_array_usable, WRITE true: anything that
+   hands the address on, unless it is known to only read) ends the
+   clean host copy the spill engine keeps (gm_spill_written); one that
+   only reads (gmpy_array_usable_read: a copy's source, a kernel's
+   const parameter) keeps it.  When unsure, a use writes.  */
 int gmpy_array_usable (arraypy_object *array);
+int gmpy_array_usable_read (arraypy_object *array);
+int gmpy_array_usable_for (arraypy_object *array, bool write);
 
 /* The DeviceArray core (py-array-core.c): what the type's methods and the
    interop files build on.  */
@@ -680,6 +687,9 @@ typedef struct gmpy_devbuf
   gm_dtype dtype;
   int device;
   bool readonly;
+  /* The call only reads it (gmpy_devbuf_get_read): the array's clean
+     host copy stays (gmpy_array_usable_for).  */
+  bool reads;
   /* The DeviceArray it describes (borrowed from the caller), or NULL:
      see gmpy_devbuf_usable.  */
   PyObject *array;
@@ -688,8 +698,10 @@ typedef struct gmpy_devbuf
 /* Fills BUF from OBJ if OBJ is device memory: 1 if it is, 0 if it is
    not device memory at all, -1 with an exception set if it is but
    cannot be used (freed, unsupported dtype, not contiguous).  WHAT
-   names the argument in messages.  */
+   names the argument in messages.  gmpy_devbuf_get_read: for a call
+   that only reads the memory (BUF->reads).  */
 int gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what);
+int gmpy_devbuf_get_read (PyObject *obj, gmpy_devbuf *buf, const char *what);
 /* Reads OBJ's __cuda_array_interface__ (versions 0 to 3) into BUF, and
    its shape into *NDIM and DIMS and, when STRIDES is not NULL, its byte
    strides into STRIDES (else it must be C-contiguous); waits for the

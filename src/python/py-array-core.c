@@ -66,6 +66,18 @@ gmpy_array_come_back (arraypy_object *owner, bool evict,
 int
 gmpy_array_usable (arraypy_object *array)
 {
+  return gmpy_array_usable_for (array, true);
+}
+
+int
+gmpy_array_usable_read (arraypy_object *array)
+{
+  return gmpy_array_usable_for (array, false);
+}
+
+int
+gmpy_array_usable_for (arraypy_object *array, bool write)
+{
   arraypy_object *owner = gmpy_array_owner (array);
 
   if (array->released || (owner != NULL && owner->released))
@@ -80,6 +92,8 @@ gmpy_array_usable (arraypy_object *array)
       if (owner->spilled && gmpy_array_come_back (owner, false, NULL, 0) < 0)
         return -1;
       gm_spill_touch (owner->block);
+      if (write)
+        gm_spill_written (owner->block);
       if (owner != array && owner->block->listed)
         array->data = owner->data + array->offset;
     }
@@ -102,7 +116,7 @@ gmpy_devbuf_usable (const gmpy_devbuf *buf)
 {
   if (buf->array == NULL)
     return 0;
-  return gmpy_array_usable ((arraypy_object *) buf->array);
+  return gmpy_array_usable_for ((arraypy_object *) buf->array, !buf->reads);
 }
 
 size_t

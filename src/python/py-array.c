@@ -190,12 +190,12 @@ arraypy_copy_to_host (PyObject *self, PyObject *args, PyObject *kwargs)
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|OO:copy_to_host",
                                     keywords, &out, &stream_obj)
       || gmpy_array_prepare (&self, 1) < 0
-      || gmpy_array_usable (array) < 0
+      || gmpy_array_usable_read (array) < 0
       || gmpy_dispatch_get (stream_obj, array->device, &d) < 0)
     return NULL;
   if (!array->contiguous)
     return strided_to_host (array, out, d.stream);
-  if (gmpy_devbuf_get (self, &src, "self") < 0)
+  if (gmpy_devbuf_get_read (self, &src, "self") < 0)
     return NULL;
   if (out == Py_None)
     {
@@ -674,6 +674,7 @@ gmpy_to_device (PyObject *module, PyObject *args, PyObject *kwargs)
   dst.dtype = dtype;
   dst.device = device;
   dst.readonly = false;
+  dst.reads = false;
   dst.array = (PyObject *) array;
   if (gmpy_copy_host_to_device (&dst, np_array, array->size, &d, "host")
       < 0)

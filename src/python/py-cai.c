@@ -77,6 +77,7 @@ gmpy_cai_read (PyObject *obj, gmpy_devbuf *buf, int *ndim,
   PyObject *cai, *item;
   int result = -1, dtype, readonly;
 
+  buf->reads = false;
   /* Host objects whose type cannot carry the interface: NumPy's own
      ndarray (not a subclass: numba's managed arrays are one, and carry
      it), bytes, bytearray, memoryview.  Asking them raises and clears
@@ -253,16 +254,18 @@ done:
   return result;
 }
 
-int
-gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
+/* gmpy_devbuf_get, for a call that only reads when READS.  */
+static int
+devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what, bool reads)
 {
   Py_ssize_t dims[GM_MAX_NDIM];
   int ndim;
 
+  buf->reads = reads;
   if (gmpy_array_check (obj))
     {
       arraypy_object *array = (arraypy_object *) obj;
-      if (gmpy_array_usable (array) < 0)
+      if (gmpy_array_usable_for (array, !reads) < 0)
         return -1;
       if (!array->contiguous)
         {
@@ -286,4 +289,16 @@ gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
   if (gm_backend_current->device_memory != GM_MEMORY_CUDA)
     return 0;
   return gmpy_cai_read (obj, buf, &ndim, dims, NULL, what);
+}
+
+int
+gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what)
+{
+  return devbuf_get (obj, buf, what, false);
+}
+
+int
+gmpy_devbuf_get_read (PyObject *obj, gmpy_devbuf *buf, const char *what)
+{
+  return devbuf_get (obj, buf, what, true);
 }

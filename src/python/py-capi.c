@@ -58,13 +58,17 @@ view_fields (const arraypy_object *array, gm_view *view, void *pending)
   view->dtype = gm_dtypes[array->dtype].name;
 }
 
-/* Whether ARRAY is an owner in use with no stream's work pending: the
-   common case, told apart without a call.  */
+/* Whether ARRAY is an owner in use with no stream's work pending, on
+   its device with no clean host copy the spill engine keeps: the
+   common case, told apart without a call.  A spilled array must come
+   back and a clean one be marked written (gmpy_array_usable) before
+   native code gets its address.  */
 static inline bool
 array_is_plain (const arraypy_object *array)
 {
   return array->base == NULL && !array->released
-         && array->last_stream == NULL;
+         && array->last_stream == NULL
+         && (array->block == NULL || array->block->host == NULL);
 }
 
 /* Describes the DeviceArray ARRAY (borrowed) into *VIEW (view_fields)

@@ -23,9 +23,11 @@
 int
 gmpy_copy_usable (const gmpy_copy_hold *hold)
 {
+  /* The destination is written; the source only read.  */
   for (int i = 0; i < 2; i++)
     if (hold->arrays[i] != NULL
-        && gmpy_array_usable ((arraypy_object *) hold->arrays[i]) < 0)
+        && gmpy_array_usable_for ((arraypy_object *) hold->arrays[i], i == 0)
+           < 0)
       return -1;
   return 0;
 }

@@ -62,7 +62,7 @@ gmpy_copy_from_gpu (PyObject *module, PyObject *const *args,
                        arg) < 0
       || gmpy_array_prepare (arg, 2) < 0)
     return NULL;
-  found = gmpy_devbuf_get (arg[0], &src, "src");
+  found = gmpy_devbuf_get_read (arg[0], &src, "src");
   if (found < 0)
     return NULL;
   if (found == 0)
@@ -113,7 +113,7 @@ gmpy_copy (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   dst_dev = gmpy_devbuf_get (arg[0], &dst, "dst");
   if (dst_dev < 0)
     return NULL;
-  src_dev = gmpy_devbuf_get (arg[1], &src, "src");
+  src_dev = gmpy_devbuf_get_read (arg[1], &src, "src");
   if (src_dev < 0)
     return NULL;
   if (arg[2] != NULL && arg[2] != Py_None

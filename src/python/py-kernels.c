@@ -244,7 +244,9 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
             return NULL;
           continue;
         }
-      found = gmpy_devbuf_get (arg[i], &buf, param->name);
+      found = param->kind == GM_PARAM_IN
+              ? gmpy_devbuf_get_read (arg[i], &buf, param->name)
+              : gmpy_devbuf_get (arg[i], &buf, param->name);
       if (found < 0)
         return NULL;
       if (found == 0)
@@ -405,7 +407,8 @@ kernelpy_call (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
      an iterator) that may have freed an array checked above.  */
   for (int i = 0; i < n; i++)
     if (kernel->params[i].kind != GM_PARAM_SCALAR && gmpy_array_check (arg[i])
-        && gmpy_array_usable ((arraypy_object *) arg[i]) < 0)
+        && gmpy_array_usable_for ((arraypy_object *) arg[i],
+                                  kernel->params[i].kind != GM_PARAM_IN) < 0)
       return NULL;
 
   /* A launch only enqueues, in microseconds: the GIL is kept, as

@@ -105,10 +105,12 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
       return gmpy_raise (GM_ERR_VALUE);
     }
   spilled = Py_BuildValue (
-    "{s:n,s:n,s:K,s:K,s:d,s:K,s:K,s:d}",
+    "{s:n,s:n,s:n,s:K,s:K,s:K,s:d,s:K,s:K,s:d}",
     "spilled_bytes", (Py_ssize_t) spill.spilled_bytes,
     "spilled_blocks", (Py_ssize_t) spill.spilled_blocks,
+    "spill_clean_bytes", (Py_ssize_t) spill.clean_bytes,
     "spills", (unsigned long long) spill.spills,
+    "spills_without_copy", (unsigned long long) spill.clean_spills,
     "spill_bytes", (unsigned long long) spill.spill_bytes,
     "spill_seconds", (double) spill.spill_ns / 1e9,
     "returns", (unsigned long long) spill.returns,
