@@ -48,7 +48,7 @@ def history_lists_allocations_and_frees():
         gpumem.memory_history(False)
     assert snap["enabled"] and snap["stacks_on"]
     assert snap["owners"] == ("gpumem", "torch", "cupy", "numba", "imported")
-    assert snap["actions"] == ("alloc", "free")
+    assert snap["actions"] == ("alloc", "free", "spill", "return")
     events = snap["events"]
     assert [int(e) for e in events["action"]] == [0, 0, 1], events
     assert [int(s) for s in events["size"]] == [1000, 3000, 1000]
@@ -326,6 +326,45 @@ def report_in_a_headless_browser():
     with open(shot, "rb") as f:
         png = f.read()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10000
+
+
+@case
+def spills_and_returns_with_their_lines():
+    # Spilling's moves are events of their own, in the snapshot and the
+    # report, each with the line that caused it.
+    path = os.path.join(tempfile.mkdtemp(), "report.html")
+    gpumem.memory_history(max_entries=1000)
+    gpumem.set_spill(True)
+    try:
+        a = make(4096)
+        spill_line = sys._getframe().f_lineno + 1
+        a.spill()
+        return_line = sys._getframe().f_lineno + 1
+        a.copy_to_host()
+        snap = gpumem.memory_snapshot()
+        gpumem.memory_report(path)
+    finally:
+        gpumem.set_spill(False)
+        gpumem.memory_history(False)
+    events = snap["events"]
+    names = [snap["actions"][int(x)] for x in events["action"]]
+    assert names == ["alloc", "spill", "return"], names
+    for i, line in ((1, spill_line), (2, return_line)):
+        frames = snap["stacks"][int(events["stack"][i])]
+        assert frames[0][:2] == (HERE, line), frames
+        assert int(events["size"][i]) == 4096
+    # The block is live again after its return.
+    assert int(snap["blocks"]["size"][0]) == 4096
+    page = _Page()
+    page.feed(open(path).read())
+    page.close()
+    data = json.loads(page.scripts[0])
+    assert [(e["action"], e["size"], e["where"]) for e in data["spills"]] == [
+        ("spill", 4096, f"{HERE}:{spill_line} in "
+                        "spills_and_returns_with_their_lines"),
+        ("return", 4096, f"{HERE}:{return_line} in "
+                         "spills_and_returns_with_their_lines")]
+    a.free()
 
 
 @case

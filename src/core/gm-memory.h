@@ -106,6 +106,12 @@ void gm_mem_note_shared (int device, size_t nbytes, bool shared);
 /* Counts NBYTES of DEVICE's booked memory as held by native code alone
    (HELD), or no longer; never fails.  */
 void gm_mem_note_native_held (int device, size_t nbytes, bool held);
+/* The spill engine's free of a block whose bytes went to host memory,
+   and its allocation of the block's return: gm_mem_free and
+   gm_mem_alloc (no stream) that the history records as a spill and a
+   return (GM_MEM_ACTION_SPILL, GM_MEM_ACTION_RETURN).  */
+gm_status gm_mem_spill_free (int device, void *ptr, size_t nbytes);
+gm_status gm_mem_return_alloc (int device, size_t nbytes, void **ptr);
 /* gm_mem_alloc_as and gm_mem_free_as for gpumem's own arrays.  */
 gm_status gm_mem_alloc (int device, size_t nbytes, gm_stream *stream,
                         void **ptr);
@@ -169,10 +175,16 @@ void gm_mem_set_stack_hooks (const gm_mem_stack_hooks *hooks);
 typedef enum gm_mem_action
 {
   GM_MEM_ACTION_ALLOC,
-  GM_MEM_ACTION_FREE
+  GM_MEM_ACTION_FREE,
+  GM_MEM_ACTION_SPILL,       /* the bytes went to host memory (spill.h) */
+  GM_MEM_ACTION_RETURN,      /* a spilled block back on its device */
+  GM_MEM_NACTIONS
 } gm_mem_action;
 
-/* One allocation or free.  */
+/* "alloc", "free", "spill", "return", indexed by gm_mem_action.  */
+extern const char *const gm_mem_action_names[GM_MEM_NACTIONS];
+
+/* One allocation or free, spill or return.  */
 typedef struct gm_mem_event
 {
   uint64_t time_ns;          /* CLOCK_MONOTONIC */

@@ -22,6 +22,8 @@
 
 /* The largest live blocks a report lists.  */
 #define REPORT_BLOCKS 20
+/* The latest spills and returns a report lists.  */
+#define REPORT_SPILLS 50
 /* The most points of a device's timeline: longer histories are thinned
    evenly, the peak always kept.  */
 #define REPORT_POINTS 20000
@@ -207,6 +209,37 @@ device_json (FILE *out, const gm_mem_history_copy *copy, int device,
   fputs ("]}", out);
 }
 
+/* Writes the latest REPORT_SPILLS spills and returns of COPY, oldest
+   first, as JSON objects.  */
+static void
+spills_json (FILE *out, const gm_mem_history_copy *copy, uint64_t t0)
+{
+  size_t first = copy->nevents, n = 0;
+
+  while (first > 0 && n < REPORT_SPILLS)
+    {
+      uint8_t action = copy->events[--first].action;
+      if (action == GM_MEM_ACTION_SPILL || action == GM_MEM_ACTION_RETURN)
+        n++;
+    }
+  n = 0;
+  for (size_t k = first; k < copy->nevents; k++)
+    {
+      const gm_mem_event *e = &copy->events[k];
+      char where[512];
+      if (e->action != GM_MEM_ACTION_SPILL
+          && e->action != GM_MEM_ACTION_RETURN)
+        continue;
+      describe_stack (copy, e->stack, where, sizeof where);
+      fprintf (out, "%s{\"ms\":%.3f,\"device\":%d,\"action\":\"%s\","
+               "\"size\":%zu,\"where\":", n++ ? "," : "",
+               (double) (e->time_ns - t0) / 1e6, e->device,
+               gm_mem_action_names[e->action], e->size);
+      json_string (out, where);
+      fputc ('}', out);
+    }
+}
+
 /* The page around the data: an inline SVG drawn by inline script, no
    file or font from elsewhere.  */
 static const char page_head[] =
@@ -222,6 +255,10 @@ static const char page_head[] =
   "<h2>Largest live blocks</h2>\n<table id=\"blocks\"><thead><tr>"
   "<th>size</th><th>device</th><th>owner</th><th>made at</th></tr>"
   "</thead><tbody></tbody></table>\n"
+  "<h2>Spills and returns</h2>\n<p id=\"spill-note\"></p>\n"
+  "<table id=\"spills\"><thead><tr><th>time</th><th>device</th>"
+  "<th>event</th><th>size</th><th>at</th></tr></thead><tbody></tbody>"
+  "</table>\n"
   "<script id=\"gpumem-data\" type=\"application/json\">";
 
 static const char page_tail[] =
@@ -285,6 +322,16 @@ static const char page_tail[] =
   "for(const [v,c] of [[fmt(b.size),'n'],[b.device,'n'],[b.owner,''],"
   "[b.where,'']]){const td=document.createElement('td');td.className=c;"
   "td.textContent=v;tr.appendChild(td)}tb.appendChild(tr)}\n"
+  "document.getElementById('spill-note').textContent=data.spills.length?"
+  "'The latest '+data.spills.length+' (spilling, gpumem.set_spill): a "
+  "spill moved an array to host memory, a return brought it back.':"
+  "'None recorded.';\n"
+  "const ts=document.querySelector('#spills tbody');\n"
+  "for(const e of data.spills){const tr=document.createElement('tr');"
+  "for(const [v,c] of [[e.ms.toFixed(3)+' ms','n'],[e.device,'n'],"
+  "[e.action,''],[fmt(e.size),'n'],[e.where,'']]){"
+  "const td=document.createElement('td');td.className=c;"
+  "td.textContent=v;tr.appendChild(td)}ts.appendChild(tr)}\n"
   "</script>\n</body></html>\n";
 
 gm_status
@@ -326,6 +373,8 @@ gm_mem_report_to (FILE *out)
       json_string (out, where);
       fputc ('}', out);
     }
+  fputs ("],\"spills\":[", out);
+  spills_json (out, &copy, t0);
   fputs ("]}", out);
   fputs (page_tail, out);
   gm_mem_history_copy_free (&copy);

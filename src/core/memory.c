@@ -73,6 +73,10 @@ const char *const gm_mem_owner_names[GM_MEM_NOWNERS] = {
   "gpumem", "torch", "cupy", "numba", "imported"
 };
 
+const char *const gm_mem_action_names[GM_MEM_NACTIONS] = {
+  "alloc", "free", "spill", "return"
+};
+
 static gm_status
 check_owner (gm_mem_owner owner)
 {
@@ -128,7 +132,7 @@ history_note (gm_mem_action action, gm_mem_owner owner, int device,
   event.action = (uint8_t) action;
   event.owner = (uint8_t) owner;
   gm_hist_record (history, &event);
-  if (action == GM_MEM_ACTION_ALLOC)
+  if (action == GM_MEM_ACTION_ALLOC || action == GM_MEM_ACTION_RETURN)
     {
       gm_mem_block block = {
         .time_ns = event.time_ns, .address = address, .size = nbytes,
@@ -268,10 +272,12 @@ backend_put (void *ctx, int device, void *ptr, size_t nbytes,
   return gm_backend_current->free (device, ptr, nbytes, stream);
 }
 
-gm_status
-gm_mem_alloc_with (gm_mem_owner owner, int device, size_t nbytes,
-                   gm_stream *stream, gm_mem_get_fn get, void *ctx,
-                   void **ptr)
+/* gm_mem_alloc_with, recorded in the history as ACTION (an allocation,
+   or a spilled block's return).  */
+static gm_status
+alloc_with (gm_mem_action action, gm_mem_owner owner, int device,
+            size_t nbytes, gm_stream *stream, gm_mem_get_fn get, void *ctx,
+            void **ptr)
 {
   gm_status status = check_device (device);
   gm_mem_frame frames[GM_MEM_STACK_DEPTH];
@@ -332,15 +338,26 @@ gm_mem_alloc_with (gm_mem_owner owner, int device, size_t nbytes,
   mine->allocations++;
   mine->total_allocations++;
   if (__builtin_expect (history_on, 0))
-    history_note (GM_MEM_ACTION_ALLOC, owner, device, (uintptr_t) *ptr,
+    history_note (action, owner, device, (uintptr_t) *ptr,
                   nbytes, stream, frames, nframes, reserved, stats);
   pthread_mutex_unlock (&books_lock);
   return GM_OK;
 }
 
 gm_status
-gm_mem_free_with (gm_mem_owner owner, int device, void *ptr, size_t nbytes,
-                  gm_stream *stream, gm_mem_put_fn put, void *ctx)
+gm_mem_alloc_with (gm_mem_owner owner, int device, size_t nbytes,
+                   gm_stream *stream, gm_mem_get_fn get, void *ctx,
+                   void **ptr)
+{
+  return alloc_with (GM_MEM_ACTION_ALLOC, owner, device, nbytes, stream, get,
+                     ctx, ptr);
+}
+
+/* gm_mem_free_with, recorded in the history as ACTION (a free, or a
+   block's spill).  */
+static gm_status
+free_with (gm_mem_action action, gm_mem_owner owner, int device, void *ptr,
+           size_t nbytes, gm_stream *stream, gm_mem_put_fn put, void *ctx)
 {
   gm_mem_frame frames[GM_MEM_STACK_DEPTH];
   size_t nframes = 0, reserved = 0;
@@ -366,12 +383,20 @@ gm_mem_free_with (gm_mem_owner owner, int device, void *ptr, size_t nbytes,
   stats->owners[owner].allocated_bytes -= nbytes;
   stats->owners[owner].allocations--;
   if (__builtin_expect (history_on, 0))
-    history_note (GM_MEM_ACTION_FREE, owner, device, (uintptr_t) ptr,
+    history_note (action, owner, device, (uintptr_t) ptr,
                   nbytes, stream, frames, nframes, reserved, stats);
   pthread_mutex_unlock (&books_lock);
   if (ptr == NULL)
     return GM_OK;
   return put (ctx, device, ptr, nbytes, stream);
+}
+
+gm_status
+gm_mem_free_with (gm_mem_owner owner, int device, void *ptr, size_t nbytes,
+                  gm_stream *stream, gm_mem_put_fn put, void *ctx)
+{
+  return free_with (GM_MEM_ACTION_FREE, owner, device, ptr, nbytes, stream,
+                    put, ctx);
 }
 
 gm_status
@@ -388,6 +413,20 @@ gm_mem_free_as (gm_mem_owner owner, int device, void *ptr, size_t nbytes,
 {
   return gm_mem_free_with (owner, device, ptr, nbytes, stream, backend_put,
                            NULL);
+}
+
+gm_status
+gm_mem_spill_free (int device, void *ptr, size_t nbytes)
+{
+  return free_with (GM_MEM_ACTION_SPILL, GM_MEM_OWNER_GPUMEM, device, ptr,
+                    nbytes, NULL, backend_put, NULL);
+}
+
+gm_status
+gm_mem_return_alloc (int device, size_t nbytes, void **ptr)
+{
+  return alloc_with (GM_MEM_ACTION_RETURN, GM_MEM_OWNER_GPUMEM, device,
+                     nbytes, NULL, backend_get, NULL, ptr);
 }
 
 void

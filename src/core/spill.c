@@ -318,7 +318,7 @@ gm_spill_block (gm_block *block)
      (ordered after the work queued before, as any free).  */
   if (block->host != NULL)
     {
-      status = gm_mem_free (block->device, block->ptr, block->nbytes, NULL);
+      status = gm_mem_spill_free (block->device, block->ptr, block->nbytes);
       if (status != GM_OK)
         return status;
       block->ptr = NULL;
@@ -358,7 +358,7 @@ gm_spill_block (gm_block *block)
   status = gm_backend_current->copy (host, -1, block->ptr, block->device,
                                      block->nbytes, NULL);
   if (status == GM_OK)
-    status = gm_mem_free (block->device, block->ptr, block->nbytes, NULL);
+    status = gm_mem_spill_free (block->device, block->ptr, block->nbytes);
   if (status != GM_OK)
     {
       if (pinned)
@@ -427,7 +427,7 @@ gm_spill_return (gm_block *block, bool evict, gm_block *const *keep,
   for (;;)
     {
       size_t freed;
-      status = gm_mem_alloc (block->device, block->nbytes, NULL, &ptr);
+      status = gm_mem_return_alloc (block->device, block->nbytes, &ptr);
       if (status != GM_ERR_NOMEM || !evict)
         break;
       status = gm_spill_make_room (block->device, block->nbytes, keep,

@@ -325,7 +325,6 @@ names_tuple (const char *const *names, int n)
 static PyObject *
 gmpy_memory_snapshot (PyObject *module, PyObject *unused)
 {
-  static const char *const actions[] = {"alloc", "free"};
   gm_mem_history_copy copy;
   gm_status status = gm_mem_history_get (&copy);
   PyObject *result;
@@ -340,7 +339,8 @@ gmpy_memory_snapshot (PyObject *module, PyObject *unused)
                           "stacks_on", copy.stacks_on ? Py_True : Py_False,
                           "owners", names_tuple (gm_mem_owner_names,
                                                  GM_MEM_NOWNERS),
-                          "actions", names_tuple (actions, 2),
+                          "actions", names_tuple (gm_mem_action_names,
+                                                  GM_MEM_NACTIONS),
                           "blocks", blocks_array (&copy),
                           "events", events_array (&copy),
                           "stacks", stacks_list (&copy));
@@ -472,13 +472,18 @@ torch_snapshot (const gm_mem_history_copy *copy)
       const gm_mem_event *event = &copy->events[i];
       PyObject *trace, *frames, *key;
       int known = 0, rc = 0;
+      bool made;
       if (event->device < 0 || event->device >= ndevices)
         continue;
       trace = PyList_GET_ITEM (traces, event->device);
       key = PyLong_FromUnsignedLongLong (event->address);
       if (key == NULL)
         goto done;
-      if (event->action == GM_MEM_ACTION_ALLOC)
+      /* A return comes to PyTorch's tools as an allocation, a spill as
+         a free: their format has no word for either.  */
+      made = event->action == GM_MEM_ACTION_ALLOC
+             || event->action == GM_MEM_ACTION_RETURN;
+      if (made)
         rc = PySet_Add (seen, key);
       else
         {
@@ -489,12 +494,12 @@ torch_snapshot (const gm_mem_history_copy *copy)
       Py_DECREF (key);
       if (rc < 0 || known < 0)
         goto done;
-      if (event->action == GM_MEM_ACTION_FREE && !known)
+      if (!made && !known)
         continue;
       frames = torch_frames (copy, event->stack);
       if (frames == NULL)
         goto done;
-      if (event->action == GM_MEM_ACTION_ALLOC)
+      if (made)
         rc = torch_trace_entry (trace, "alloc", event, frames);
       else
         rc = torch_trace_entry (trace, "free_requested", event, frames) < 0
