@@ -176,6 +176,34 @@ def clean_copies_make_way_under_the_host_limit():
 
 
 @case
+def a_loop_over_more_than_fits_moves_only_what_does_not_fit():
+    # Four read-only partitions, two fit: after the first pass nothing
+    # is copied out (clean), and moving the most recently used clean
+    # one keeps a partition resident, so three come back an iteration
+    # (least recently used would move the one needed next: four; the
+    # least any policy moving whole arrays can, Belady's, is 8/3).
+    rng = np.random.default_rng(7)
+    host = [rng.random(N, dtype=np.float32) for _ in range(4)]
+    update = gpumem.to_device(np.arange(4, dtype=np.float32))
+    partial = [gpumem.zeros(4) for _ in range(4)]
+    with pressure(2 * MIB + MIB // 2):
+        images = [gpumem.to_device(h) for h in host]
+        per_iteration = []
+        for it in range(4):
+            before = spill_stats()
+            for p in range(4):
+                gpumem.kernels.algo(images[p], update, partial[p], N)
+            after = spill_stats()
+            per_iteration.append((after["returns"] - before["returns"],
+                                  after["spill_bytes"] - before["spill_bytes"]))
+            for p in range(4):
+                expect = host[p].astype(np.float64).mean() + np.arange(4)
+                np.testing.assert_allclose(partial[p].copy_to_host(), expect,
+                                           rtol=1e-5)
+        assert per_iteration[1:] == [(3, 0)] * 3, per_iteration
+
+
+@case
 def a_view_made_while_spilled():
     with pressure(2 * MIB):
         a = gpumem.to_device(np.arange(N, dtype=np.float32))
@@ -277,13 +305,20 @@ def prefetch_makes_room_and_spills():
                         else 0)
         assert not a.is_spilled and b.is_spilled  # b, the older, moved
         np.testing.assert_array_equal(a.copy_to_host(), np.ones(N))
-        b.prefetch(0)                             # c moves for it
-        assert not b.is_spilled and c.is_spilled and not a.is_spilled
+        # a came back and was only read: clean, it moves first (most
+        # recently used first among clean ones), without a copy; c,
+        # older but dirty, stays.
+        without_copy = spill_stats()["spills_without_copy"]
+        b.prefetch(0)
+        assert not b.is_spilled and a.is_spilled and not c.is_spilled
+        assert spill_stats()["spills_without_copy"] == without_copy + 1
         raises(ValueError, a.prefetch, 1) if gpumem.device_count() > 1 \
             else None
         np.testing.assert_array_equal(b.copy_to_host(), np.full(N, 2.0))
-        c.prefetch("host")                        # spilled already: nothing
-        assert c.is_spilled
+        a.prefetch("host")                        # spilled already: nothing
+        assert a.is_spilled
+        np.testing.assert_array_equal(a.copy_to_host(), np.ones(N))
+        np.testing.assert_array_equal(c.copy_to_host(), np.full(N, 3.0))
 
 
 gmtest.main()

@@ -392,24 +392,46 @@ gm_spill_make_room (int device, size_t nbytes, gm_block *const *keep,
   *freed = 0;
   if (!gm_spill_enabled (device))
     return GM_OK;
-  for (block = devices[device].head; block != NULL && *freed < nbytes;
+  /* First the clean blocks, most recently used first: they move without
+     a copy, and a block that came back and is only read is most often
+     one of a loop over more than fits, where the block used last is the
+     one needed last again (least recently used would move the one
+     needed next, each time).  */
+  for (block = devices[device].tail; block != NULL && *freed < nbytes;
        block = next)
     {
       gm_status status;
 
-      next = block->next;
-      if (kept (block, keep, nkeep) || gm_spill_why_not (block) != NULL)
+      next = block->prev;
+      if (block->host == NULL || kept (block, keep, nkeep)
+          || gm_spill_why_not (block) != NULL)
         continue;
       status = gm_spill_block (block);
-      if (status == GM_ERR_NOMEM)
-        {
-          /* The host limit: nothing more can move.  */
-              break;
-        }
       if (status != GM_OK)
         return status;
       *freed += block->nbytes;
     }
+  /* Then the rest, least recently used first: in a first walk those
+     that cover what is still needed alone (so that small arrays in use
+     every call do not move for nothing), then any.  */
+  for (int walk = 0; walk < 2; walk++)
+    for (block = devices[device].head; block != NULL && *freed < nbytes;
+         block = next)
+      {
+        gm_status status;
+
+        next = block->next;
+        if (kept (block, keep, nkeep) || gm_spill_why_not (block) != NULL
+            || (walk == 0 && block->nbytes < nbytes - *freed))
+          continue;
+        status = gm_spill_block (block);
+        /* GM_ERR_NOMEM: the host limit; nothing more can move.  */
+        if (status == GM_ERR_NOMEM)
+          return GM_OK;
+        if (status != GM_OK)
+          return status;
+        *freed += block->nbytes;
+      }
   return GM_OK;
 }
 
