@@ -82,8 +82,10 @@ def main(argv):
           f"({moved / 2**30:.2f} GiB up at {bandwidth / 1e9:.1f} GB/s "
           f"page-locked) -> {median / bound if bound else float('nan'):.2f}x"
           " the bound")
-    print(f"  spills {stats['spills']} ({stats['spill_bytes'] / 2**30:.1f} "
-          f"GiB, {stats['spill_seconds']:.2f} s), returns {stats['returns']}"
+    print(f"  spills {stats['spills']} ({stats['spills_without_copy']} "
+          f"without a copy; {stats['spill_bytes'] / 2**30:.1f} "
+          f"GiB copied, {stats['spill_seconds']:.2f} s), returns "
+          f"{stats['returns']}"
           f" ({stats['return_bytes'] / 2**30:.1f} GiB, "
           f"{stats['return_seconds']:.2f} s); results equal NumPy's")
     return 0
