@@ -50,7 +50,7 @@ Config settings (pip install -C KEY=VALUE, python -m build -C...):
                     splits them ("--without-cuda --with-mpi=no"); the
                     environment variable GPUMEM_CONFIGURE_ARGS is read
                     first, for a pip without -C; the released wheel's
-                    are "--with-mpi=no --without-nccl --enable-abi3
+                    are "--with-mpi=no --enable-abi3
                     CC=$PWD/pep517/zig-cc" (CC an absolute path;
                     docs/install.md)
     build-dir       a build folder to keep and reuse (configured there
