@@ -259,7 +259,6 @@ int gmpy_current_device (void);
 /* 0 when INDEX names one of the backend's devices, else -1 with
    ValueError naming the valid range.  */
 int gmpy_device_check (long index);
-void gmpy_set_current_device (int index);
 
 /* gpumem.Stream and gpumem.Event.  */
 typedef struct streampy_object
@@ -450,15 +449,12 @@ arraypy_object *gmpy_array_owner (arraypy_object *array);
 struct gm_ipc_block *gmpy_ipc_pool_block (arraypy_object *array,
                                           const char **start);
 PyObject *gmpy_ipc_pool_array (PyObject *obj);
-/* 0 when ARRAY's memory may be used, else -1 with ValueError (freed)
-   (py-array-core.c); a spilled array comes back first.  A use that
-   may write the memory (gmpy_array_usable, WRITE true: anything that
-   hands the address on, unless it is known to only read) ends the
-   clean host copy the spill engine keeps (gm_spill_written); one that
-   only reads (gmpy_array_usable_read: a copy's source, a kernel's
-   const parameter) keeps it.  When unsure, a use writes.  */
+/* 0 when ARRAY's memory may be used (a spilled array back first), else
+   -1 with ValueError (freed) (py-array-core.c).  A use that may write
+   (WRITE; when unsure, a use writes) ends the spill engine's clean host
+   copy (gm_spill_written); one that only reads (a copy's source, an in
+   parameter) keeps it.  */
 int gmpy_array_usable (arraypy_object *array);
-int gmpy_array_usable_read (arraypy_object *array);
 int gmpy_array_usable_for (arraypy_object *array, bool write);
 
 /* The DeviceArray core (py-array-core.c): what the type's methods and the
@@ -467,34 +463,7 @@ int gmpy_array_usable_for (arraypy_object *array, bool write);
 arraypy_object *gmpy_array_new (int ndim, const Py_ssize_t *shape,
                                 gm_dtype dtype, int device,
                                 gm_stream *stream);
-/* gpumem.set_spill and the array's spill () (py-spill.c); the hook the
-   spill engine calls when it moves an owner's bytes.  */
-extern PyMethodDef gmpy_spill_methods[];
-PyObject *gmpy_array_spill (PyObject *self, PyObject *unused);
-PyObject *gmpy_array_get_is_spilled (PyObject *self, void *closure);
-void gmpy_array_moved (void *array);
-/* Brings the spilled bytes of OWNER (an array that owns its memory) back
-   to its device; with EVICT other idle arrays may move to make room, but
-   never those whose records KEEP names (the caller holds their
-   addresses).  0, or -1 with OutOfMemoryError.  */
-int gmpy_array_come_back (arraypy_object *owner, bool evict,
-                          gm_block *const *keep, int nkeep);
-/* Brings every spilled DeviceArray among the N objects OBJS (any
-   objects; NULL ones skipped) back to its device before a call takes
-   their addresses, other idle arrays moving to make room but never
-   these: the transparent return of a kernel's or a copy's arguments.
-   0, or -1 with an exception.  */
-int gmpy_array_prepare_slow (PyObject *const *objs, Py_ssize_t n);
-static inline int
-gmpy_array_prepare (PyObject *const *objs, Py_ssize_t n)
-{
-  return gm_spill_blocks_out == 0 ? 0 : gmpy_array_prepare_slow (objs, n);
-}
-/* prefetch of the N device-memory DeviceArrays ARRAYS to LOCATION:
-   their device (gmpy_array_prepare_slow), or GM_LOCATION_HOST (they
-   spill).  Complete on return.  0 or -1 (py-spill.c).  */
-int gmpy_spill_prefetch (PyObject *const *arrays, Py_ssize_t n,
-                         int location);
+#include "py-spill.h"
 /* gmpy_array_new with the allocation in MEMORY, for the calls that make
    an array from its shape alone (empty, zeros, full, the *_like ones,
    to_device), which hold no other array's address: with spilling on,
@@ -687,9 +656,7 @@ typedef struct gmpy_devbuf
   gm_dtype dtype;
   int device;
   bool readonly;
-  /* The call only reads it (gmpy_devbuf_get_read): the array's clean
-     host copy stays (gmpy_array_usable_for).  */
-  bool reads;
+  bool reads;                  /* only read: gmpy_devbuf_get_read */
   /* The DeviceArray it describes (borrowed from the caller), or NULL:
      see gmpy_devbuf_usable.  */
   PyObject *array;
@@ -698,8 +665,7 @@ typedef struct gmpy_devbuf
 /* Fills BUF from OBJ if OBJ is device memory: 1 if it is, 0 if it is
    not device memory at all, -1 with an exception set if it is but
    cannot be used (freed, unsupported dtype, not contiguous).  WHAT
-   names the argument in messages.  gmpy_devbuf_get_read: for a call
-   that only reads the memory (BUF->reads).  */
+   names the argument in messages; _read for a call that only reads.  */
 int gmpy_devbuf_get (PyObject *obj, gmpy_devbuf *buf, const char *what);
 int gmpy_devbuf_get_read (PyObject *obj, gmpy_devbuf *buf, const char *what);
 /* Reads OBJ's __cuda_array_interface__ (versions 0 to 3) into BUF, and

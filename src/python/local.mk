@@ -11,7 +11,7 @@ src_python_libgm_embed_la_SOURCES = src/python/gm-interp.h \
 	src/python/interp.c src/python/embed.c include/gpumem/embed.h
 src_python_libgm_embed_la_CPPFLAGS = $(GM_PYTHON_CPPFLAGS)
 src_python_libgm_python_la_SOURCES = \
-	src/python/gm-python.h src/python/gm-limited-api.h src/python/gm-interp.h \
+	src/python/gm-python.h src/python/py-spill.h src/python/gm-limited-api.h src/python/gm-interp.h \
 	src/python/module.c \
 	src/python/py-standalone.c src/python/py-device.c \
 	src/python/py-array.c src/python/py-array-core.c \

@@ -224,7 +224,7 @@ gmpy_array_strided_to_host (arraypy_object *array, gm_stream *stream)
   gm_copy_plan plan;
   gm_status status;
 
-  if (gmpy_array_usable_read (array) < 0)
+  if (gmpy_array_usable_for (array, false) < 0)
     return NULL;
   positive_layout (array, &layout);
   c_strides (array->ndim, layout.shape, itemsize, host_strides);
@@ -574,7 +574,7 @@ gmpy_array_assign (arraypy_object *dst, arraypy_object *src,
   PyObject *host;
   int rc;
 
-  if (gmpy_array_usable (dst) < 0 || gmpy_array_usable_read (src) < 0)
+  if (gmpy_array_usable (dst) < 0 || gmpy_array_usable_for (src, false) < 0)
     return -1;
   if (dst->readonly)
     {
@@ -650,7 +650,7 @@ gmpy_array_copy (PyObject *self, PyObject *unused)
   gmpy_dispatch d;
   gm_stream *stream;
 
-  if (gmpy_array_usable_read (array) < 0
+  if (gmpy_array_usable_for (array, false) < 0
       || gmpy_dispatch_get (NULL, array->device, &d) < 0)
     return NULL;
   stream = d.stream;

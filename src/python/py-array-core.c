@@ -70,12 +70,6 @@ gmpy_array_usable (arraypy_object *array)
 }
 
 int
-gmpy_array_usable_read (arraypy_object *array)
-{
-  return gmpy_array_usable_for (array, false);
-}
-
-int
 gmpy_array_usable_for (arraypy_object *array, bool write)
 {
   arraypy_object *owner = gmpy_array_owner (array);

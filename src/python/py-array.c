@@ -190,7 +190,7 @@ arraypy_copy_to_host (PyObject *self, PyObject *args, PyObject *kwargs)
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|OO:copy_to_host",
                                     keywords, &out, &stream_obj)
       || gmpy_array_prepare (&self, 1) < 0
-      || gmpy_array_usable_read (array) < 0
+      || gmpy_array_usable_for (array, false) < 0
       || gmpy_dispatch_get (stream_obj, array->device, &d) < 0)
     return NULL;
   if (!array->contiguous)

@@ -17,12 +17,6 @@ gmpy_current_device (void)
   return current_device;
 }
 
-void
-gmpy_set_current_device (int index)
-{
-  current_device = index;
-}
-
 int
 gmpy_device_check (long index)
 {

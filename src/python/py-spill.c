@@ -36,7 +36,7 @@ gmpy_array_spill (PyObject *self, PyObject *unused)
 
   if (array->spilled && !array->released)
     Py_RETURN_NONE;
-  if (gmpy_array_usable_read (array) < 0)
+  if (gmpy_array_usable_for (array, false) < 0)
     return NULL;
   if (array->base != NULL || array->block == NULL)
     {
