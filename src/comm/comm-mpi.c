@@ -48,6 +48,7 @@
 #include "comm-engine.h"
 #include "comm-windows.h"
 #include "comm-mpi.h"
+#include "comm-mpi-types.h"
 #ifdef GM_HAVE_NCCL
 #include "comm-nccl.h"
 #endif
@@ -446,61 +447,6 @@ agree (const gm_comm_call *call, uint64_t *layout, uint64_t *ipc_key)
   return status;
 }
 
-static MPI_Datatype
-mpi_type (gm_dtype dtype)
-{
-  switch (dtype)
-    {
-    case GM_BOOL:
-      return MPI_C_BOOL;
-    case GM_INT8:
-      return MPI_INT8_T;
-    case GM_INT16:
-      return MPI_INT16_T;
-    case GM_INT32:
-      return MPI_INT32_T;
-    case GM_INT64:
-      return MPI_INT64_T;
-    case GM_UINT8:
-      return MPI_UINT8_T;
-    case GM_UINT16:
-    case GM_FLOAT16:          /* moved as bits, never reduced */
-      return MPI_UINT16_T;
-    case GM_UINT32:
-      return MPI_UINT32_T;
-    case GM_UINT64:
-      return MPI_UINT64_T;
-    case GM_FLOAT32:
-      return MPI_FLOAT;
-    case GM_FLOAT64:
-      return MPI_DOUBLE;
-    case GM_COMPLEX64:
-      return MPI_C_FLOAT_COMPLEX;
-    case GM_COMPLEX128:
-      return MPI_C_DOUBLE_COMPLEX;
-    default:
-      return MPI_DATATYPE_NULL;
-    }
-}
-
-/* NumPy's meaning of OP on DTYPE: on bool arrays a sum is a logical or
-   (as a += b is), max an or and min an and.  */
-static MPI_Op
-mpi_op (gm_dtype dtype, gm_comm_op op)
-{
-  if (dtype == GM_BOOL)
-    return op == GM_COMM_MIN ? MPI_LAND : MPI_LOR;
-  switch (op)
-    {
-    case GM_COMM_MAX:
-      return MPI_MAX;
-    case GM_COMM_MIN:
-      return MPI_MIN;
-    default:
-      return MPI_SUM;
-    }
-}
-
 /* Whether MPI must see DEVICE memory through host copies.  */
 static bool
 needs_staging (void)
@@ -574,8 +520,8 @@ static void
 allreduce_chunk (const gm_comm_call *call, void *buf, int n,
                  MPI_Datatype type)
 {
-  MPI_Allreduce (MPI_IN_PLACE, buf, n, type, mpi_op (call->dtype, call->op),
-                 call_comm (call));
+  MPI_Allreduce (MPI_IN_PLACE, buf, n, type,
+                 gm_mpi_op (call->dtype, call->op), call_comm (call));
 }
 
 /* Runs FN over CALL's array in chunks of chunk_bytes.  STAGED: each
@@ -588,7 +534,7 @@ run_chunks (const gm_comm_call *call, bool staged, bool stage_in,
 {
   size_t itemsize = gm_dtypes[call->dtype].itemsize;
   size_t chunk = chunk_bytes / itemsize;
-  MPI_Datatype type = mpi_type (call->dtype);
+  MPI_Datatype type = gm_mpi_type (call->dtype);
   gm_status status = GM_OK;
   char *host = NULL;
 
@@ -618,7 +564,7 @@ run_gather (const gm_comm_call *call, bool staged)
   size_t rows = (size_t) call_size (call);
   MPI_Comm comm = call_comm (call);
   size_t bytes = chunk_bytes / rows, chunk;
-  MPI_Datatype type = mpi_type (call->dtype);
+  MPI_Datatype type = gm_mpi_type (call->dtype);
   bool root = call_rank (call) == call->root;
   gm_status status = GM_OK;
   char *host = NULL;

@@ -12,6 +12,7 @@ src_comm_libgm_comm_la_SOURCES = \
 	src/comm/comm-nccl-load.c src/comm/comm-nccl-load.h
 if GM_HAVE_MPI
 src_comm_libgm_comm_la_SOURCES += src/comm/comm-mpi.c src/comm/comm-mpi.h \
+	src/comm/comm-mpi-types.c src/comm/comm-mpi-types.h \
 	src/comm/comm-agree.c src/comm/comm-agree.h \
 	src/comm/comm-windows.c src/comm/comm-windows.h
 endif
