@@ -343,6 +343,7 @@ def spills_and_returns_with_their_lines():
         a.copy_to_host()
         snap = gpumem.memory_snapshot()
         gpumem.memory_report(path)
+        clean = gpumem.memory_stats()["spill_clean_bytes"]
     finally:
         gpumem.set_spill(False)
         gpumem.memory_history(False)
@@ -359,6 +360,9 @@ def spills_and_returns_with_their_lines():
     page.feed(open(path).read())
     page.close()
     data = json.loads(page.scripts[0])
+    # The device's heading figures: nothing spilled now, a's clean copy.
+    dev = data["devices"][0]
+    assert dev["spilled_now"] == 0 and dev["spill_clean_now"] == clean >= 4096
     assert [(e["action"], e["size"], e["where"]) for e in data["spills"]] == [
         ("spill", 4096, f"{HERE}:{spill_line} in "
                         "spills_and_returns_with_their_lines"),

@@ -12,23 +12,19 @@ turn (bench/NOTES.md, "The peers on one H100").
 """
 
 import json
-import statistics
+import os
 import sys
-import time
 
 import gpumem
 
+# The peers section's timer: the median of 9 loops of about 20 ms each.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+from peers import per_call  # noqa: E402
 
-def per_call_us(fn, n=20000):
-    for _ in range(3000):
-        fn()
-    samples = []
-    for _ in range(9):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - start) / n)
-    return round(statistics.median(samples) * 1e6, 3)
+
+def per_call_us(fn):
+    return round(per_call(fn) * 1e6, 3)
 
 
 def main(mode):
@@ -52,7 +48,7 @@ def main(mode):
     def pinned():
         h = gpumem.pinned_empty((262144,), "float32")
         del h
-    out["pinned"] = per_call_us(pinned, 5000)
+    out["pinned"] = per_call_us(pinned)
     try:
         import cupy
         rt = cupy.cuda.runtime

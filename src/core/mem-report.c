@@ -19,6 +19,7 @@
 
 #include "gm.h"
 #include "pinned-pool.h"
+#include "spill.h"
 
 /* The largest live blocks a report lists.  */
 #define REPORT_BLOCKS 20
@@ -160,12 +161,15 @@ device_json (FILE *out, const gm_mem_history_copy *copy, int device,
              uint64_t t0)
 {
   gm_pinned_stats pinned;
+  gm_spill_stats spill;
   gm_mem_stats stats;
   size_t n = 0, peak_at = SIZE_MAX, peak = 0, stride, i;
   bool first = true;
 
   memset (&stats, 0, sizeof stats);
+  memset (&spill, 0, sizeof spill);
   gm_mem_stats_get (device, &stats);
+  gm_spill_stats_get (device, &spill);
   for (i = 0; i < copy->nevents; i++)
     if (copy->events[i].device == device)
       {
@@ -181,12 +185,13 @@ device_json (FILE *out, const gm_mem_history_copy *copy, int device,
   fprintf (out, "{\"device\":%d,\"allocated_now\":%zu,\"reserved_now\":%zu,"
            "\"peak_allocated\":%zu,\"shared_now\":%zu,\"imported_now\":%zu,"
            "\"managed_now\":%zu,\"pinned_reserved\":%zu,"
-           "\"pinned_allocated\":%zu,"
+           "\"pinned_allocated\":%zu,\"spilled_now\":%zu,"
+           "\"spill_clean_now\":%zu,"
            "\"limit\":", device, stats.allocated_bytes, stats.reserved_bytes,
            stats.peak_allocated_bytes, stats.shared_bytes,
            stats.owners[GM_MEM_OWNER_IMPORTED].allocated_bytes,
            stats.managed_bytes, pinned.reserved_bytes,
-           pinned.allocated_bytes);
+           pinned.allocated_bytes, spill.spilled_bytes, spill.clean_bytes);
   if (stats.limit == SIZE_MAX)
     fputs ("null", out);
   else
@@ -284,7 +289,9 @@ static const char page_tail[] =
   "' reserved; of the allocated, '+fmt(d.shared_now)+' shared with "
   "other processes, '+fmt(d.imported_now)+' opened from them, '+"
   "fmt(d.managed_now)+' managed; the pinned pool: '+"
-  "fmt(d.pinned_allocated)+' in use of '+fmt(d.pinned_reserved)+')';"
+  "fmt(d.pinned_allocated)+' in use of '+fmt(d.pinned_reserved)+"
+  "'; spilled to host memory: '+fmt(d.spilled_now)+', and '+"
+  "fmt(d.spill_clean_now)+' of clean copies)';"
   "box.appendChild(h);\n"
   " const W=900,H=300,L=80,B=30,T=10,R=20;\n"
   " const svg=el('svg',{width:W,height:H,viewBox:'0 0 '+W+' '+H,"

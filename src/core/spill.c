@@ -300,41 +300,18 @@ kept (const gm_block *block, gm_block *const *keep, int nkeep)
   return false;
 }
 
-gm_status
-gm_spill_block (gm_block *block)
+/* Copies resident BLOCK's bytes to host memory, which becomes its
+   clean copy: the pinned pool's blocks (a copy at the bus's bandwidth,
+   no page-locking per spill), pageable memory past its limit.  Complete
+   on return, after all work queued before it.  */
+static gm_status
+copy_out (gm_block *block)
 {
-  device_spill *d;
-  const char *why = gm_spill_why_not (block);
-  uint64_t start = now_ns ();
+  device_spill *d = &devices[block->device];
   gm_status status;
   void *host = NULL;
   bool pinned = false;
 
-  if (why != NULL)
-    return gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot spill a block of "
-                         "%zu bytes: %s", block->nbytes, why);
-  d = &devices[block->device];
-  /* Clean: the host copy is the bytes; only the device block goes
-     (ordered after the work queued before, as any free).  */
-  if (block->host != NULL)
-    {
-      status = gm_mem_spill_free (block->device, block->ptr, block->nbytes);
-      if (status != GM_OK)
-        return status;
-      block->ptr = NULL;
-      block->spilled = true;
-      d->stats.clean_bytes -= block->nbytes;
-      d->stats.clean_blocks--;
-      d->stats.spilled_bytes += block->nbytes;
-      d->stats.spilled_blocks++;
-      gm_spill_blocks_out++;
-      d->stats.spills++;
-      d->stats.clean_spills++;
-      d->stats.spill_ns += now_ns () - start;
-      if (moved_hook != NULL)
-        moved_hook (block->user);
-      return GM_OK;
-    }
   if (host_limit != SIZE_MAX && host_bytes + block->nbytes > host_limit)
     drop_clean_for (block->nbytes);
   if (host_limit != SIZE_MAX && host_bytes + block->nbytes > host_limit)
@@ -342,8 +319,6 @@ gm_spill_block (gm_block *block)
                          "%zu bytes: the host limit of %zu bytes for "
                          "spilled memory is reached (%zu in use)",
                          block->nbytes, host_limit, host_bytes);
-  /* The pinned pool's blocks: a copy at the bus's bandwidth, and no
-     page-locking per spill; pageable memory past its limit.  */
   if (gm_pinned_alloc (block->nbytes, &host) == GM_OK)
     pinned = true;
   else
@@ -354,11 +329,8 @@ gm_spill_block (gm_block *block)
                              "block of %zu bytes: no host memory",
                              block->nbytes);
     }
-  /* Complete on return, after all work queued before it.  */
   status = gm_backend_current->copy (host, -1, block->ptr, block->device,
                                      block->nbytes, NULL);
-  if (status == GM_OK)
-    status = gm_mem_spill_free (block->device, block->ptr, block->nbytes);
   if (status != GM_OK)
     {
       if (pinned)
@@ -367,26 +339,81 @@ gm_spill_block (gm_block *block)
         free (host);
       return status;
     }
-  block->ptr = NULL;
   block->host = host;
   block->host_pinned = pinned;
-  block->spilled = true;
   host_bytes += block->nbytes;
+  d->stats.clean_bytes += block->nbytes;
+  d->stats.clean_blocks++;
+  d->stats.spill_bytes += block->nbytes;
+  return GM_OK;
+}
+
+gm_status
+gm_spill_block (gm_block *block)
+{
+  device_spill *d;
+  const char *why = gm_spill_why_not (block);
+  uint64_t start = now_ns ();
+  gm_status status;
+
+  if (why != NULL)
+    return gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot spill a block of "
+                         "%zu bytes: %s", block->nbytes, why);
+  d = &devices[block->device];
+  /* A dirty block is made clean first; then its host copy is the bytes,
+     and only the device block goes (ordered after the work queued
+     before, as any free).  */
+  if (block->host == NULL)
+    status = copy_out (block);
+  else
+    {
+      status = GM_OK;
+      d->stats.clean_spills++;
+    }
+  if (status == GM_OK)
+    status = gm_mem_spill_free (block->device, block->ptr, block->nbytes);
+  if (status != GM_OK)
+    return status;
+  block->ptr = NULL;
+  block->spilled = true;
+  d->stats.clean_bytes -= block->nbytes;
+  d->stats.clean_blocks--;
   d->stats.spilled_bytes += block->nbytes;
   d->stats.spilled_blocks++;
   gm_spill_blocks_out++;
   d->stats.spills++;
-  d->stats.spill_bytes += block->nbytes;
   d->stats.spill_ns += now_ns () - start;
   if (moved_hook != NULL)
     moved_hook (block->user);
   return GM_OK;
 }
 
+/* Moves BLOCK for gm_spill_make_room, if it may move and KEEP does not
+   name it, adding its bytes to *FREED.  false where nothing more can
+   move (the host limit) or on an error (*STATUS).  */
+static bool
+move_for_room (gm_block *block, gm_block *const *keep, int nkeep,
+               size_t *freed, gm_status *status)
+{
+  if (kept (block, keep, nkeep) || gm_spill_why_not (block) != NULL)
+    return true;
+  *status = gm_spill_block (block);
+  if (*status == GM_ERR_NOMEM)
+    {
+      *status = GM_OK;
+      return false;
+    }
+  if (*status != GM_OK)
+    return false;
+  *freed += block->nbytes;
+  return true;
+}
+
 gm_status
 gm_spill_make_room (int device, size_t nbytes, gm_block *const *keep,
                     int nkeep, size_t *freed)
 {
+  gm_status status = GM_OK;
   gm_block *block, *next;
 
   *freed = 0;
@@ -400,16 +427,10 @@ gm_spill_make_room (int device, size_t nbytes, gm_block *const *keep,
   for (block = devices[device].tail; block != NULL && *freed < nbytes;
        block = next)
     {
-      gm_status status;
-
       next = block->prev;
-      if (block->host == NULL || kept (block, keep, nkeep)
-          || gm_spill_why_not (block) != NULL)
-        continue;
-      status = gm_spill_block (block);
-      if (status != GM_OK)
+      if (block->host != NULL
+          && !move_for_room (block, keep, nkeep, freed, &status))
         return status;
-      *freed += block->nbytes;
     }
   /* Then the rest, least recently used first: in a first walk those
      that cover what is still needed alone (so that small arrays in use
@@ -418,19 +439,10 @@ gm_spill_make_room (int device, size_t nbytes, gm_block *const *keep,
     for (block = devices[device].head; block != NULL && *freed < nbytes;
          block = next)
       {
-        gm_status status;
-
         next = block->next;
-        if (kept (block, keep, nkeep) || gm_spill_why_not (block) != NULL
-            || (walk == 0 && block->nbytes < nbytes - *freed))
-          continue;
-        status = gm_spill_block (block);
-        /* GM_ERR_NOMEM: the host limit; nothing more can move.  */
-        if (status == GM_ERR_NOMEM)
-          return GM_OK;
-        if (status != GM_OK)
+        if ((walk == 1 || block->nbytes >= nbytes - *freed)
+            && !move_for_room (block, keep, nkeep, freed, &status))
           return status;
-        *freed += block->nbytes;
       }
   return GM_OK;
 }
