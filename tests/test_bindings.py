@@ -420,6 +420,32 @@ def kept_array_outlives_free(m):
 
 
 @each
+def every_parameter_form(m):
+    # By value, const reference, reference, pointer and rvalue reference:
+    # each gets the array, holds its memory only while it should, and
+    # gives its references back.
+    n = 1 << 20
+    a = gpumem.to_device(np.arange(n, dtype=np.float32) % 5)
+    expected = float((np.arange(n) % 5).sum())
+    before = sys.getrefcount(a)
+    for fn in (m.sum_contig, m.sum_const_ref, m.sum_ref, m.sum_pointer):
+        if HOST:
+            assert fn(a) == expected, fn
+        else:
+            raises(ValueError, fn, a)             # reads on the CPU
+        assert sys.getrefcount(a) == before, fn
+        assert native_held() == (0, 0), (fn, native_held())
+        raises(TypeError, fn, gpumem.zeros(4, dtype=np.int32))
+    if HOST:
+        assert m.keep_moved(a) == expected
+        a.free()
+        assert native_held() == (4 * n, 1), native_held()
+        assert m.kept_sum() == expected
+        assert m.forget() == 1
+        assert native_held() == (0, 0), native_held()
+
+
+@each
 def casters_on_spilled_and_clean_arrays(m):
     # A spilled array comes back before a caster reads it, also on the
     # path without a call (the lent view); a caster that may write ends

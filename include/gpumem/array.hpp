@@ -306,11 +306,28 @@ load (PyObject *obj, gm_view *view, gm_hold **hold, const char *dtype,
   return load_through_buffer (table, obj, view, dtype, ndim, flags);
 }
 
-/* The tag of gpumem::array's constructor for a caster's value.  */
+/* Whether a parameter of type PARAM is made in place from a caster's
+   loaded ARRAY (array's taken constructor, a prvalue: no move, no
+   moved-from array to empty): ARRAY itself, a const reference or an
+   rvalue reference to it; not a pointer or a reference that may be
+   written through, which get the caster's array itself.  */
+template <class Param, class Array>
+constexpr bool made_in_place
+    = std::is_same_v<std::remove_cv_t<std::remove_reference_t<Param>>, Array>
+      && !(std::is_lvalue_reference_v<Param>
+           && !std::is_const_v<std::remove_reference_t<Param>>);
+
+/* The tags of gpumem::array's constructors for a caster's value: made
+   empty, to be loaded before anything else reads it (unloaded), and
+   the parameter made from it (taken).  */
 struct unloaded_t
 {
 };
 constexpr unloaded_t unloaded{};
+struct taken_t
+{
+};
+constexpr taken_t taken{};
 
 /* Puts WHAT (the parameter: its type) and ": " before the message of
    the Python exception that is set, keeping its type.  */
@@ -393,7 +410,16 @@ public:
   GPUMEM_INLINE explicit array (detail::unloaded_t) noexcept
   {
     view_.owner = nullptr;
-    hold_ = nullptr;
+  }
+  /* The parameter, made from a caster's loaded value FROM: takes its
+     reference and hold, and leaves it with neither, for its destructor
+     alone to read.  */
+  GPUMEM_INLINE array (detail::taken_t, array &from) noexcept
+  {
+    take (from);
+    hold_ = from.hold_;
+    from.view_.owner = nullptr;
+    from.hold_ = nullptr;
   }
   array (const array &other) noexcept
   {
@@ -440,13 +466,15 @@ public:
     return *this;
   }
   /* (A test, then Py_DECREF: Py_XDECREF may be a call, and a moved-from
-     array has no owner.)  The hold goes first: the owner keeps what
-     its last drop reads.  */
+     array has no owner.)  A hold comes only with an owner, and goes
+     first: the owner keeps what its last drop reads.  */
   GPUMEM_INLINE ~array ()
   {
-    drop (hold_);
     if (view_.owner != nullptr)
-      Py_DECREF (view_.owner);
+      {
+        drop (hold_);
+        Py_DECREF (view_.owner);
+      }
   }
 
   /* Takes OBJ's memory after the parameter's checks (detail::load).  0,
@@ -454,9 +482,12 @@ public:
      a caster calls it once an argument.  */
   GPUMEM_INLINE int load (PyObject *obj)
   {
-    drop (hold_);
+    if (view_.owner != nullptr)
+      {
+        drop (hold_);
+        Py_CLEAR (view_.owner);
+      }
     hold_ = nullptr;
-    Py_CLEAR (view_.owner);
     if (detail::load (obj, &view_, &hold_, dtype_name, dtype_typestr, NDIM,
                       detail::view_flags (writable, LAYOUT)) < 0)
       {
@@ -623,9 +654,13 @@ private:
      ours.  */
   GPUMEM_INLINE void take (const array &other) noexcept
   {
+    take_view (other.view_);
+  }
+  /* FROM's fields, as take ().  */
+  GPUMEM_INLINE void take_view (const gm_view &from) noexcept
+  {
     static_assert (offsetof (gm_view, dims) + sizeof view_.dims
                      == sizeof (gm_view), "gm_view's dims come last");
-    const gm_view &from = other.view_;
     detail::copy_bytes<offsetof (gm_view, dims)> (&view_, &from);
     if (from.shape == from.dims)
       {

@@ -252,9 +252,17 @@ typedef struct gm_c_api_table
   ((api)->size >= offsetof (gm_c_api_table, member)                       \
                   + sizeof ((api)->member))
 
+/* gm_hold_take and gm_hold_drop are inlined also where a binding is
+   built for size: each is a few instructions, a call costs more.  */
+#if defined(__GNUC__)
+#define GM_HOLD_INLINE static inline __attribute__ ((always_inline))
+#else
+#define GM_HOLD_INLINE static inline
+#endif
+
 /* One more hold of native code on HOLD (a lent view's gm_lent.hold):
    with the GIL.  */
-static inline void
+GM_HOLD_INLINE void
 gm_hold_take (gm_hold *hold)
 {
   hold->holds++;
@@ -264,7 +272,7 @@ gm_hold_take (gm_hold *hold)
 /* Ends a hold that API's hold or gm_hold_take took: the memory goes if
    it was the last (free () was called, and nothing else holds it).
    With the GIL.  */
-static inline void
+GM_HOLD_INLINE void
 gm_hold_drop (const struct gm_c_api_table *api, gm_hold *hold)
 {
   hold->native--;

@@ -94,7 +94,11 @@ struct type_caster<gpumem::array<T, NDIM, LAYOUT>>
         + const_name<(LAYOUT & gpumem::c_contig) == 0> (
             const_name (", strided"), const_name (""))
         + const_name ("]");
-  template <typename T_> using Cast = movable_cast_t<T_>;
+  /* A parameter by value, const or rvalue reference: made in place
+     from the loaded value; by pointer or reference: the value.  */
+  template <typename T_>
+  using Cast = std::conditional_t<gpumem::detail::made_in_place<T_, Value>,
+                                  Value, movable_cast_t<T_>>;
   template <typename T_> static constexpr bool can_cast () { return true; }
 
   Array value{gpumem::detail::unloaded};
@@ -162,9 +166,13 @@ struct type_caster<gpumem::array<T, NDIM, LAYOUT>>
     gpumem::detail::restore_error (taken);
     throw python_error ();
   }
+  GPUMEM_INLINE explicit operator Value ()
+  {
+    check ();
+    return Value (gpumem::detail::taken, value);
+  }
   explicit operator Value * () { check (); return &value; }
-  explicit operator Value & () { check (); return (Value &) value; }
-  explicit operator Value && () { check (); return (Value &&) value; }
+  explicit operator Value & () { check (); return value; }
 };
 
 } // namespace detail

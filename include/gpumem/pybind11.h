@@ -79,19 +79,31 @@ struct type_caster<gpumem::array<T, NDIM, LAYOUT>>
   using Array = gpumem::array<T, NDIM, LAYOUT>;
   using Value = typename Array::value_type;
 
-  PYBIND11_TYPE_CASTER (
-      Array,
-      const_name ("gpumem.DeviceArray[")
-          + const_name<std::is_const<T>::value> (const_name ("const "),
-                                                 const_name (""))
-          + const_name (gpumem::dtype<Value>::name)
-          + const_name<(NDIM >= 0)> (
-              const_name (", ndim=")
-                  + const_name<(size_t) (NDIM >= 0 ? NDIM : 0)> (),
-              const_name (""))
-          + const_name<(LAYOUT & gpumem::c_contig) == 0> (
-              const_name (", strided"), const_name (""))
-          + const_name ("]"));
+  static constexpr auto name
+      = const_name ("gpumem.DeviceArray[")
+        + const_name<std::is_const<T>::value> (const_name ("const "),
+                                               const_name (""))
+        + const_name (gpumem::dtype<Value>::name)
+        + const_name<(NDIM >= 0)> (
+            const_name (", ndim=")
+                + const_name<(size_t) (NDIM >= 0 ? NDIM : 0)> (),
+            const_name (""))
+        + const_name<(LAYOUT & gpumem::c_contig) == 0> (
+            const_name (", strided"), const_name (""))
+        + const_name ("]");
+
+  /* A parameter by value, const or rvalue reference: made in place
+     from the loaded value; by pointer or reference: the value.  */
+  template <typename T_>
+  using cast_op_type
+      = conditional_t<gpumem::detail::made_in_place<T_, Array>, Array,
+                      movable_cast_op_type<T_>>;
+  GPUMEM_INLINE explicit operator Array ()
+  {
+    return Array (gpumem::detail::taken, value);
+  }
+  explicit operator Array * () { return &value; }
+  explicit operator Array & () { return value; }
 
   /* SRC's memory into value.  True; false in the no-conversion pass of
      an overloaded function (the next overload is tried); else throws
@@ -111,6 +123,13 @@ struct type_caster<gpumem::array<T, NDIM, LAYOUT>>
 
   /* The array's Python object: the DeviceArray of gpumem::empty, or the
      object the argument came from.  */
+  static handle cast (const Array *src, return_value_policy policy,
+                      handle parent)
+  {
+    if (src == nullptr)
+      return none ().release ();
+    return cast (*src, policy, parent);
+  }
   static handle cast (const Array &src, return_value_policy, handle)
   {
     PyObject *object = src.object ();
@@ -119,6 +138,9 @@ struct type_caster<gpumem::array<T, NDIM, LAYOUT>>
     Py_INCREF (object);
     return object;
   }
+
+private:
+  Array value{gpumem::detail::unloaded};
 };
 
 } // namespace detail

@@ -76,6 +76,41 @@ keep (array<float, 1> x)
   kept.push_back (x);
 }
 
+/* The other ways a parameter may take an array, each a caster's path
+   of its own: a const reference and an rvalue reference (made in place,
+   as by value), a reference and a pointer (an array kept in the
+   caster).  Each returns the sum of X's elements (host memory only);
+   keep_moved keeps X, moved from the parameter.  */
+static double
+sum_const_ref (const array<const float, 1> &x)
+{
+  return sum_contig (x);
+}
+
+static double
+sum_ref (array<const float, 1> &x)
+{
+  return sum_contig (x);
+}
+
+static double
+sum_pointer (const array<const float, 1> *x)
+{
+  return sum_contig (*x);
+}
+
+static double
+keep_moved (array<float, 1> &&x)
+{
+  kept.push_back (std::move (x));
+  const array<float, 1> &got = kept.back ();
+  host_memory_only (got);
+  double sum = 0;
+  for (std::int64_t i = 0; i < got.size (); i++)
+    sum += got.data ()[i];
+  return sum;
+}
+
 /* The sum of every element of the kept arrays, read on the CPU (host
    memory only).  */
 static double
@@ -268,6 +303,10 @@ GM_BIND_MODULE
   m.def ("launch_of", &launch_of);
   m.def ("as_older_gpumem", &as_older_gpumem);
   m.def ("keep", &keep, py::arg ("x"));
+  m.def ("sum_const_ref", &sum_const_ref, py::arg ("x"));
+  m.def ("sum_ref", &sum_ref, py::arg ("x"));
+  m.def ("sum_pointer", &sum_pointer, py::arg ("x"));
+  m.def ("keep_moved", &keep_moved, py::arg ("x"));
   m.def ("kept_sum", &kept_sum);
   m.def ("forget", &forget);
   m.def ("increment_released", &increment_released, py::arg ("x"),
