@@ -104,10 +104,10 @@ once (int recipe, void *dst, const void *src, size_t n, int to_device)
     case ASYNC_SPIN:
       err = cudaMemcpyAsync (dst, src, n, cudaMemcpyDefault,
                              cudaStreamLegacy);
-      while (err == cudaSuccess
-             && (err = cudaStreamQuery (cudaStreamLegacy))
-                == cudaErrorNotReady)
-        ;
+      if (err == cudaSuccess)
+        while ((err = cudaStreamQuery (cudaStreamLegacy))
+               == cudaErrorNotReady)
+          ;
       break;
     case ASYNC_OWN_STREAM:
       err = cudaMemcpyAsync (dst, src, n, cudaMemcpyDefault, own_stream);
