@@ -340,7 +340,7 @@ for item in $plan; do
   section=${item%%:*}
   round=${item#*:}
   case $section in
-    sharing|peers|nccl|commipc) continue ;;   # scripts of their own, below
+    sharing|managed|peers|nccl|commipc) continue ;;   # scripts of their own, below
   esac
   list=$(figures "$section")
   if test "$section" = kernels; then

@@ -252,6 +252,30 @@ def every_target_has_a_section():
 
 
 @case
+def sections_of_their_own_skip_the_drivers():
+    """A section whose figures the implementations' drivers do not know
+    (raw.cu, bench_gpumem.py, bench_cupy.py: benchlib.FIGURES) runs
+    scripts of its own: run.sh's loop over the drivers leaves it out,
+    else each driver fails on an unknown figure."""
+    sections = listed_sections()
+    spec = importlib.util.spec_from_file_location(
+        "benchlib", os.path.join(BENCH, "benchlib.py"))
+    benchlib = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchlib)
+    own = {name for name, figures in sections.items()
+           if not set(figures) <= set(benchlib.FIGURES)}
+    assert {"sharing", "managed", "peers"} <= own, own
+    with open(os.path.join(BENCH, "run.sh"), encoding="utf-8") as f:
+        text = f.read()
+    skip = re.search(r"^\s+([a-z|]+)\) continue ;;", text, re.M)
+    assert skip, "run.sh's loop over the drivers skips no section"
+    # Skipped, or run by a branch of its own in the loop (kernels).
+    skipped = set(skip.group(1).split("|")) | set(
+        re.findall(r'^  if test "\$section" = (\w+); then$', text, re.M))
+    assert own <= skipped, f"the drivers would run {own - skipped}"
+
+
+@case
 def the_sections_tables_join_the_report():
     """One report a run: the sharing, collectives and one-GPU collectives
     tables inside it, headings one level down; a section that did not
