@@ -113,6 +113,50 @@ def managed_bytes_are_booked_and_limited():
 
 
 @case
+def freed_blocks_serve_the_next_array_of_their_size():
+    # A managed block freed without stream= is kept (by size, on its
+    # device) for the next request of that size, out of the books until
+    # then; advice keeps a block from being reused; empty_cache gives
+    # the kept blocks back.
+    gpumem.empty_cache(DEV)
+    s0 = stats()
+    assert s0["managed_cached_bytes"] == 0, s0
+    n = 1 << 16                                   # 256 KiB of float32
+    a = gpumem.empty(n, "float32", memory="managed")
+    address = a.ptr
+    a.free()
+    s1 = stats()
+    assert s1["managed_cached_bytes"] == 4 * n, s1
+    assert s1["allocated_bytes"] == s0["allocated_bytes"]
+    assert s1["managed_bytes"] == s0["managed_bytes"]
+    other = gpumem.empty(n + 1, "float32", memory="managed")   # not its size
+    assert other.ptr != address
+    assert stats()["managed_cached_bytes"] == 4 * n
+    b = gpumem.zeros(n, "float32", memory="managed")
+    assert b.ptr == address, (hex(b.ptr), hex(address))
+    assert not b.copy_to_host().any()             # zeros, as made anew
+    s2 = stats()
+    assert s2["managed_cached_bytes"] == 0, s2
+    assert s2["managed_bytes"] == s0["managed_bytes"] + 4 * (2 * n + 1)
+    assert s2["total_allocations"] == s0["total_allocations"] + 3
+    # Advice makes the block go back to the backend when it goes.
+    b.advise(read_mostly=True)
+    b.free()
+    assert stats()["managed_cached_bytes"] == 0
+    # A view's advice is its base's block's.
+    c = gpumem.empty(n, "float32", memory="managed")
+    c[: n // 2].advise(preferred_location=DEV)
+    del c
+    gc.collect()
+    assert stats()["managed_cached_bytes"] == 0
+    other.free()
+    assert stats()["managed_cached_bytes"] == 4 * (n + 1)
+    gpumem.empty_cache(DEV)
+    assert stats()["managed_cached_bytes"] == 0
+    assert stats()["managed_bytes"] == s0["managed_bytes"]
+
+
+@case
 def copies_views_and_kernels_take_managed_arrays():
     n = 1 << 16
     x_host = (np.arange(n) % 5).astype(np.float32)

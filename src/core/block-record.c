@@ -119,7 +119,7 @@ gm_block_gone (gm_block *block)
   else if (resident && (block->ptr != NULL || block->nbytes != 0))
     status = block->managed
              ? gm_mem_free_managed (block->device, block->ptr, block->nbytes,
-                                    NULL)
+                                    NULL, !block->advised)
              : gm_mem_free (block->device, block->ptr, block->nbytes, NULL);
   free (block);
   return status;
@@ -149,4 +149,10 @@ void
 gm_block_unexpose (gm_block *block, uint32_t bits)
 {
   block->exposure &= ~bits;
+}
+
+void
+gm_block_note_advised (gm_block *block)
+{
+  block->advised = true;
 }

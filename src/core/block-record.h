@@ -43,6 +43,8 @@ struct gm_block
   bool owner_gone;             /* the array that made it let go */
   bool native_counted;         /* in the books' native_held_bytes */
   bool managed;                /* gm_mem_alloc_managed's */
+  bool advised;                /* managed memory given advice: not kept
+                                  for reuse when it goes */
   int device;
   void *ptr;
   size_t nbytes;
@@ -102,5 +104,9 @@ gm_status gm_block_owner_release (gm_block *block);
    (gm_block_unexpose); never fails.  */
 void gm_block_expose (gm_block *block, uint32_t bits);
 void gm_block_unexpose (gm_block *block, uint32_t bits);
+/* Marks BLOCK's managed memory as given advice (read-mostly, a preferred
+   location, who accesses it): when it goes, it goes back to the backend
+   rather than serving another array with that advice.  */
+void gm_block_note_advised (gm_block *block);
 
 #endif /* GM_BLOCK_RECORD_H */

@@ -70,6 +70,10 @@ typedef struct gm_mem_stats
   size_t managed_bytes;
   size_t peak_managed_bytes;
   size_t managed_allocations;
+  /* Managed memory freed and kept for the next request of its size
+     (managed-cache.c): not in ALLOCATED_BYTES, given back by
+     gm_mem_empty_cache.  */
+  size_t managed_cached_bytes;
 } gm_mem_stats;
 
 /* Allocates NBYTES on DEVICE ordered on STREAM for OWNER; *PTR is NULL
@@ -122,13 +126,17 @@ gm_status gm_mem_free (int device, void *ptr, size_t nbytes,
    under its limit, in its history, and counted in its MANAGED_BYTES as
    well.  The limit counts these bytes although their pages may lie on
    the host: it bounds what gpumem booked on the device, not where the
-   driver put it.  */
+   driver put it.  A freed block is kept for the next request of its
+   size in the default stream's order (managed-cache.c) where REUSABLE
+   (no advice was given on it) and the free has no STREAM.  */
 gm_status gm_mem_alloc_managed (int device, size_t nbytes, gm_stream *stream,
                                 void **ptr);
 gm_status gm_mem_free_managed (int device, void *ptr, size_t nbytes,
-                               gm_stream *stream);
+                               gm_stream *stream, bool reusable);
 gm_status gm_mem_stats_get (int device, gm_mem_stats *stats);
 gm_status gm_mem_set_limit (int device, size_t limit);
+/* Gives DEVICE's idle memory back: the kept managed blocks, then the
+   backend's pools' cached memory.  */
 gm_status gm_mem_empty_cache (int device);
 /* Prints the per-device table of --stats to standard error.  */
 void gm_mem_print_stats (void);

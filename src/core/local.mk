@@ -17,6 +17,7 @@ src_core_libgm_core_la_SOURCES = \
 	src/core/graph-deps.c src/core/graph-deps.h \
 	src/core/pinned-ranges.c src/core/pinned-ranges.h \
 	src/core/pinned-pool.c src/core/pinned-pool.h \
+	src/core/managed-cache.c src/core/managed-cache.h \
 	src/core/nvtx.c src/core/nvtx.h \
 	src/core/pool-hooks.c src/core/pool-hooks.h src/core/pool-blocks.c \
 	src/core/config-facts.c src/core/config-facts.h

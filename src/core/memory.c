@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "gm.h"
+#include "managed-cache.h"
 #include "mem-history.h"
 
 static gm_mem_stats books[GM_MAX_DEVICES];
@@ -579,6 +580,7 @@ gm_mem_stats_get (int device, gm_mem_stats *out)
   pthread_mutex_lock (&books_lock);
   *out = *book (device);
   pthread_mutex_unlock (&books_lock);
+  out->managed_cached_bytes = gm_managed_cache_bytes (device);
   return gm_backend_current->reserved (device, &out->reserved_bytes);
 }
 
@@ -601,6 +603,9 @@ gm_mem_empty_cache (int device)
   gm_status status = check_device (device);
   size_t reserved;
 
+  if (status != GM_OK)
+    return status;
+  status = gm_managed_cache_release (device);
   if (status != GM_OK)
     return status;
   return gm_backend_current->release_cached (device, &reserved);
@@ -655,21 +660,22 @@ gm_format_bytes (size_t nbytes, char *buf, size_t size)
     snprintf (buf, size, "%.1f %s", value, units[unit]);
 }
 
-/* The backend's managed memory as a gm_mem_get_fn and a gm_mem_put_fn.  */
+/* The backend's managed memory, through the cache of freed blocks
+   (managed-cache.c), as a gm_mem_get_fn and a gm_mem_put_fn; the put's
+   CTX non-NULL where the block may be kept.  */
 static gm_status
 managed_get (void *ctx, int device, size_t nbytes, gm_stream *stream,
              void **ptr)
 {
   (void) ctx;
-  return gm_backend_current->managed_malloc (device, nbytes, stream, ptr);
+  return gm_managed_cache_get (device, nbytes, stream, ptr);
 }
 
 static gm_status
 managed_put (void *ctx, int device, void *ptr, size_t nbytes,
              gm_stream *stream)
 {
-  (void) ctx;
-  return gm_backend_current->managed_free (device, ptr, nbytes, stream);
+  return gm_managed_cache_put (device, ptr, nbytes, stream, ctx != NULL);
 }
 
 gm_status
@@ -693,7 +699,8 @@ gm_mem_alloc_managed (int device, size_t nbytes, gm_stream *stream,
 }
 
 gm_status
-gm_mem_free_managed (int device, void *ptr, size_t nbytes, gm_stream *stream)
+gm_mem_free_managed (int device, void *ptr, size_t nbytes, gm_stream *stream,
+                     bool reusable)
 {
   if (ptr == NULL && nbytes == 0)
     return GM_OK;
@@ -708,5 +715,5 @@ gm_mem_free_managed (int device, void *ptr, size_t nbytes, gm_stream *stream)
       pthread_mutex_unlock (&books_lock);
     }
   return gm_mem_free_with (GM_MEM_OWNER_GPUMEM, device, ptr, nbytes, stream,
-                           managed_put, NULL);
+                           managed_put, reusable ? &reusable : NULL);
 }

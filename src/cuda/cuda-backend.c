@@ -76,6 +76,7 @@
 #include "cuda-status.h"
 #include "share.h"
 #include "dlpack-abi.h"
+#include "managed-cache.h"
 #include "pinned-pool.h"
 #include "pinned-ranges.h"
 
@@ -115,6 +116,7 @@ cuda_shutdown (void)
      releases what it owns (staging buffers, the kernels' scratch, the
      pool's cached memory) and leaves the context to the driver, which ends it with the process.  */
   gm_pinned_release_cached ();
+  gm_managed_cache_release (-1);
   gm_staging_shutdown (!gm_cuda_lost ());
   gm_pinned_ranges_clear ();
   if (gm_cuda_lost ())

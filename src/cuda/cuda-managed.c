@@ -121,6 +121,9 @@ gm_cuda_managed_malloc (int device, size_t nbytes, gm_stream *stream,
 
   if (status != GM_OK)
     return status;
+  status = gm_cuda_join (device, stream);
+  if (status != GM_OK)
+    return status;
   pool = managed_pool (device);
   if (pool != NULL && atomic_load (&pool_served[device]))
     {
@@ -173,8 +176,12 @@ gm_cuda_managed_free (int device, void *ptr, size_t nbytes, gm_stream *stream)
   status = gm_cuda_use_device (device);
   if (status != GM_OK)
     return status;
-  /* cudaFree waits for the device's work, as a free on the default
-     stream must.  */
+  /* A free on the default stream comes after the non-blocking streams'
+     work so far, as gm_cuda_free's; cudaFree waits for the device's
+     work, as a free on the default stream must.  */
+  status = gm_cuda_join (device, stream);
+  if (status != GM_OK)
+    return status;
   err = managed_pool (device) != NULL
         ? cudaFreeAsync (ptr, gm_cuda_handle_of (stream)) : cudaFree (ptr);
   if (err == cudaErrorCudartUnloading)

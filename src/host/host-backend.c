@@ -25,6 +25,7 @@
 #include "host-graph.h"
 #include "host-memory.h"
 #include "host-reduce.h"
+#include "managed-cache.h"
 #include "pinned-pool.h"
 #include "share.h"
 
@@ -515,6 +516,7 @@ static void
 host_shutdown (void)
 {
   gm_pinned_release_cached ();
+  gm_managed_cache_release (-1);
 }
 
 const gm_backend gm_backend_host = {

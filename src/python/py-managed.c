@@ -492,6 +492,8 @@ gmpy_array_advise (PyObject *self, PyObject *args, PyObject *kwargs)
                                GM_ADVISE_UNSET_ACCESSED_BY, &list) < 0))
     goto done;
   span_of (array, &start, &nbytes);
+  if (list.n > 0 && gmpy_array_block (self) != NULL)
+    gm_block_note_advised (gmpy_array_block (self));
   for (size_t i = 0; nbytes > 0 && i < list.n; i++)
     {
       gm_status status = gm_backend_current->managed_advise (

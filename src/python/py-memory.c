@@ -67,7 +67,7 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
       return NULL;
     }
   result = Py_BuildValue ("{s:n,s:n,s:n,s:n,s:n,s:N,s:n,s:n,s:n,s:n,s:n,s:N,"
-                          "s:n,s:n,s:n,s:n,s:n,s:n,s:N}",
+                          "s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:N}",
                         "allocated_bytes", (Py_ssize_t) stats.allocated_bytes,
                         "peak_allocated_bytes",
                         (Py_ssize_t) stats.peak_allocated_bytes,
@@ -90,6 +90,8 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
                         (Py_ssize_t) stats.peak_managed_bytes,
                         "managed_allocations",
                         (Py_ssize_t) stats.managed_allocations,
+                        "managed_cached_bytes",
+                        (Py_ssize_t) stats.managed_cached_bytes,
                         "pinned_reserved_bytes",
                         (Py_ssize_t) pinned.reserved_bytes,
                         "pinned_allocated_bytes",
@@ -274,7 +276,9 @@ PyMethodDef gmpy_memory_methods[] = {
    "total_allocations; managed_bytes, peak_managed_bytes and\n"
    "managed_allocations, the managed arrays whose home is the device\n"
    "(included in allocated_bytes and under the limit, wherever their\n"
-   "pages lie); pinned_reserved_bytes, pinned_allocated_bytes,\n"
+   "pages lie); managed_cached_bytes, freed managed memory kept for the\n"
+   "next array of its size (not in allocated_bytes; empty_cache() gives\n"
+   "it back); pinned_reserved_bytes, pinned_allocated_bytes,\n"
    "pinned_peak_allocated_bytes and pinned_limit, the process's pool of\n"
    "page-locked host memory (pinned_empty, the staging)."},
   {"set_memory_limit", (PyCFunction) (void (*) (void)) gmpy_set_memory_limit,
