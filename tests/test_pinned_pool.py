@@ -38,6 +38,9 @@ def a_freed_buffer_is_reused_and_the_books_move_exactly():
     assert allocated2 == allocated0 and reserved2 == reserved1   # cached
     b = gpumem.pinned_empty((256, 1024), "float32")               # 1 MiB
     assert b.ctypes.data == address, "the cached block was not reused"
+    assert b.shape == (256, 1024) and b.dtype == np.float32, b
+    assert b.flags.c_contiguous and b.flags.writeable, b.flags
+    assert type(b.base).__name__ == "PinnedBuffer", type(b.base)
     assert pinned()[0] == reserved1
     b[:] = 1.5
     d = gpumem.to_device(b)

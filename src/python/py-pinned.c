@@ -59,7 +59,7 @@ gmpy_pinned_empty (PyObject *module, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = {"shape", "dtype", NULL};
   gmpy_state *state = gmpy_state_get ();
-  PyObject *shape, *dtype_obj = Py_None, *flat, *result;
+  PyObject *shape, *dtype_obj = Py_None, *dims_tuple, *result;
   pinnedpy_object *buffer;
   Py_ssize_t size, dims[GM_MAX_NDIM];
   int ndim;
@@ -85,23 +85,16 @@ gmpy_pinned_empty (PyObject *module, PyObject *args, PyObject *kwargs)
       Py_DECREF (buffer);
       return gmpy_raise (status);
     }
-  flat = PyObject_CallMethod (state->numpy, "frombuffer", "OO", buffer,
-                              state->np_dtypes[dtype]);
+  /* numpy.ndarray (shape, dtype, buffer): one call makes the array of
+     the shape over the buffer, which becomes its base.  */
+  dims_tuple = gmpy_shape_tuple (ndim, dims);
+  result = dims_tuple != NULL
+           ? PyObject_CallFunctionObjArgs (state->np_ndarray, dims_tuple,
+                                           state->np_dtypes[dtype],
+                                           (PyObject *) buffer, NULL)
+           : NULL;
+  Py_XDECREF (dims_tuple);
   Py_DECREF (buffer);
-  if (flat == NULL)
-    return NULL;
-  {
-    PyObject *dims_tuple = gmpy_shape_tuple (ndim, dims);
-    PyObject *name = PyUnicode_FromString ("reshape");
-    /* One argument, the tuple: CallMethod's "O" would spread it, and
-       shape () would become reshape () with no shape at all.  */
-    result = dims_tuple && name
-               ? PyObject_CallMethodObjArgs (flat, name, dims_tuple, NULL)
-               : NULL;
-    Py_XDECREF (name);
-    Py_XDECREF (dims_tuple);
-  }
-  Py_DECREF (flat);
   return result;
 }
 
