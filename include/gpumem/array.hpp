@@ -306,6 +306,23 @@ load (PyObject *obj, gm_view *view, gm_hold **hold, const char *dtype,
   return load_through_buffer (table, obj, view, dtype, ndim, flags);
 }
 
+/* The name help () shows for a caster of gpumem::array<T, NDIM, LAYOUT>
+   ("gpumem.DeviceArray[const float32, ndim=1]"), built at compile time
+   with the binding library's own const_name, which the including
+   header's namespace supplies (pybind11::detail, nanobind::detail).  */
+#define GPUMEM_CASTER_NAME(T, NDIM, LAYOUT)                               \
+  (const_name ("gpumem.DeviceArray[")                                     \
+   + const_name<std::is_const<T>::value> (const_name ("const "),          \
+                                          const_name (""))                \
+   + const_name (gpumem::dtype<std::remove_cv_t<T>>::name)                \
+   + const_name<((NDIM) >= 0)> (                                          \
+       const_name (", ndim=")                                             \
+           + const_name<(size_t) ((NDIM) >= 0 ? (NDIM) : 0)> (),          \
+       const_name (""))                                                   \
+   + const_name<((LAYOUT) & gpumem::c_contig) == 0> (                     \
+       const_name (", strided"), const_name (""))                         \
+   + const_name ("]"))
+
 /* Whether a parameter of type PARAM is made in place from a caster's
    loaded ARRAY (array's taken constructor, a prvalue: no move, no
    moved-from array to empty): ARRAY itself, a const reference or an

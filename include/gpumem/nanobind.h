@@ -82,18 +82,7 @@ struct type_caster<gpumem::array<T, NDIM, LAYOUT>>
   using Value = Array;
   using Element = typename Array::value_type;
 
-  static constexpr auto Name
-      = const_name ("gpumem.DeviceArray[")
-        + const_name<std::is_const<T>::value> (const_name ("const "),
-                                               const_name (""))
-        + const_name (gpumem::dtype<Element>::name)
-        + const_name<(NDIM >= 0)> (
-            const_name (", ndim=")
-                + const_name<(size_t) (NDIM >= 0 ? NDIM : 0)> (),
-            const_name (""))
-        + const_name<(LAYOUT & gpumem::c_contig) == 0> (
-            const_name (", strided"), const_name (""))
-        + const_name ("]");
+  static constexpr auto Name = GPUMEM_CASTER_NAME (T, NDIM, LAYOUT);
   /* A parameter by value, const or rvalue reference: made in place
      from the loaded value; by pointer or reference: the value.  */
   template <typename T_>

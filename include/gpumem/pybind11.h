@@ -77,20 +77,8 @@ template <class T, int NDIM, unsigned LAYOUT>
 struct type_caster<gpumem::array<T, NDIM, LAYOUT>>
 {
   using Array = gpumem::array<T, NDIM, LAYOUT>;
-  using Value = typename Array::value_type;
 
-  static constexpr auto name
-      = const_name ("gpumem.DeviceArray[")
-        + const_name<std::is_const<T>::value> (const_name ("const "),
-                                               const_name (""))
-        + const_name (gpumem::dtype<Value>::name)
-        + const_name<(NDIM >= 0)> (
-            const_name (", ndim=")
-                + const_name<(size_t) (NDIM >= 0 ? NDIM : 0)> (),
-            const_name (""))
-        + const_name<(LAYOUT & gpumem::c_contig) == 0> (
-            const_name (", strided"), const_name (""))
-        + const_name ("]");
+  static constexpr auto name = GPUMEM_CASTER_NAME (T, NDIM, LAYOUT);
 
   /* A parameter by value, const or rvalue reference: made in place
      from the loaded value; by pointer or reference: the value.  */
