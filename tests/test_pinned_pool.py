@@ -23,6 +23,18 @@ def pinned():
 
 
 @case
+def arguments_by_position_or_keyword():
+    c = gpumem.pinned_empty(shape=(2, 3), dtype=np.int16)
+    assert c.shape == (2, 3) and c.dtype == np.int16, c
+    d = gpumem.pinned_empty(5)
+    assert d.shape == (5,) and d.dtype == np.float32, d
+    raises(TypeError, gpumem.pinned_empty)
+    raises(TypeError, gpumem.pinned_empty, 4, "uint8", 1)
+    raises(TypeError, gpumem.pinned_empty, 4, bogus=1)
+    raises(TypeError, gpumem.pinned_empty, 4, dtype="no such type")
+
+
+@case
 def a_freed_buffer_is_reused_and_the_books_move_exactly():
     gpumem.empty_cache()
     reserved0, allocated0, _, limit = pinned()

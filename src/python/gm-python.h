@@ -639,8 +639,8 @@ PyObject *gmpy_alloc_gpu_memory (PyObject *module, PyObject *args,
 PyObject *gmpy_to_device (PyObject *module, PyObject *args,
                           PyObject *kwargs);
 /* gpumem.pinned_empty (py-pinned.c).  */
-PyObject *gmpy_pinned_empty (PyObject *module, PyObject *args,
-                             PyObject *kwargs);
+PyObject *gmpy_pinned_empty (PyObject *module, PyObject *const *args,
+                              Py_ssize_t nargs, PyObject *kwnames);
 
 /* The CUDA Array Interface (py-cai.c).  */
 /* DeviceArray.__cuda_array_interface__: a new dict, or NULL

@@ -177,7 +177,7 @@ static PyMethodDef gmpy_methods[] = {
    "all of SRC) from SRC into DST in any direction: host to device,\n"
    "device to host, device to device on one device or across devices."},
   {"pinned_empty", (PyCFunction) (void (*) (void)) gmpy_pinned_empty,
-   METH_VARARGS | METH_KEYWORDS,
+   METH_FASTCALL | METH_KEYWORDS,
    "pinned_empty(shape, dtype='float32')\n--\n\n"
    "A numpy.ndarray in page-locked host memory, freed with the array."},
   {"current_stream", (PyCFunction) (void (*) (void)) gmpy_current_stream_fn,

@@ -55,22 +55,23 @@ static PyType_Spec pinnedpy_spec = {
 };
 
 PyObject *
-gmpy_pinned_empty (PyObject *module, PyObject *args, PyObject *kwargs)
+gmpy_pinned_empty (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames)
 {
-  static char *keywords[] = {"shape", "dtype", NULL};
+  static const char *const names[] = {"shape", "dtype", NULL};
   gmpy_state *state = gmpy_state_get ();
-  PyObject *shape, *dtype_obj = Py_None, *dims_tuple, *result;
+  PyObject *arg[2], *dims_tuple, *result;
   pinnedpy_object *buffer;
   Py_ssize_t size, dims[GM_MAX_NDIM];
   int ndim;
   gm_dtype dtype;
   gm_status status;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|O:pinned_empty",
-                                    keywords, &shape, &dtype_obj)
-      || gmpy_dtype_arg (dtype_obj, &dtype) < 0)
+  if (gmpy_parse_args (args, nargs, kwnames, "pinned_empty", names, 1, -1,
+                       arg) < 0
+      || gmpy_dtype_arg (arg[1] != NULL ? arg[1] : Py_None, &dtype) < 0)
     return NULL;
-  if (gmpy_shape_arg (shape, gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
+  if (gmpy_shape_arg (arg[0], gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
     return NULL;
   size = gmpy_shape_size (ndim, dims);
   buffer = PyObject_New (pinnedpy_object, state->pinned_type);
