@@ -632,8 +632,10 @@ PyObject *gmpy_array_managed_numpy (PyObject *self, PyObject *args,
 extern PyMethodDef gmpy_managed_methods[];
 
 /* Module functions that make arrays (py-array.c).  */
-PyObject *gmpy_empty (PyObject *module, PyObject *args, PyObject *kwargs);
-PyObject *gmpy_zeros (PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *gmpy_empty (PyObject *module, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames);
+PyObject *gmpy_zeros (PyObject *module, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames);
 PyObject *gmpy_alloc_gpu_memory (PyObject *module, PyObject *args,
                                  PyObject *kwargs);
 PyObject *gmpy_to_device (PyObject *module, PyObject *args,

@@ -130,12 +130,12 @@ static PyMethodDef gmpy_methods[] = {
   {"current_device", gmpy_current_device_fn, METH_NOARGS,
    "current_device()\n--\n\nThe Device that new arrays go to by default."},
   {"empty", (PyCFunction) (void (*) (void)) gmpy_empty,
-   METH_VARARGS | METH_KEYWORDS,
+   METH_FASTCALL | METH_KEYWORDS,
    "empty(shape, dtype='float32', device=None, memory='device')\n--\n\n"
    "A new DeviceArray of SHAPE, its contents not initialized; MEMORY\n"
    "'managed' makes it of managed memory (docs/memory.md)."},
   {"zeros", (PyCFunction) (void (*) (void)) gmpy_zeros,
-   METH_VARARGS | METH_KEYWORDS,
+   METH_FASTCALL | METH_KEYWORDS,
    "zeros(shape, dtype='float32', device=None, memory='device')\n--\n\n"
    "A new DeviceArray of SHAPE filled with zeros."},
   {"to_device", (PyCFunction) (void (*) (void)) gmpy_to_device,

@@ -560,25 +560,27 @@ static PyType_Spec arraypy_spec = {
 
 /* Module functions that make arrays.  */
 
+/* empty and zeros (ZERO): their fast-call arguments, named FNAME in
+   messages.  */
 static PyObject *
-new_array (PyObject *args, PyObject *kwargs, const char *format, bool zero)
+new_array (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+           const char *fname, bool zero)
 {
-  static char *keywords[] = {"shape", "dtype", "device", "memory", NULL};
-  PyObject *shape_obj, *dtype_obj = Py_None, *device_obj = Py_None;
-  PyObject *memory_obj = Py_None;
+  static const char *const names[] = {"shape", "dtype", "device", "memory",
+                                      NULL};
+  PyObject *arg[4];
   Py_ssize_t dims[GM_MAX_NDIM];
   arraypy_object *array;
   gmpy_memory memory;
   gm_dtype dtype;
   int ndim, device;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, format, keywords,
-                                    &shape_obj, &dtype_obj, &device_obj,
-                                    &memory_obj)
-      || gmpy_dtype_arg (dtype_obj, &dtype) < 0
-      || gmpy_device_arg (device_obj, &device) < 0
-      || gmpy_memory_arg (memory_obj, GMPY_MEMORY_DEVICE, &memory) < 0
-      || gmpy_shape_arg (shape_obj, gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
+  if (gmpy_parse_args (args, nargs, kwnames, fname, names, 1, -1, arg) < 0
+      || gmpy_dtype_arg (arg[1], &dtype) < 0
+      || gmpy_device_arg (arg[2] != NULL ? arg[2] : Py_None, &device) < 0
+      || gmpy_memory_arg (arg[3] != NULL ? arg[3] : Py_None,
+                          GMPY_MEMORY_DEVICE, &memory) < 0
+      || gmpy_shape_arg (arg[0], gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
     return NULL;
   array = gmpy_array_new_in (ndim, dims, dtype, device, NULL, memory);
   if (array != NULL && zero)
@@ -595,15 +597,17 @@ new_array (PyObject *args, PyObject *kwargs, const char *format, bool zero)
 }
 
 PyObject *
-gmpy_empty (PyObject *module, PyObject *args, PyObject *kwargs)
+gmpy_empty (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+            PyObject *kwnames)
 {
-  return new_array (args, kwargs, "O|OOO:empty", false);
+  return new_array (args, nargs, kwnames, "empty", false);
 }
 
 PyObject *
-gmpy_zeros (PyObject *module, PyObject *args, PyObject *kwargs)
+gmpy_zeros (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+            PyObject *kwnames)
 {
-  return new_array (args, kwargs, "O|OOO:zeros", true);
+  return new_array (args, nargs, kwnames, "zeros", true);
 }
 
 PyObject *

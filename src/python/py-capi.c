@@ -465,7 +465,7 @@ static int
 capi_new_array (int ndim, const int64_t *shape, const char *dtype,
                 int device, gm_buffer *buf)
 {
-  PyObject *shape_obj = NULL, *args = NULL, *array_obj = NULL;
+  PyObject *shape_obj = NULL, *dtype_obj = NULL, *array_obj = NULL;
   PyObject *device_obj = NULL;
   int result;
 
@@ -493,13 +493,16 @@ capi_new_array (int ndim, const int64_t *shape, const char *dtype,
   device_obj = device < 0 ? Py_NewRef (Py_None) : PyLong_FromLong (device);
   if (device_obj == NULL)
     goto done;
-  args = Py_BuildValue ("(OsO)", shape_obj, dtype, device_obj);
-  if (args == NULL)
+  dtype_obj = PyUnicode_FromString (dtype);
+  if (dtype_obj == NULL)
     goto done;
-  array_obj = gmpy_empty (NULL, args, NULL);
+  {
+    PyObject *args[3] = {shape_obj, dtype_obj, device_obj};
+    array_obj = gmpy_empty (NULL, args, 3, NULL);
+  }
 
 done:
-  Py_XDECREF (args);
+  Py_XDECREF (dtype_obj);
   Py_XDECREF (device_obj);
   Py_DECREF (shape_obj);
   if (array_obj == NULL)
