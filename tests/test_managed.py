@@ -387,6 +387,8 @@ def the_history_and_the_report_show_managed_arrays():
     gpumem.memory_history(max_entries=100)
     try:
         m = gpumem.empty(12345, "uint8", memory="managed")
+        gone = gpumem.empty(4321, "uint8", memory="managed")
+        gone.free()                                # kept for reuse
         snap = gpumem.memory_snapshot()
         sizes = [int(b["size"]) for b in snap["blocks"]]
         assert 12345 in sizes, sizes
@@ -396,6 +398,9 @@ def the_history_and_the_report_show_managed_arrays():
         page = open(path).read()
         s = gpumem.memory_stats(DEV)
         assert '"managed_now":%d,' % s["managed_bytes"] in page
+        assert s["managed_cached_bytes"] >= 4321, s
+        assert '"managed_cached_now":%d,' % s["managed_cached_bytes"] \
+            in page
         assert '"pinned_allocated":%d,' % s["pinned_allocated_bytes"] in page
         assert s["managed_bytes"] >= 12345 and s["pinned_allocated_bytes"] \
             >= 4096

@@ -671,13 +671,9 @@ private:
      ours.  */
   GPUMEM_INLINE void take (const array &other) noexcept
   {
-    take_view (other.view_);
-  }
-  /* FROM's fields, as take ().  */
-  GPUMEM_INLINE void take_view (const gm_view &from) noexcept
-  {
     static_assert (offsetof (gm_view, dims) + sizeof view_.dims
                      == sizeof (gm_view), "gm_view's dims come last");
+    const gm_view &from = other.view_;
     detail::copy_bytes<offsetof (gm_view, dims)> (&view_, &from);
     if (from.shape == from.dims)
       {

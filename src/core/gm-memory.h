@@ -77,8 +77,9 @@ typedef struct gm_mem_stats
 } gm_mem_stats;
 
 /* Allocates NBYTES on DEVICE ordered on STREAM for OWNER; *PTR is NULL
-   for 0 bytes.  When the device refuses, the pool's idle cache is given
-   back and the request tried once more.  GM_ERR_NOMEM, naming the
+   for 0 bytes.  When the device refuses, the idle memory (the managed
+   blocks kept for reuse, the pools' cache) is given back and the
+   request tried once more.  GM_ERR_NOMEM, naming the
    request, the free and idle bytes, each owner's totals and (with the
    history on) the five largest live blocks, when the limit or the
    device refuses.  */

@@ -12,15 +12,16 @@
    before the free (gpumem's calls without stream= run on the legacy
    stream, which follows every blocking stream, and the keep joins the
    non-blocking ones to it, as the backend's free does), and its new
-   owner's work comes after.  A
-   block that was given advice (read-mostly, a preferred location) goes
-   back to the backend instead, so that no array inherits another's.
+   owner's work comes after.  A block that was given advice (read-mostly,
+   a preferred location) goes back to the backend instead, so that no
+   array inherits another's.
 
    At most KEEP_BLOCKS blocks of at most KEEP_LARGEST bytes and
    KEEP_BYTES in all a device: large arrays cost the backend little
    beside their size, and memory kept here is memory the device's other
-   allocations cannot have (an allocation the device refuses first gives
-   it all back).  The backend is called outside the lock.  */
+   allocations cannot have (any allocation the device refuses, device or
+   managed, first gives it all back: gm_mem_alloc_with).  The backend is
+   called outside the lock.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -83,8 +84,6 @@ gm_status
 gm_managed_cache_get (int device, size_t nbytes, gm_stream *stream,
                       void **ptr)
 {
-  gm_status status;
-
   if (stream == NULL && device_ok (device) && nbytes > 0)
     {
       pthread_mutex_lock (&cache_lock);
@@ -93,15 +92,7 @@ gm_managed_cache_get (int device, size_t nbytes, gm_stream *stream,
       if (*ptr != NULL)
         return GM_OK;
     }
-  status = gm_backend_current->managed_malloc (device, nbytes, stream, ptr);
-  if (status == GM_ERR_NOMEM && gm_managed_cache_bytes (device) > 0)
-    {
-      /* What is kept here may be what the device lacks.  */
-      gm_managed_cache_release (device);
-      status = gm_backend_current->managed_malloc (device, nbytes, stream,
-                                                   ptr);
-    }
-  return status;
+  return gm_backend_current->managed_malloc (device, nbytes, stream, ptr);
 }
 
 gm_status

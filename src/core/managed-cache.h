@@ -15,8 +15,7 @@
 
 /* NBYTES of managed memory whose home is DEVICE in *PTR: a kept block
    of exactly NBYTES where the request is in the legacy default
-   stream's order (STREAM NULL), else the backend's (the device's kept
-   blocks given back once first when it is out of memory).  */
+   stream's order (STREAM NULL), else the backend's.  */
 gm_status gm_managed_cache_get (int device, size_t nbytes, gm_stream *stream,
                                 void **ptr);
 /* Ends PTR (NBYTES, from gm_managed_cache_get on DEVICE): kept where it
@@ -27,8 +26,8 @@ gm_status gm_managed_cache_get (int device, size_t nbytes, gm_stream *stream,
 gm_status gm_managed_cache_put (int device, void *ptr, size_t nbytes,
                                 gm_stream *stream, bool reusable);
 /* Gives DEVICE's kept blocks back to the backend (every device's for
-   -1): empty_cache, an allocation the device refused, the backend's
-   end.  */
+   -1): empty_cache and an allocation the device refused (memory.c's
+   release_idle), the backend's end.  */
 gm_status gm_managed_cache_release (int device);
 /* The bytes DEVICE's kept blocks hold.  */
 size_t gm_managed_cache_bytes (int device);

@@ -184,13 +184,15 @@ device_json (FILE *out, const gm_mem_history_copy *copy, int device,
   gm_pinned_stats_get (&pinned);
   fprintf (out, "{\"device\":%d,\"allocated_now\":%zu,\"reserved_now\":%zu,"
            "\"peak_allocated\":%zu,\"shared_now\":%zu,\"imported_now\":%zu,"
-           "\"managed_now\":%zu,\"pinned_reserved\":%zu,"
+           "\"managed_now\":%zu,\"managed_cached_now\":%zu,"
+           "\"pinned_reserved\":%zu,"
            "\"pinned_allocated\":%zu,\"spilled_now\":%zu,"
            "\"spill_clean_now\":%zu,"
            "\"limit\":", device, stats.allocated_bytes, stats.reserved_bytes,
            stats.peak_allocated_bytes, stats.shared_bytes,
            stats.owners[GM_MEM_OWNER_IMPORTED].allocated_bytes,
-           stats.managed_bytes, pinned.reserved_bytes,
+           stats.managed_bytes, stats.managed_cached_bytes,
+           pinned.reserved_bytes,
            pinned.allocated_bytes, spill.spilled_bytes, spill.clean_bytes);
   if (stats.limit == SIZE_MAX)
     fputs ("null", out);
@@ -288,7 +290,8 @@ static const char page_tail[] =
   "', now '+fmt(d.allocated_now)+' allocated, '+fmt(d.reserved_now)+"
   "' reserved; of the allocated, '+fmt(d.shared_now)+' shared with "
   "other processes, '+fmt(d.imported_now)+' opened from them, '+"
-  "fmt(d.managed_now)+' managed; the pinned pool: '+"
+  "fmt(d.managed_now)+' managed ('+fmt(d.managed_cached_now)+"
+  "' more freed and kept for reuse); the pinned pool: '+"
   "fmt(d.pinned_allocated)+' in use of '+fmt(d.pinned_reserved)+"
   "'; spilled to host memory: '+fmt(d.spilled_now)+', and '+"
   "fmt(d.spill_clean_now)+' of clean copies)';"

@@ -273,6 +273,19 @@ backend_put (void *ctx, int device, void *ptr, size_t nbytes,
   return gm_backend_current->free (device, ptr, nbytes, stream);
 }
 
+/* Gives DEVICE's idle memory back: the managed blocks kept for reuse,
+   then the backend's pools' cached memory.  */
+static gm_status
+release_idle (int device)
+{
+  size_t reserved;
+  gm_status status = gm_managed_cache_release (device);
+
+  if (status != GM_OK)
+    return status;
+  return gm_backend_current->release_cached (device, &reserved);
+}
+
 /* gm_mem_alloc_with, recorded in the history as ACTION (an allocation,
    or a spilled block's return).  */
 static gm_status
@@ -311,13 +324,9 @@ alloc_with (gm_mem_action action, gm_mem_owner owner, int device,
   stats->allocated_bytes += nbytes;
   pthread_mutex_unlock (&books_lock);
   status = get (ctx, device, nbytes, stream, ptr);
-  if (status == GM_ERR_NOMEM)
-    {
-      /* What the pool keeps idle may be what the device lacks.  */
-      size_t left;
-      if (gm_backend_current->release_cached (device, &left) == GM_OK)
-        status = get (ctx, device, nbytes, stream, ptr);
-    }
+  /* What is kept idle may be what the device lacks.  */
+  if (status == GM_ERR_NOMEM && release_idle (device) == GM_OK)
+    status = get (ctx, device, nbytes, stream, ptr);
   if (__builtin_expect (history_on, 0) && status == GM_OK)
     gm_backend_current->reserved (device, &reserved);
   pthread_mutex_lock (&books_lock);
@@ -601,14 +610,8 @@ gm_status
 gm_mem_empty_cache (int device)
 {
   gm_status status = check_device (device);
-  size_t reserved;
 
-  if (status != GM_OK)
-    return status;
-  status = gm_managed_cache_release (device);
-  if (status != GM_OK)
-    return status;
-  return gm_backend_current->release_cached (device, &reserved);
+  return status != GM_OK ? status : release_idle (device);
 }
 
 void
@@ -661,8 +664,8 @@ gm_format_bytes (size_t nbytes, char *buf, size_t size)
 }
 
 /* The backend's managed memory, through the cache of freed blocks
-   (managed-cache.c), as a gm_mem_get_fn and a gm_mem_put_fn; the put's
-   CTX non-NULL where the block may be kept.  */
+   (managed-cache.c), as a gm_mem_get_fn and gm_mem_put_fns: one for a
+   block that may be kept for reuse, one for a block that may not.  */
 static gm_status
 managed_get (void *ctx, int device, size_t nbytes, gm_stream *stream,
              void **ptr)
@@ -672,10 +675,19 @@ managed_get (void *ctx, int device, size_t nbytes, gm_stream *stream,
 }
 
 static gm_status
+managed_put_reusable (void *ctx, int device, void *ptr, size_t nbytes,
+                      gm_stream *stream)
+{
+  (void) ctx;
+  return gm_managed_cache_put (device, ptr, nbytes, stream, true);
+}
+
+static gm_status
 managed_put (void *ctx, int device, void *ptr, size_t nbytes,
              gm_stream *stream)
 {
-  return gm_managed_cache_put (device, ptr, nbytes, stream, ctx != NULL);
+  (void) ctx;
+  return gm_managed_cache_put (device, ptr, nbytes, stream, false);
 }
 
 gm_status
@@ -715,5 +727,6 @@ gm_mem_free_managed (int device, void *ptr, size_t nbytes, gm_stream *stream,
       pthread_mutex_unlock (&books_lock);
     }
   return gm_mem_free_with (GM_MEM_OWNER_GPUMEM, device, ptr, nbytes, stream,
-                           managed_put, reusable ? &reusable : NULL);
+                           reusable ? managed_put_reusable : managed_put,
+                           NULL);
 }

@@ -577,9 +577,8 @@ new_array (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
 
   if (gmpy_parse_args (args, nargs, kwnames, fname, names, 1, -1, arg) < 0
       || gmpy_dtype_arg (arg[1], &dtype) < 0
-      || gmpy_device_arg (arg[2] != NULL ? arg[2] : Py_None, &device) < 0
-      || gmpy_memory_arg (arg[3] != NULL ? arg[3] : Py_None,
-                          GMPY_MEMORY_DEVICE, &memory) < 0
+      || gmpy_device_arg (arg[2], &device) < 0
+      || gmpy_memory_arg (arg[3], GMPY_MEMORY_DEVICE, &memory) < 0
       || gmpy_shape_arg (arg[0], gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
     return NULL;
   array = gmpy_array_new_in (ndim, dims, dtype, device, NULL, memory);

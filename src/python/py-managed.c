@@ -449,6 +449,7 @@ gmpy_array_advise (PyObject *self, PyObject *args, PyObject *kwargs)
   arraypy_object *array = (arraypy_object *) self;
   advice_list list = {0, 0, NULL, NULL};
   PyObject *result = NULL;
+  gm_block *block;
   size_t nbytes;
   char *start;
   int location;
@@ -492,8 +493,9 @@ gmpy_array_advise (PyObject *self, PyObject *args, PyObject *kwargs)
                                GM_ADVISE_UNSET_ACCESSED_BY, &list) < 0))
     goto done;
   span_of (array, &start, &nbytes);
-  if (list.n > 0 && gmpy_array_block (self) != NULL)
-    gm_block_note_advised (gmpy_array_block (self));
+  block = gmpy_array_block (self);
+  if (list.n > 0 && block != NULL)
+    gm_block_note_advised (block);
   for (size_t i = 0; nbytes > 0 && i < list.n; i++)
     {
       gm_status status = gm_backend_current->managed_advise (

@@ -69,7 +69,7 @@ gmpy_pinned_empty (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
 
   if (gmpy_parse_args (args, nargs, kwnames, "pinned_empty", names, 1, -1,
                        arg) < 0
-      || gmpy_dtype_arg (arg[1] != NULL ? arg[1] : Py_None, &dtype) < 0)
+      || gmpy_dtype_arg (arg[1], &dtype) < 0)
     return NULL;
   if (gmpy_shape_arg (arg[0], gm_dtypes[dtype].itemsize, &ndim, dims) < 0)
     return NULL;
