@@ -157,6 +157,41 @@ def freed_blocks_serve_the_next_array_of_their_size():
 
 
 @case
+def a_refused_allocation_gives_the_kept_blocks_back():
+    # Kept managed blocks are memory the device's other allocations
+    # cannot have: a device allocation the backend refuses gives them
+    # back and is tried again.  The host backend refuses once the
+    # address space is limited (RLIMIT_AS), raised again after.
+    if CUDA:
+        gmtest.skip("host backend only: CUDA's allocations cannot be "
+                    "made to fail by an address-space limit")
+    if gmtest.sanitized():
+        gmtest.skip("a sanitized build: its shadow memory needs the "
+                    "address space")
+    import resource
+    gpumem.empty_cache(DEV)
+    block = 24 << 20
+    kept = [gpumem.empty(block, "uint8", memory="managed") for _ in range(8)]
+    for a in kept:
+        a.free()
+    del kept
+    assert stats()["managed_cached_bytes"] == 8 * block, stats()
+    with open("/proc/self/status") as f:
+        vm = next(int(line.split()[1]) * 1024 for line in f
+                  if line.startswith("VmSize:"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (vm + (64 << 20), hard))
+    try:
+        # Fits only once the 192 MiB kept are given back.
+        big = gpumem.empty(128 << 20, "uint8")
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    assert stats()["managed_cached_bytes"] == 0, stats()
+    big.free()
+    gpumem.empty_cache(DEV)
+
+
+@case
 def copies_views_and_kernels_take_managed_arrays():
     n = 1 << 16
     x_host = (np.arange(n) % 5).astype(np.float32)
