@@ -15,8 +15,14 @@ from gmtest import case, raises
 
 import gpumem
 
+# The case of a return queued on a stream puts the test build's spin
+# kernel ahead of it.
+gmtest.need_spin_kernel(__file__)
+
 MIB = 1 << 20
 N = MIB // 4                     # float32 elements of one MiB
+CUDA = gpumem.backend == "cuda"
+SPIN_MS = 150 if CUDA else 1
 
 
 def spill_stats():
@@ -319,6 +325,73 @@ def prefetch_makes_room_and_spills():
         assert a.is_spilled
         np.testing.assert_array_equal(a.copy_to_host(), np.ones(N))
         np.testing.assert_array_equal(c.copy_to_host(), np.full(N, 3.0))
+
+@case
+def prefetch_on_a_stream_queues_the_return():
+    # With stream= (or in `with s:`, or in concurrent()) the return is
+    # queued on the stream: behind a spin the call comes back with the
+    # copy still to run.  A call without stream= sees it; the host bytes
+    # stay until it is done (a write, a spill or a free that drops them
+    # waits for it).
+    s = gpumem.Stream()
+    ones = np.ones(N, np.float32)
+    with pressure(4 * MIB):
+        flag = gpumem.zeros(1, "int32")
+        a = gpumem.to_device(ones)
+        a.spill()
+        before = spill_stats()
+        gpumem.kernels.spin(SPIN_MS, flag, stream=s)
+        a.prefetch(0, stream=s)
+        assert not a.is_spilled
+        if CUDA:
+            assert not s.query()              # the copy waits behind the spin
+        after = spill_stats()
+        assert after["returns"] == before["returns"] + 1, (before, after)
+        # The host bytes stay, as the clean copy.
+        assert after["spill_clean_bytes"] == MIB, (before, after)
+        assert after["spilled_bytes"] == before["spilled_bytes"] - MIB
+        np.testing.assert_array_equal(a.copy_to_host(), ones)
+        # A write drops the host bytes, once the copy is done.
+        a.spill()
+        gpumem.kernels.spin(SPIN_MS, flag, stream=s)
+        a.prefetch(0, stream=s)
+        a.fill(7.0)
+        assert spill_stats()["spill_clean_bytes"] == 0
+        np.testing.assert_array_equal(a.copy_to_host(), np.full(N, 7.0))
+        # A clean spill while the copy runs frees the block behind it.
+        a.spill()
+        gpumem.kernels.spin(SPIN_MS, flag, stream=s)
+        a.prefetch(0, stream=s)
+        a.spill()
+        assert a.is_spilled
+        np.testing.assert_array_equal(a.copy_to_host(), np.full(N, 7.0))
+        # The stream of a `with` block, and concurrent()'s.
+        a.spill()
+        with s:
+            a.prefetch(0)
+        s.synchronize()
+        assert not a.is_spilled
+        a.spill()
+        with gpumem.concurrent():
+            gpumem.prefetch([a], 0)
+        np.testing.assert_array_equal(a.copy_to_host(), np.full(N, 7.0))
+        # A free while the copy runs.
+        b = gpumem.to_device(ones * 2)
+        b.spill()
+        clean = spill_stats()["spill_clean_bytes"]
+        gpumem.kernels.spin(SPIN_MS, flag, stream=s)
+        b.prefetch(0, stream=s)
+        assert spill_stats()["spill_clean_bytes"] == clean + MIB
+        b.free()
+        assert spill_stats()["spill_clean_bytes"] == clean
+        # Refused before anything moves: a recording, a bad stream.
+        a.spill()
+        with gpumem.graph():
+            raises(gpumem.Error, a.prefetch, 0, match="graph")
+        raises(TypeError, a.prefetch, 0, stream="s")
+        assert a.is_spilled
+        s.synchronize()
+
 
 
 gmtest.main()

@@ -63,6 +63,10 @@ struct gm_block
   bool spilled;
   void *host;
   bool host_pinned;
+  /* Recorded after the copy of a return queued on a stream: until it
+     completes, HOST is still being read and may not be let go of.  NULL
+     when no such copy is pending.  */
+  gm_event *host_busy;
   void *user;
 };
 

@@ -111,12 +111,13 @@ void gm_mem_note_shared (int device, size_t nbytes, bool shared);
 /* Counts NBYTES of DEVICE's booked memory as held by native code alone
    (HELD), or no longer; never fails.  */
 void gm_mem_note_native_held (int device, size_t nbytes, bool held);
-/* The spill engine's free of a block whose bytes went to host memory,
-   and its allocation of the block's return: gm_mem_free and
-   gm_mem_alloc (no stream) that the history records as a spill and a
-   return (GM_MEM_ACTION_SPILL, GM_MEM_ACTION_RETURN).  */
+/* The spill engine's free of a block whose bytes went to host memory
+   (gm_mem_free, no stream), and its allocation of the block's return
+   (gm_mem_alloc, ordered on STREAM): what the history records as a
+   spill and a return (GM_MEM_ACTION_SPILL, GM_MEM_ACTION_RETURN).  */
 gm_status gm_mem_spill_free (int device, void *ptr, size_t nbytes);
-gm_status gm_mem_return_alloc (int device, size_t nbytes, void **ptr);
+gm_status gm_mem_return_alloc (int device, size_t nbytes, gm_stream *stream,
+                               void **ptr);
 /* gm_mem_alloc_as and gm_mem_free_as for gpumem's own arrays.  */
 gm_status gm_mem_alloc (int device, size_t nbytes, gm_stream *stream,
                         void **ptr);

@@ -433,10 +433,11 @@ gm_mem_spill_free (int device, void *ptr, size_t nbytes)
 }
 
 gm_status
-gm_mem_return_alloc (int device, size_t nbytes, void **ptr)
+gm_mem_return_alloc (int device, size_t nbytes, gm_stream *stream,
+                     void **ptr)
 {
   return alloc_with (GM_MEM_ACTION_RETURN, GM_MEM_OWNER_GPUMEM, device,
-                     nbytes, NULL, backend_get, NULL, ptr);
+                     nbytes, stream, backend_get, NULL, ptr);
 }
 
 void

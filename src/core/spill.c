@@ -161,6 +161,21 @@ gm_spill_track (gm_block *block, void *user)
   append_block (block);
 }
 
+/* Waits until no copy of a return queued on a stream still reads
+   BLOCK's host bytes.  A failed wait (the device's error) lets go of the
+   event too: no copy of that device completes after it.  */
+static void
+host_settle (gm_block *block)
+{
+  if (block->host_busy == NULL)
+    return;
+  while (gm_backend_current->event_wait (block->host_busy, 50000)
+         == GM_ERR_NOT_READY)
+    ;
+  gm_backend_current->event_destroy (block->host_busy);
+  block->host_busy = NULL;
+}
+
 /* Lets go of BLOCK's host bytes: those of a spilled block, or the
    clean copy of one back on the device; their counts with them.  */
 static void
@@ -168,6 +183,7 @@ drop_host (gm_block *block)
 {
   device_spill *d = &devices[block->device];
 
+  host_settle (block);
   if (block->host_pinned)
     gm_pinned_free (block->host);
   else
@@ -447,9 +463,31 @@ gm_spill_make_room (int device, size_t nbytes, gm_block *const *keep,
   return GM_OK;
 }
 
+/* Marks the host bytes of BLOCK read by the copy just queued on
+   STREAM until it completes (host_settle waits for it); a copy queued
+   earlier on another stream is waited for first.  */
+static gm_status
+host_busy_until_done (gm_block *block, gm_stream *stream)
+{
+  gm_status status;
+
+  host_settle (block);
+  status = gm_backend_current->event_create (block->device,
+                                             GM_EVENT_BLOCKING,
+                                             &block->host_busy);
+  if (status == GM_OK)
+    status = gm_backend_current->event_record (block->host_busy, stream);
+  if (status != GM_OK && block->host_busy != NULL)
+    {
+      gm_backend_current->event_destroy (block->host_busy);
+      block->host_busy = NULL;
+    }
+  return status;
+}
+
 gm_status
-gm_spill_return (gm_block *block, bool evict, gm_block *const *keep,
-                 int nkeep)
+gm_spill_return (gm_block *block, gm_stream *stream, bool evict,
+                 gm_block *const *keep, int nkeep)
 {
   device_spill *d = &devices[block->device];
   uint64_t start = now_ns ();
@@ -461,7 +499,8 @@ gm_spill_return (gm_block *block, bool evict, gm_block *const *keep,
   for (;;)
     {
       size_t freed;
-      status = gm_mem_return_alloc (block->device, block->nbytes, &ptr);
+      status = gm_mem_return_alloc (block->device, block->nbytes, stream,
+                                    &ptr);
       if (status != GM_ERR_NOMEM || !evict)
         break;
       status = gm_spill_make_room (block->device, block->nbytes, keep,
@@ -477,10 +516,16 @@ gm_spill_return (gm_block *block, bool evict, gm_block *const *keep,
   if (status != GM_OK)
     return status;
   status = gm_backend_current->copy (ptr, block->device, block->host, -1,
-                                     block->nbytes, NULL);
+                                     block->nbytes, stream);
+  if (status == GM_OK && stream != NULL
+      && host_busy_until_done (block, stream) != GM_OK)
+    /* No event to tell when the copy is done: it is waited for now.  */
+    while ((status = gm_backend_current->wait (block->device, stream, 50000))
+           == GM_ERR_NOT_READY)
+      ;
   if (status != GM_OK)
     {
-      gm_mem_free (block->device, ptr, block->nbytes, NULL);
+      gm_mem_free (block->device, ptr, block->nbytes, stream);
       return status;
     }
   /* The host bytes stay, as the clean copy, until a use may write.  */

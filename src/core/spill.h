@@ -94,8 +94,11 @@ gm_status gm_spill_block (gm_block *block);
 /* Brings spilled BLOCK back to its device (a new address in
    BLOCK->ptr), moving others out of the way when EVICT and spilling is
    on, never those of KEEP; the host bytes stay as its clean copy.
+   STREAM NULL: complete on return.  Else the allocation and the copy
+   are queued on STREAM, and the host bytes are kept until the copy is
+   done (a use that may write, or the block's end, waits for it).
    GM_ERR_NOMEM where no room can be made.  */
-gm_status gm_spill_return (gm_block *block, bool evict,
+gm_status gm_spill_return (gm_block *block, gm_stream *stream, bool evict,
                            gm_block *const *keep, int nkeep);
 /* Writes into BUF of SIZE why the blocks of DEVICE that stay could not
    move, counted by reason ("3 blocks (12 MiB) held by native code,

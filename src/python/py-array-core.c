@@ -33,10 +33,11 @@ gmpy_array_owner (arraypy_object *array)
 }
 
 int
-gmpy_array_come_back (arraypy_object *owner, bool evict,
+gmpy_array_come_back (arraypy_object *owner, gm_stream *stream, bool evict,
                       gm_block *const *keep, int nkeep)
 {
-  gm_status status = gm_spill_return (owner->block, evict, keep, nkeep);
+  gm_status status = gm_spill_return (owner->block, stream, evict, keep,
+                                      nkeep);
 
   if (status != GM_OK)
     {
@@ -83,7 +84,8 @@ gmpy_array_usable_for (arraypy_object *array, bool write)
     }
   if (owner != NULL && owner->block != NULL)
     {
-      if (owner->spilled && gmpy_array_come_back (owner, false, NULL, 0) < 0)
+      if (owner->spilled
+          && gmpy_array_come_back (owner, NULL, false, NULL, 0) < 0)
         return -1;
       gm_spill_touch (owner->block);
       if (write)

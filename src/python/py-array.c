@@ -472,8 +472,10 @@ static PyMethodDef arraypy_methods[] = {
   {"prefetch", (PyCFunction) (void (*) (void)) gmpy_array_prefetch,
    METH_VARARGS | METH_KEYWORDS,
    "prefetch($self, location, stream=None)\n--\n\nMove a managed array's "
-   "pages to LOCATION (a device, or 'host');\ncomplete on return without "
-   "a stream."},
+   "pages to LOCATION (a device, or 'host');\na device array spilled "
+   "(set_spill) comes back to its device, or\nspills to 'host'.  Complete "
+   "on return without a stream; with one,\nthe move to a device is "
+   "queued on it."},
   {"discard", (PyCFunction) (void (*) (void)) gmpy_array_discard,
    METH_VARARGS | METH_KEYWORDS,
    "discard($self, stream=None)\n--\n\nSay that a managed array's contents "

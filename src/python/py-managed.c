@@ -162,13 +162,14 @@ prefetch_check (PyObject *obj, int location)
   return 0;
 }
 
-/* Splits the N checked ARRAYS of a prefetch to LOCATION: the device
-   arrays' go through the spill engine now (gmpy_spill_prefetch), the
-   managed ones are written to MANAGED (room for N), *NMANAGED of them.
-   0 or -1.  */
+/* Splits the N checked ARRAYS of a prefetch to LOCATION on STREAM_OBJ:
+   the device arrays' go through the spill engine now
+   (gmpy_spill_prefetch), the managed ones are written to MANAGED (room
+   for N), *NMANAGED of them.  0 or -1.  */
 static int
 prefetch_device_arrays (PyObject *const *arrays, Py_ssize_t n, int location,
-                        PyObject **managed, Py_ssize_t *nmanaged)
+                        PyObject *stream_obj, PyObject **managed,
+                        Py_ssize_t *nmanaged)
 {
   PyObject **device = PyMem_New (PyObject *, (size_t) (n > 0 ? n : 1));
   Py_ssize_t ndevice = 0;
@@ -185,7 +186,8 @@ prefetch_device_arrays (PyObject *const *arrays, Py_ssize_t n, int location,
       managed[(*nmanaged)++] = arrays[i];
     else
       device[ndevice++] = arrays[i];
-  result = gmpy_spill_prefetch (device, ndevice, location);
+  result = ndevice > 0 ? gmpy_spill_prefetch (device, ndevice, location,
+                                              stream_obj) : 0;
   PyMem_Free (device);
   return result;
 }
@@ -288,12 +290,7 @@ gmpy_array_prefetch (PyObject *self, PyObject *args, PyObject *kwargs)
     return NULL;
   if (((arraypy_object *) self)->memory != GMPY_MEMORY_MANAGED)
     {
-      if (stream_obj != Py_None
-          && gmpy_dispatch_get (stream_obj, location >= 0 ? location
-                                : ((arraypy_object *) self)->device,
-                                &(gmpy_dispatch) {0}) < 0)
-        return NULL;
-      if (gmpy_spill_prefetch (&self, 1, location) < 0)
+      if (gmpy_spill_prefetch (&self, 1, location, stream_obj) < 0)
         return NULL;
       Py_RETURN_NONE;
     }
@@ -364,7 +361,8 @@ managedpy_prefetch (PyObject *module, PyObject *args, PyObject *kwargs)
       if (prefetch_check (items[i], location) < 0)
         goto done;
     }
-  if (prefetch_device_arrays (items, n, location, managed, &nmanaged) < 0)
+  if (prefetch_device_arrays (items, n, location, stream_obj, managed,
+                              &nmanaged) < 0)
     goto done;
   result = move_arrays (managed, nmanaged, location, false, stream_obj,
                         "prefetch");

@@ -71,11 +71,72 @@ PyMethodDef gmpy_spill_methods[] = {
   {NULL, NULL, 0, NULL}
 };
 
-int
-gmpy_spill_prefetch (PyObject *const *arrays, Py_ssize_t n, int location)
+/* Brings every spilled DeviceArray among the N objects OBJS back to its
+   device as gmpy_array_prepare_slow says, complete on return (D NULL)
+   or queued on the stream D dispatches to on DEVICE (D's gpumem.Stream
+   then named as the one whose work writes them).  0 or -1.  */
+static int
+bring_back (PyObject *const *objs, Py_ssize_t n, gmpy_dispatch *d,
+            int device)
 {
+  gm_block **keep = PyMem_New (gm_block *, (size_t) (n > 0 ? n : 1));
+  gm_stream *stream = NULL;
+  int nkeep = 0, result = -1;
+
+  if (keep == NULL)
+    {
+      PyErr_NoMemory ();
+      return -1;
+    }
+  if (d != NULL && gmpy_dispatch_stream (d, device, &stream) < 0)
+    goto done;
+  for (Py_ssize_t i = 0; i < n; i++)
+    {
+      arraypy_object *owner;
+      if (objs[i] == NULL || !gmpy_array_check (objs[i]))
+        continue;
+      owner = gmpy_array_owner ((arraypy_object *) objs[i]);
+      if (owner != NULL && owner->block != NULL && !owner->released)
+        keep[nkeep++] = owner->block;
+    }
+  for (Py_ssize_t i = 0; i < n; i++)
+    {
+      arraypy_object *owner;
+      if (objs[i] == NULL || !gmpy_array_check (objs[i]))
+        continue;
+      owner = gmpy_array_owner ((arraypy_object *) objs[i]);
+      if (owner == NULL || !owner->spilled || owner->released)
+        continue;
+      if (gmpy_array_come_back (owner, stream, true, keep, nkeep) < 0)
+        goto done;
+      if (stream != NULL)
+        gmpy_array_note_stream ((PyObject *) owner, d);
+    }
+  result = 0;
+done:
+  PyMem_Free (keep);
+  return result;
+}
+
+int
+gmpy_spill_prefetch (PyObject *const *arrays, Py_ssize_t n, int location,
+                     PyObject *stream_obj)
+{
+  gmpy_dispatch d;
+
+  if (gmpy_dispatch_get (stream_obj, location != GM_LOCATION_HOST ? location
+                         : n > 0 ? ((arraypy_object *) arrays[0])->device
+                         : -1, &d) < 0)
+    return -1;
+  if (d.mode == GMPY_GRAPH)
+    {
+      PyErr_SetString (gmpy_state_get ()->error, "prefetch cannot be "
+                       "recorded in a graph: call it before the recording "
+                       "or between replays");
+      return -1;
+    }
   if (location != GM_LOCATION_HOST)
-    return gmpy_array_prepare_slow (arrays, n);
+    return bring_back (arrays, n, &d, location);
   for (Py_ssize_t i = 0; i < n; i++)
     {
       arraypy_object *owner = gmpy_array_owner ((arraypy_object *) arrays[i]);
@@ -98,35 +159,5 @@ gmpy_spill_prefetch (PyObject *const *arrays, Py_ssize_t n, int location)
 int
 gmpy_array_prepare_slow (PyObject *const *objs, Py_ssize_t n)
 {
-  gm_block **keep = PyMem_New (gm_block *, (size_t) (n > 0 ? n : 1));
-  int nkeep = 0, result = -1;
-
-  if (keep == NULL)
-    {
-      PyErr_NoMemory ();
-      return -1;
-    }
-  for (Py_ssize_t i = 0; i < n; i++)
-    {
-      arraypy_object *owner;
-      if (objs[i] == NULL || !gmpy_array_check (objs[i]))
-        continue;
-      owner = gmpy_array_owner ((arraypy_object *) objs[i]);
-      if (owner != NULL && owner->block != NULL && !owner->released)
-        keep[nkeep++] = owner->block;
-    }
-  for (Py_ssize_t i = 0; i < n; i++)
-    {
-      arraypy_object *owner;
-      if (objs[i] == NULL || !gmpy_array_check (objs[i]))
-        continue;
-      owner = gmpy_array_owner ((arraypy_object *) objs[i]);
-      if (owner != NULL && owner->spilled && !owner->released
-          && gmpy_array_come_back (owner, true, keep, nkeep) < 0)
-        goto done;
-    }
-  result = 0;
-done:
-  PyMem_Free (keep);
-  return result;
+  return bring_back (objs, n, NULL, -1);
 }
