@@ -393,5 +393,71 @@ def prefetch_on_a_stream_queues_the_return():
         s.synchronize()
 
 
+@case
+def threads_under_pressure_keep_every_byte():
+    # Four threads allocate, read, write, copy, export, spill and free
+    # their own arrays under a limit that keeps arrays moving, while the
+    # others' copies run without the GIL: an array in use by a call or
+    # held by a DLPack consumer never moves, and every array reads back
+    # what was last written to it.  (check-sanitizers runs it under
+    # AddressSanitizer too.)
+    import threading
+    n = N // 4
+    errors = []
+    with pressure(3 * MIB):
+        before = spill_stats()
+
+        def worker(seed):
+            rng = np.random.default_rng(seed)
+            mine = []                             # [array, value]
+            try:
+                for _ in range(200):
+                    op = int(rng.integers(7))
+                    if op == 0 or not mine:
+                        if len(mine) < 6:
+                            value = float(rng.integers(1, 1000))
+                            mine.append([gpumem.full(n, value, "float32"),
+                                         value])
+                        continue
+                    pick = mine[int(rng.integers(len(mine)))]
+                    a, value = pick
+                    if op == 1:
+                        got = a.copy_to_host()
+                        assert np.all(got == value), (got[:4], value)
+                    elif op == 2:
+                        pick[1] = float(rng.integers(1, 1000))
+                        a.fill(pick[1])
+                    elif op == 3:
+                        other = mine[int(rng.integers(len(mine)))]
+                        gpumem.copy(other[0], a)
+                        other[1] = value
+                    elif op == 4:
+                        capsule = a.__dlpack__()
+                        raises(gpumem.Error, a.spill, match="native code")
+                        del capsule
+                    elif op == 5:
+                        a.spill()
+                        assert a.is_spilled
+                    else:
+                        a.free()
+                        mine.remove(pick)
+                for a, value in mine:
+                    assert np.all(a.copy_to_host() == value)
+            except BaseException as exc:          # reported by the main thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(seed,))
+                   for seed in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        after = spill_stats()
+        assert after["spills"] > before["spills"], (before, after)
+        assert after["returns"] > before["returns"], (before, after)
+
+
 
 gmtest.main()
