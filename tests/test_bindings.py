@@ -469,6 +469,41 @@ def casters_on_spilled_and_clean_arrays(m):
 
 
 @each
+def an_array_cpp_keeps_never_moves(m):
+    # Under pressure with spilling on, the array C++ keeps stays while
+    # others move; once C++ lets go it moves too.
+    n = 1 << 16
+    used = gpumem.memory_stats()["allocated_bytes"]
+    gpumem.set_spill(True)
+    gpumem.set_memory_limit(used + 3 * 4 * n)
+    try:
+        a = gpumem.full(n, 1.0, "float32")
+        m.keep(a)
+        b = gpumem.full(n, 2.0, "float32")
+        c = gpumem.full(n, 3.0, "float32")
+        exc = raises(gpumem.Error, a.spill)
+        assert "native code" in str(exc), exc
+        d = gpumem.full(n, 4.0, "float32")        # b moves, a stays
+        assert not a.is_spilled and b.is_spilled
+        if HOST:
+            assert m.kept_sum() == float(n)
+        assert m.forget() == 1
+        a.spill()
+        assert a.is_spilled
+        np.testing.assert_array_equal(a.copy_to_host(), np.ones(n))
+        # An address read through .ptr pins the array for good.
+        b.prefetch(0)                             # back, a moving again
+        e = b.ptr
+        exc = raises(gpumem.Error, b.spill)
+        assert ".ptr" in str(exc), exc
+        assert b.ptr == e
+        del c, d
+    finally:
+        gpumem.set_memory_limit(None)
+        gpumem.set_spill(False)
+
+
+@each
 def kept_foreign_memory_outlives_free(m):
     # A DeviceArray over another object's memory: free() lets go of that
     # object, but not while C++ keeps the array.

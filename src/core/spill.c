@@ -253,7 +253,7 @@ gm_spill_why_not (const gm_block *block)
   if (block->holds > 1)
     return "in use by a call";
   if (block->exposure & GM_BLOCK_EXPOSED_POINTER)
-    return "its address was handed out (__cuda_array_interface__)";
+    return "its address was handed out (__cuda_array_interface__, .ptr)";
   if (block->exposure & GM_BLOCK_SHARED)
     return "shared with other processes";
   if (block->nbytes == 0)

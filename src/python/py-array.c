@@ -95,8 +95,14 @@ static PyObject *
 arraypy_get_ptr (PyObject *self, void *closure)
 {
   arraypy_object *array = (arraypy_object *) self;
+  gm_block *block;
+
   if (gmpy_array_usable (array) < 0)
     return NULL;
+  /* The address goes out with no lifetime: the memory never moves.  */
+  block = gmpy_array_block (self);
+  if (block != NULL)
+    gm_block_expose (block, GM_BLOCK_EXPOSED_POINTER);
   return PyLong_FromVoidPtr (array->data);
 }
 
@@ -129,7 +135,8 @@ static PyGetSetDef arraypy_getset[] = {
    NULL},
   {"memory", gmpy_array_get_memory, NULL,
    "'device', or 'managed' for managed memory (memory='managed').", NULL},
-  {"ptr", arraypy_get_ptr, NULL, "The device address of element 0, an int.",
+  {"ptr", arraypy_get_ptr, NULL, "The device address of element 0, an int.\n"
+   "Once read, the memory never spills (the address has no lifetime).",
    NULL},
   {"base", arraypy_get_base, NULL,
    "The owner of a view's memory, or None for an owner.", NULL},
