@@ -493,7 +493,7 @@ script_step () {
   fi
   this=$limit
   test "$left" -lt "$this" && this=$left
-  step "running gpumem, $section: $name (at most $this s)" >&2
+  step "running gpumem, $section: $name (at most $this s)"
   GPUMEM="$gpumem" timeout "$this" "$gpumem" -q --backend="$backend" \
     "$here/$script" "$@" > "$rec/$section-$name.log" 2>&1
 }
