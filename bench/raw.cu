@@ -2,11 +2,14 @@
    limit that gpumem (bench_gpumem.py) and CuPy (bench_cupy.py) are set
    against by bench/run.sh and bench/report.py (bench/NOTES.md).
 
-     raw [--quick] [--out FILE] [--log2n N] [--sweep-max BYTES] [FIGURE]...
+     raw [--quick] [--out FILE] [--log2n N] [--sweep-max BYTES]
+         [--spill-bytes BYTES] [--spill-ratio R] [FIGURE]...
 
    FIGURE is one of launch alloc copy16 copy256 sweep d2d algo_bw
-   algo_sweep loop_sweep workload graph seed_rate multigpu, or all (the
-   default; multigpu only where 2 or more devices answer).  Every result is one JSON
+   algo_sweep loop_sweep workload graph seed_rate multigpu spill_loop, or
+   all (the default; multigpu only where 2 or more devices answer).
+   --spill-bytes and --spill-ratio size spill_loop as bench/spill.py's
+   loops (fig_spill_loop).  Every result is one JSON
    object a line on standard output (or FILE), with the same fields as
    the Python implementations write (bench/benchlib.py):
 
@@ -206,6 +209,8 @@ typedef struct bench
   float *parts[4];              /* partition i = 2^i x block */
   float *copy_dst;
   double *reduce_partials;      /* the raw reduction's block sums */
+  size_t spill_bytes;           /* spill_loop's partition, bytes */
+  double spill_ratio;           /* spill_loop's ratio; 0: 1.5 and 2.5 */
 } bench;
 
 static __global__ void
@@ -1486,6 +1491,187 @@ fig_multigpu (bench *b)
   CHECK (cudaFreeHost (pinned_update));
 }
 
+/* The stitching loop over 4 partitions of N float32 images that do not
+   all fit (bench/spill.py's loops, whose device memory is a limit of
+   1/RATIO of the images' bytes), as raw CUDA C does it best: the images
+   in page-locked host memory; the first FIT partitions resident on the
+   device, FIT = the partitions that fit under that limit, as gpumem's;
+   the others streamed through two device buffers: the upload of the
+   next on one stream while the kernel runs on the current on another,
+   a buffer reused once its kernel (DIRTY: its download, on a third
+   stream) is done.  DIRTY first negates every image in place (the
+   kernel gpumem.kernels.saxpy is, a = -2, x = y) and writes the streamed
+   ones back.  The partial updates go to page-locked memory on the
+   kernels' stream, one wait an iteration, each checked against the
+   host's mean.  Per iteration wall clock, the first left out.  */
+static void
+spill_loop_case (bench *b, float *const host[4], const double mean[4],
+                 int64_t n, double ratio, bool dirty, int iters)
+{
+  size_t bytes = (size_t) n * sizeof (float);
+  int fit = (int) ((size_t) (4.0 * (double) bytes / ratio) / bytes);
+  int streamed;
+  float *resident[4] = {NULL}, *buffer[2], *d_update, *d_partial, *partial;
+  cudaStream_t compute, upload, download;
+  cudaEvent_t loaded[2], used[2], freed[2];
+  double *t = (double *) xmalloc (sizeof (double) * (iters + 1));
+  float sign = 1.0f;
+
+  if (fit > 4)
+    fit = 4;
+  streamed = 4 - fit;
+  for (int p = 0; p < fit; p++)
+    {
+      CHECK (cudaMalloc (&resident[p], bytes));
+      CHECK (cudaMemcpy (resident[p], host[p], bytes,
+                         cudaMemcpyHostToDevice));
+    }
+  for (int s = 0; s < 2; s++)
+    {
+      CHECK (cudaMalloc (&buffer[s], bytes));
+      CHECK (cudaEventCreateWithFlags (&loaded[s], cudaEventDisableTiming));
+      CHECK (cudaEventCreateWithFlags (&used[s], cudaEventDisableTiming));
+      CHECK (cudaEventCreateWithFlags (&freed[s], cudaEventDisableTiming));
+    }
+  CHECK (cudaStreamCreateWithFlags (&compute, cudaStreamNonBlocking));
+  CHECK (cudaStreamCreateWithFlags (&upload, cudaStreamNonBlocking));
+  CHECK (cudaStreamCreateWithFlags (&download, cudaStreamNonBlocking));
+  CHECK (cudaMalloc (&d_update, 16));
+  CHECK (cudaMemset (d_update, 0, 16));
+  CHECK (cudaMalloc (&d_partial, 4 * 16));
+  CHECK (cudaMallocHost (&partial, 4 * 16));
+
+#define SPILL_UPLOAD(J)                                                   \
+  do                                                                      \
+    {                                                                     \
+      CHECK (cudaMemcpyAsync (buffer[(J) % 2], host[fit + (J)], bytes,    \
+                              cudaMemcpyHostToDevice, upload));           \
+      CHECK (cudaEventRecord (loaded[(J) % 2], upload));                  \
+    }                                                                     \
+  while (0)
+
+  for (int r = -1; r < iters; r++)
+    {
+      double t0 = now_s ();
+      if (dirty)
+        sign = -sign;
+      for (int j = 0; j < streamed && j < 2; j++)
+        SPILL_UPLOAD (j);
+      for (int p = 0; p < 4; p++)
+        {
+          int j = p - fit;
+          float *image = j < 0 ? resident[p] : buffer[j % 2];
+          if (j >= 0)
+            CHECK (cudaStreamWaitEvent (compute, loaded[j % 2], 0));
+          if (dirty)
+            CHECK (gm_kernel_saxpy (n, -2.0f, image, image, &b->cfg,
+                                    compute));
+          CHECK (gm_kernel_algo (image, d_update, d_partial + 4 * p, n,
+                                 &b->cfg, compute));
+          CHECK (cudaMemcpyAsync (partial + 4 * p, d_partial + 4 * p, 16,
+                                  cudaMemcpyDeviceToHost, compute));
+          if (j < 0)
+            continue;
+          if (dirty)
+            {
+              CHECK (cudaEventRecord (used[j % 2], compute));
+              CHECK (cudaStreamWaitEvent (download, used[j % 2], 0));
+              CHECK (cudaMemcpyAsync (host[p], image, bytes,
+                                      cudaMemcpyDeviceToHost, download));
+              CHECK (cudaEventRecord (freed[j % 2], download));
+            }
+          else
+            CHECK (cudaEventRecord (freed[j % 2], compute));
+          if (j + 2 < streamed)
+            {
+              CHECK (cudaStreamWaitEvent (upload, freed[j % 2], 0));
+              SPILL_UPLOAD (j + 2);
+            }
+        }
+      CHECK (cudaStreamSynchronize (compute));
+      CHECK (cudaStreamSynchronize (download));
+      if (r >= 0)
+        t[r] = now_s () - t0;
+      for (int p = 0; p < 4; p++)
+        for (int k = 0; k < 4; k++)
+          if (!close_to (partial[4 * p + k], (float) (sign * mean[p]), 1e-4))
+            die ("spill_loop: partition %d, partial_update[%d] = %.9g, "
+                 "expected %.9g", p, k, partial[4 * p + k], sign * mean[p]);
+    }
+#undef SPILL_UPLOAD
+
+  char kase[32], note[160];
+  snprintf (kase, sizeof kase, "%s_%gx", dirty ? "dirty" : "clean", ratio);
+  snprintf (note, sizeof note, "4 partitions, %d resident, %d through 2 "
+            "buffers; gm_kernel_algo%s; traffic: the streamed bytes%s",
+            fit, streamed, dirty ? " after gm_kernel_saxpy(a=-2, x=y)" : "",
+            dirty ? " both ways" : " up");
+  emit ("spill_loop", kase, "wall", t, iters, bytes,
+        (size_t) streamed * bytes * (dirty ? 2 : 1), note);
+
+  /* The streamed images back as they were, for the next case.  */
+  if (dirty && sign < 0)
+    for (int p = fit; p < 4; p++)
+      for (int64_t i = 0; i < n; i++)
+        host[p][i] = -host[p][i];
+  CHECK (cudaFreeHost (partial));
+  CHECK (cudaFree (d_partial));
+  CHECK (cudaFree (d_update));
+  CHECK (cudaStreamDestroy (compute));
+  CHECK (cudaStreamDestroy (upload));
+  CHECK (cudaStreamDestroy (download));
+  for (int s = 0; s < 2; s++)
+    {
+      CHECK (cudaFree (buffer[s]));
+      CHECK (cudaEventDestroy (loaded[s]));
+      CHECK (cudaEventDestroy (used[s]));
+      CHECK (cudaEventDestroy (freed[s]));
+    }
+  for (int p = 0; p < fit; p++)
+    CHECK (cudaFree (resident[p]));
+  free (t);
+}
+
+/* bench/spill.py's loops in raw CUDA C (spill_loop_case): partitions of
+   --spill-bytes (default 2 GiB, 4 MiB with --quick), clean at
+   --spill-ratio or else at 1.5 and 2.5, dirty at --spill-ratio or
+   else 1.5; 6 iterations (3 with --quick) after one.  */
+static void
+fig_spill_loop (bench *b)
+{
+  int64_t n = (int64_t) (b->spill_bytes / sizeof (float));
+  size_t bytes = (size_t) n * sizeof (float);
+  float *host[4];
+  double mean[4];
+  int iters = quick ? 3 : 6;
+
+  progress ("spill_loop: 4 x %zu MiB in page-locked memory", bytes / MIB);
+  for (int p = 0; p < 4; p++)
+    {
+      double sum = 0;
+      CHECK (cudaMallocHost (&host[p], bytes));
+      for (int64_t i = 0; i < n; i++)
+        {
+          host[p][i] = rng_float ();
+          sum += host[p][i];
+        }
+      mean[p] = sum / (double) n;
+    }
+  if (b->spill_ratio > 0)
+    {
+      spill_loop_case (b, host, mean, n, b->spill_ratio, false, iters);
+      spill_loop_case (b, host, mean, n, b->spill_ratio, true, iters);
+    }
+  else
+    {
+      spill_loop_case (b, host, mean, n, 1.5, false, iters);
+      spill_loop_case (b, host, mean, n, 2.5, false, iters);
+      spill_loop_case (b, host, mean, n, 1.5, true, iters);
+    }
+  for (int p = 0; p < 4; p++)
+    CHECK (cudaFreeHost (host[p]));
+}
+
 typedef struct figure
 {
   const char *name;
@@ -1506,6 +1692,7 @@ static const figure figures[] = {
   {"graph", fig_graph},
   {"seed_rate", fig_seed_rate},
   {"multigpu", fig_multigpu},
+  {"spill_loop", fig_spill_loop},
 };
 #define NFIGURES ((int) (sizeof figures / sizeof figures[0]))
 
@@ -1513,7 +1700,8 @@ static void
 usage (FILE *f)
 {
   fprintf (f, "usage: raw [--quick] [--out FILE] [--log2n N] "
-              "[--sweep-max BYTES] [FIGURE]...\nfigures:");
+              "[--sweep-max BYTES] [--spill-bytes BYTES] "
+              "[--spill-ratio R] [FIGURE]...\nfigures:");
   for (int i = 0; i < NFIGURES; i++)
     fprintf (f, " %s", figures[i].name);
   fprintf (f, " all (default)\n");
@@ -1543,6 +1731,10 @@ main (int argc, char **argv)
         b.log2n = atoi (argv[++i]);
       else if (strcmp (a, "--sweep-max") == 0 && i + 1 < argc)
         b.sweep_max = strtoull (argv[++i], NULL, 0);
+      else if (strcmp (a, "--spill-bytes") == 0 && i + 1 < argc)
+        b.spill_bytes = strtoull (argv[++i], NULL, 0);
+      else if (strcmp (a, "--spill-ratio") == 0 && i + 1 < argc)
+        b.spill_ratio = atof (argv[++i]);
       else if (strcmp (a, "-h") == 0 || strcmp (a, "--help") == 0)
         {
           usage (stdout);
@@ -1581,6 +1773,12 @@ main (int argc, char **argv)
     b.sweep_max = quick ? MIB : GIB;
   if (b.sweep_max < 4 * KIB)
     die ("--sweep-max must be at least 4096");
+  if (b.spill_bytes == 0)
+    b.spill_bytes = quick ? 4 * MIB : 2 * GIB;
+  if (b.spill_bytes < 4 * KIB)
+    die ("--spill-bytes must be at least 4096");
+  if (b.spill_ratio != 0 && !(b.spill_ratio >= 1.0 && b.spill_ratio <= 64.0))
+    die ("--spill-ratio must be 1 .. 64");
   if (out_path != NULL && (out = fopen (out_path, "w")) == NULL)
     die ("cannot write %s", out_path);
 

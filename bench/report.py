@@ -1283,6 +1283,7 @@ INCLUDED = [
      "each row's verdict is gpumem over the fastest peer of this run."),
     ("nccl", "*-nccl.md", None, None),
     ("managed", "managed.md", None, None),
+    ("spill", "spill.md", None, None),
     ("commipc", "comm-ipc.md", "One GPU, several ranks: collectives through "
      "shared windows", "bench/comm_ipc.sh: gpumem.comm.allreduce under "
      "mpirun, every rank on device 0, the shared windows against MPI's "
@@ -1324,12 +1325,13 @@ def included_sections(directory, plan):
 def included_verdicts(directory):
     """(text, MET | MISSED | "not run: ...") of each target judged in
     the run's collectives table (bench/nccl_report.py) and peers table
-    (bench/peers.py) and managed.md (bench/managed.py,
-    bench/managed_oversubscribe.py): lines "- ... **met**", "**not met**" or "- ROW:
-    **not run: WHY**", for the verdicts' count."""
+    (bench/peers.py), managed.md (bench/managed.py,
+    bench/managed_oversubscribe.py) and spill.md (bench/spill.py): lines
+    "- ... **met**", "**not met**" or "- ROW: **not run: WHY**", for the
+    verdicts' count."""
     out = []
     for prefix, pattern in (("nccl", "*-nccl.md"), ("peers", "peers.md"),
-                            ("managed", "managed.md")):
+                            ("managed", "managed.md"), ("spill", "spill.md")):
         for path in sorted(glob.glob(os.path.join(directory, pattern))):
             with open(path, encoding="utf-8") as f:
                 for line in f:

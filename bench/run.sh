@@ -33,7 +33,11 @@
 # C++ casters and other processes; needs the cuda backend), managed
 # (gpumem only, bench/managed.py: managed and pinned memory; the loop on
 # managed images of 1.5x the device, bench/managed_oversubscribe.py,
-# only with GPUMEM_BENCH_OVERSUBSCRIBE=1; needs the cuda backend), peers
+# only with GPUMEM_BENCH_OVERSUBSCRIBE=1; needs the cuda backend), spill
+# (issue 52: bench/spill.py, gpumem's loop over partitions that do not
+# fit a memory limit standing for the device's memory, beside raw.cu's
+# spill_loop, raw CUDA C's double-buffered loop, which needs the cuda
+# backend; spill.py runs on the host backend too), peers
 # (bench/peers.py: gpumem against CuPy, PyTorch, RMM and cuda.core, each
 # row judged against the fastest; needs the cuda backend), nccl (the
 # collectives, bench/nccl.sh; needs 2 GPUs) and commipc (ranks sharing
@@ -89,7 +93,7 @@ top=$(dirname "$here")
 # for the others, the figures their scripts' records carry), and fails
 # for a name not in the list.  bench/report.py finds through it, in
 # sections.txt, the section each of its rows needs.
-SECTIONS="basic sweep algo loop staging kernels multigpu sharing managed peers nccl commipc"
+SECTIONS="basic sweep algo loop staging kernels multigpu sharing managed spill peers nccl commipc"
 figures () {
   case $1 in
     basic) echo "launch alloc copy16 copy256 workload graph" ;;
@@ -101,6 +105,7 @@ figures () {
     multigpu) echo "multigpu" ;;
     sharing) echo "pipeline" ;;
     managed) echo "managed" ;;
+    spill) echo "spill_loop spill" ;;
     peers) echo "peer_alloc peer_copy peer_dlpack peer_pinned peer_managed peer_ipc" ;;
     nccl) echo "nccl" ;;
     commipc) echo "commipc" ;;
@@ -340,7 +345,7 @@ for item in $plan; do
   section=${item%%:*}
   round=${item#*:}
   case $section in
-    sharing|managed|peers|nccl|commipc) continue ;;   # scripts of their own, below
+    sharing|managed|spill|peers|nccl|commipc) continue ;;   # scripts of their own, below
   esac
   list=$(figures "$section")
   if test "$section" = kernels; then
@@ -474,32 +479,32 @@ esac
 # GPUMEM_BENCH_OVERSUBSCRIBE=1 asks for it: asking a device for more
 # managed memory than it has can stall it, so managed.md says it was
 # left out otherwise.  Each one's output goes to managed-NAME.log.
-# managed_step NAME SCRIPT [ARGS...]: runs SCRIPT within the budget;
-# its exit status (0 where the budget was spent, which skipped.txt
-# says).
-managed_step () {
-  name=$1 script=$2
-  shift 2
+# script_step SECTION NAME SCRIPT [ARGS...]: runs gpumem on SCRIPT within
+# the budget, its output to SECTION-NAME.log; its exit status (0 where
+# the budget was spent, which skipped.txt says).
+script_step () {
+  section=$1 name=$2 script=$3
+  shift 3
   left=$(( budget - 30 - ($(date +%s) - begin) ))
   if test "$left" -lt 20; then
-    echo "managed, $name: not run (budget spent)" >> "$rec/skipped.txt"
+    echo "$section, $name: not run (budget spent)" >> "$rec/skipped.txt"
     status=1
     return 0
   fi
   this=$limit
   test "$left" -lt "$this" && this=$left
-  step "running gpumem, managed: $name (at most $this s)" >&2
-  GPUMEM="$gpumem" timeout "$this" "$gpumem" -q "$here/$script" "$@" \
-    > "$rec/managed-$name.log" 2>&1
+  step "running gpumem, $section: $name (at most $this s)"
+  GPUMEM="$gpumem" timeout "$this" "$gpumem" -q --backend="$backend" \
+    "$here/$script" "$@" > "$rec/$section-$name.log" 2>&1
 }
 case " $sections " in
   *" managed "*)
-    managed_step figures managed.py --markdown "$rec/managed.md" \
+    script_step managed figures managed.py --markdown "$rec/managed.md" \
       --json "$rec/managed.json"
     rc=$?
     test $rc = 0 \
       || failed "managed: bench/managed.py FAILED or ran out of time, exit status $rc (managed-figures.log)"
-    managed_step oversubscribed managed_oversubscribe.py \
+    script_step managed oversubscribed managed_oversubscribe.py \
       --markdown "$rec/managed.md" --json "$rec/managed-oversubscribed.json"
     rc=$?
     case $rc in
@@ -509,6 +514,32 @@ case " $sections " in
       *) failed "managed: bench/managed_oversubscribe.py FAILED or ran out of time, exit status $rc (managed-oversubscribed.log)" ;;
     esac
     test -f "$rec/managed.md" && cat "$rec/managed.md" ;;
+esac
+
+# The spill section (issue 52): raw CUDA C's best for the loop over
+# partitions that do not fit (raw.cu's spill_loop: double-buffered
+# uploads beside the kernels, on the cuda backend), then
+# bench/spill.py, gpumem's loops under a memory limit that stands for
+# the device's memory, the cost of spilling when nothing spills, and a
+# spilled array's return; spill.py reads raw's record from raw.jsonl
+# (its prefetch verdict says "not run" where raw did not run) and
+# writes spill.md, which the report includes.  Of BENCH_ARGS both take
+# --quick only, so their sizes match.
+case " $sections " in
+  *" spill "*)
+    quick=
+    case " $args " in *" --quick "*) quick=--quick ;; esac
+    if test -x "$build/raw" && test "$backend" != host; then
+      # shellcheck disable=SC2086
+      run raw spill "$build/raw" $quick spill_loop
+    fi
+    # shellcheck disable=SC2086
+    script_step spill figures spill.py $quick --raw "$rec/raw.jsonl" \
+      --markdown "$rec/spill.md" --json "$rec/spill.json"
+    rc=$?
+    test $rc = 0 \
+      || failed "spill: bench/spill.py FAILED or ran out of time, exit status $rc (spill-figures.log)"
+    test -f "$rec/spill.md" && cat "$rec/spill.md" ;;
 esac
 
 # The peers section (bench/peers.py, run by $python): gpumem against

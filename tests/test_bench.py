@@ -483,6 +483,73 @@ def a_step_that_fails_makes_the_exit_status_1():
     assert "section sweep: left out (BENCH_SECTIONS)" in text, text
 
 
+@case
+def spill_section_is_listed():
+    """The spill section (issue 52) is in the one list after managed,
+    with raw.cu's spill_loop among its figures, and raw.cu knows that
+    figure."""
+    sections = listed_sections()
+    order = list(sections)
+    assert order.index("spill") == order.index("managed") + 1, order
+    assert sections["spill"] == ["spill_loop", "spill"], sections
+    with open(os.path.join(BENCH, "raw.cu"), encoding="utf-8") as f:
+        assert '{"spill_loop", fig_spill_loop}' in f.read()
+
+
+@case
+def spill_quick_checks_its_results():
+    """bench/spill.py --quick on the host backend: every figure, a verdict
+    line a target in the report's format (raw C's "not run" with the
+    reason), and the partial updates compared with NumPy's, none
+    differing; its JSON says the same."""
+    with tempfile.TemporaryDirectory() as folder:
+        table, out = (os.path.join(folder, n)
+                      for n in ("spill.md", "spill.json"))
+        proc = subprocess.run(
+            [gmtest.GPUMEM, "-q", "--backend=host",
+             os.path.join(BENCH, "spill.py"), "--quick", "--markdown",
+             table, "--json", out], capture_output=True, text=True,
+            timeout=300)
+        assert proc.returncode == 0, proc
+        with open(table, encoding="utf-8") as f:
+            text = f.read()
+        with open(out, encoding="utf-8") as f:
+            record = json.load(f)
+    figures = record["figures"]
+    for key in ("pinned_h2d_gbs", "pinned_d2h_gbs", "clean_1.5x_ms",
+                "clean_1.5x_bound_ms", "clean_2.5x_ms", "clean_2.5x_bound_ms",
+                "prefetch_1.5x_ms", "prefetch_2.5x_ms", "dirty_1.5x_ms",
+                "dirty_1.5x_bound_ms", "alloc_spill_off_us",
+                "alloc_spill_on_us", "fitting_loop_spill_off_ms",
+                "fitting_loop_spill_on_ms", "return_gbs"):
+        assert figures[key] > 0, (key, figures)
+        assert re.search(rf"^\| {re.escape(key)} \| \d+\.\d{{3}} \|$",
+                         text, re.M), (key, text)
+        assert key in proc.stdout, proc.stdout
+    assert figures["fit_1.5x"] == 2 and figures["fit_2.5x"] == 1, figures
+    # 3 iterations and 1 more, 4 partitions, 5 loops; the dirty loop's 4
+    # images.
+    assert figures["checked"] == 5 * 4 * 4 + 4, figures
+    assert figures["mismatches"] == 0 and record["failures"] == [], record
+    assert (f"Results: {figures['checked']} partial updates and images "
+            "compared with NumPy's, 0 differ.") in text, text
+    assert "emulated by a memory limit" in text, text
+    verdicts = re.findall(r"^- (.*) \*\*(met|not met|not run: .*)\*\*$",
+                          text, re.M)
+    assert len(verdicts) == len(record["verdicts"]) == 8, (verdicts, text)
+    for r in (1.5, 2.5):
+        assert (f"prefetch loop {r}x / raw C double-buffered (target <= 1.1):",
+                "not run: raw CUDA C needs the cuda backend") in verdicts, \
+            verdicts
+    report = load_report()
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "spill.md"), "w") as f:
+            f.write(text)
+        counted = [v for v in report.included_verdicts(folder)
+                   if v[0].startswith("[spill] ")]
+    assert len(counted) == 8, counted
+
+
 def load_peers():
     spec = importlib.util.spec_from_file_location(
         "peers", os.path.join(BENCH, "peers.py"))
