@@ -36,7 +36,7 @@
 # only with GPUMEM_BENCH_OVERSUBSCRIBE=1; needs the cuda backend), spill
 # (issue 52: bench/spill.py, gpumem's loop over partitions that do not
 # fit a memory limit standing for the device's memory, beside raw.cu's
-# spill_loop, raw CUDA C's double-buffered loop, which needs the cuda
+# spill_loop, raw CUDA C's best loop in the same memory, which needs the cuda
 # backend; spill.py runs on the host backend too), peers
 # (bench/peers.py: gpumem against CuPy, PyTorch, RMM and cuda.core, each
 # row judged against the fastest; needs the cuda backend), nccl (the
@@ -517,8 +517,8 @@ case " $sections " in
 esac
 
 # The spill section (issue 52): raw CUDA C's best for the loop over
-# partitions that do not fit (raw.cu's spill_loop: double-buffered
-# uploads beside the kernels, on the cuda backend), then
+# partitions that do not fit (raw.cu's spill_loop: one or two buffers
+# in the same memory, uploads beside the kernels, on the cuda backend), then
 # bench/spill.py, gpumem's loops under a memory limit that stands for
 # the device's memory, the cost of spilling when nothing spills, and a
 # spilled array's return; spill.py reads raw's record from raw.jsonl

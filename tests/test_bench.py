@@ -538,7 +538,7 @@ def spill_quick_checks_its_results():
                           text, re.M)
     assert len(verdicts) == len(record["verdicts"]) == 8, (verdicts, text)
     for r in (1.5, 2.5):
-        assert (f"prefetch loop {r}x / raw C double-buffered (target <= 1.1):",
+        assert (f"prefetch loop {r}x / raw C's best (target <= 1.1):",
                 "not run: raw CUDA C needs the cuda backend") in verdicts, \
             verdicts
     report = load_report()

@@ -67,6 +67,7 @@ struct gm_block
      completes, HOST is still being read and may not be let go of.  NULL
      when no such copy is pending.  */
   gm_event *host_busy;
+  bool came_back;              /* returned from host memory before */
   void *user;
 };
 

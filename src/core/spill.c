@@ -425,9 +425,14 @@ move_for_room (gm_block *block, gm_block *const *keep, int nkeep,
   return true;
 }
 
-gm_status
-gm_spill_make_room (int device, size_t nbytes, gm_block *const *keep,
-                    int nkeep, size_t *freed)
+/* gm_spill_make_room, the dirty blocks least recently used first, or
+   (CYCLE) most recently used first, as the clean ones: for the return
+   of a block that came back before, the sign of a loop over more than
+   fits, where the block used last is needed last (least recently used
+   would move the one needed next, each time).  */
+static gm_status
+make_room (int device, size_t nbytes, gm_block *const *keep, int nkeep,
+           bool cycle, size_t *freed)
 {
   gm_status status = GM_OK;
   gm_block *block, *next;
@@ -437,9 +442,7 @@ gm_spill_make_room (int device, size_t nbytes, gm_block *const *keep,
     return GM_OK;
   /* First the clean blocks, most recently used first: they move without
      a copy, and a block that came back and is only read is most often
-     one of a loop over more than fits, where the block used last is the
-     one needed last again (least recently used would move the one
-     needed next, each time).  */
+     one of a loop over more than fits.  */
   for (block = devices[device].tail; block != NULL && *freed < nbytes;
        block = next)
     {
@@ -448,19 +451,26 @@ gm_spill_make_room (int device, size_t nbytes, gm_block *const *keep,
           && !move_for_room (block, keep, nkeep, freed, &status))
         return status;
     }
-  /* Then the rest, least recently used first: in a first walk those
-     that cover what is still needed alone (so that small arrays in use
-     every call do not move for nothing), then any.  */
+  /* Then the rest: in a first walk those that cover what is still
+     needed alone (so that small arrays in use every call do not move
+     for nothing), then any.  */
   for (int walk = 0; walk < 2; walk++)
-    for (block = devices[device].head; block != NULL && *freed < nbytes;
-         block = next)
+    for (block = cycle ? devices[device].tail : devices[device].head;
+         block != NULL && *freed < nbytes; block = next)
       {
-        next = block->next;
+        next = cycle ? block->prev : block->next;
         if ((walk == 1 || block->nbytes >= nbytes - *freed)
             && !move_for_room (block, keep, nkeep, freed, &status))
           return status;
       }
   return GM_OK;
+}
+
+gm_status
+gm_spill_make_room (int device, size_t nbytes, gm_block *const *keep,
+                    int nkeep, size_t *freed)
+{
+  return make_room (device, nbytes, keep, nkeep, false, freed);
 }
 
 /* Marks the host bytes of BLOCK read by the copy just queued on
@@ -503,8 +513,8 @@ gm_spill_return (gm_block *block, gm_stream *stream, bool evict,
                                     &ptr);
       if (status != GM_ERR_NOMEM || !evict)
         break;
-      status = gm_spill_make_room (block->device, block->nbytes, keep,
-                                   nkeep, &freed);
+      status = make_room (block->device, block->nbytes, keep, nkeep,
+                          block->came_back, &freed);
       if (status != GM_OK)
         return status;
       if (freed == 0)
@@ -531,6 +541,7 @@ gm_spill_return (gm_block *block, gm_stream *stream, bool evict,
   /* The host bytes stay, as the clean copy, until a use may write.  */
   block->ptr = ptr;
   block->spilled = false;
+  block->came_back = true;
   d->stats.spilled_bytes -= block->nbytes;
   d->stats.spilled_blocks--;
   gm_spill_blocks_out--;
