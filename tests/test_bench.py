@@ -527,27 +527,30 @@ def spill_quick_checks_its_results():
                          text, re.M), (key, text)
         assert key in proc.stdout, proc.stdout
     assert figures["fit_1.5x"] == 2 and figures["fit_2.5x"] == 1, figures
-    # 3 iterations and 1 more, 4 partitions, 5 loops; the dirty loop's 4
-    # images.
-    assert figures["checked"] == 5 * 4 * 4 + 4, figures
+    # 3 iterations and 1 more, 4 partitions, 6 loops; the dirty loops' 4
+    # images each.
+    assert figures["checked"] == 6 * 4 * 4 + 2 * 4, figures
     assert figures["mismatches"] == 0 and record["failures"] == [], record
     assert (f"Results: {figures['checked']} partial updates and images "
             "compared with NumPy's, 0 differ.") in text, text
     assert "emulated by a memory limit" in text, text
     verdicts = re.findall(r"^- (.*) \*\*(met|not met|not run: .*)\*\*$",
                           text, re.M)
-    assert len(verdicts) == len(record["verdicts"]) == 8, (verdicts, text)
+    assert len(verdicts) == len(record["verdicts"]) == 9, (verdicts, text)
     for r in (1.5, 2.5):
         assert (f"prefetch loop {r}x / raw C's best (target <= 1.1):",
                 "not run: raw CUDA C needs the cuda backend") in verdicts, \
             verdicts
+    assert ("dirty loop 1.5x with prefetch / raw C's best (target <= 1.1):",
+            "not run: raw CUDA C needs the cuda backend") in verdicts, \
+        verdicts
     report = load_report()
     with tempfile.TemporaryDirectory() as folder:
         with open(os.path.join(folder, "spill.md"), "w") as f:
             f.write(text)
         counted = [v for v in report.included_verdicts(folder)
                    if v[0].startswith("[spill] ")]
-    assert len(counted) == 8, counted
+    assert len(counted) == 9, counted
 
 
 def load_peers():

@@ -249,6 +249,43 @@ def a_loop_that_writes_moves_only_what_does_not_fit():
                                           sign * host[p])
 
 
+
+@case
+def a_loop_that_writes_and_prefetches_writes_behind():
+    # A return queued on a stream first starts the write-back of the
+    # array used last (beside the return, on the engine's stream): the
+    # room made for the next return then needs no copy.
+    rng = np.random.default_rng(13)
+    host = [rng.random(N, dtype=np.float32) for _ in range(4)]
+    update = gpumem.to_device(np.zeros(4, dtype=np.float32))
+    partial = [gpumem.zeros(4) for _ in range(4)]
+    s = gpumem.Stream()
+    with pressure(2 * MIB + MIB // 2):
+        images = [gpumem.to_device(h) for h in host]
+        per_iteration = []
+        sign = 1.0
+        for it in range(4):
+            before = spill_stats()
+            sign = -sign
+            for p in range(4):
+                images[p].prefetch(0, stream=s)
+                gpumem.kernels.saxpy(N, -2.0, images[p], images[p])
+                gpumem.kernels.algo(images[p], update, partial[p], N)
+            after = spill_stats()
+            per_iteration.append((after["spills"] - before["spills"],
+                                  after["spills_without_copy"]
+                                  - before["spills_without_copy"]))
+            for p in range(4):
+                expect = sign * host[p].astype(np.float64).mean()
+                np.testing.assert_allclose(partial[p].copy_to_host(),
+                                           np.full(4, expect), rtol=1e-5)
+        assert all(n > 0 and n == without for n, without
+                   in per_iteration[1:]), per_iteration
+        s.synchronize()
+        for p in range(4):
+            np.testing.assert_array_equal(images[p].copy_to_host(),
+                                          sign * host[p])
+
 @case
 def a_view_made_while_spilled():
     with pressure(2 * MIB):
@@ -377,6 +414,7 @@ def prefetch_on_a_stream_queues_the_return():
     ones = np.ones(N, np.float32)
     with pressure(4 * MIB):
         flag = gpumem.zeros(1, "int32")
+        flag.ptr            # its address out: no spill or write-behind
         a = gpumem.to_device(ones)
         a.spill()
         before = spill_stats()

@@ -24,6 +24,9 @@ typedef struct
 } device_spill;
 
 static device_spill devices[GM_MAX_DEVICES];
+/* Each device's stream for write-behind copies (gm_spill_write_behind),
+   made at its first use.  */
+static gm_stream *behind_streams[GM_MAX_DEVICES];
 static size_t host_limit = SIZE_MAX;
 static size_t host_bytes;       /* spilled and clean copies, every device */
 static gm_spill_moved_fn moved_hook;
@@ -176,6 +179,21 @@ host_settle (gm_block *block)
   block->host_busy = NULL;
 }
 
+/* Whether no copy pending on a stream still reads or writes BLOCK's
+   host bytes (the event it was waited on is let go of then).  */
+static bool
+host_ready (gm_block *block)
+{
+  bool done = false;
+
+  if (block->host_busy == NULL)
+    return true;
+  if (gm_backend_current->event_query (block->host_busy, &done) != GM_OK
+      || done)
+    host_settle (block);
+  return block->host_busy == NULL;
+}
+
 /* Lets go of BLOCK's host bytes: those of a spilled block, or the
    clean copy of one back on the device; their counts with them.  */
 static void
@@ -316,12 +334,49 @@ kept (const gm_block *block, gm_block *const *keep, int nkeep)
   return false;
 }
 
+/* Queues on STREAM, after all work queued on BLOCK's device so far, the
+   copy of BLOCK's NBYTES at PTR to HOST, and records in BLOCK->host_busy
+   an event that says when it is done.  */
+static gm_status
+copy_out_queued (gm_block *block, void *host, gm_stream *stream)
+{
+  const gm_backend *be = gm_backend_current;
+  gm_event *event = NULL;
+  gm_status status = be->event_create (block->device, GM_EVENT_BLOCKING,
+                                       &event);
+
+  /* Recorded without a stream, the event follows every stream's work
+     (the join); STREAM waits for it.  */
+  if (status == GM_OK)
+    status = be->event_record (event, NULL);
+  if (status == GM_OK)
+    status = be->stream_wait_event (block->device, stream, event);
+  if (status == GM_OK)
+    status = be->copy (host, -1, block->ptr, block->device, block->nbytes,
+                       stream);
+  if (status == GM_OK)
+    status = be->event_record (event, stream);
+  if (status != GM_OK)
+    {
+      /* Whatever was queued is waited for before HOST goes.  */
+      if (event != NULL)
+        while (be->wait (block->device, stream, 50000) == GM_ERR_NOT_READY)
+          ;
+      if (event != NULL)
+        be->event_destroy (event);
+      return status;
+    }
+  block->host_busy = event;
+  return GM_OK;
+}
+
 /* Copies resident BLOCK's bytes to host memory, which becomes its
    clean copy: the pinned pool's blocks (a copy at the bus's bandwidth,
-   no page-locking per spill), pageable memory past its limit.  Complete
-   on return, after all work queued before it.  */
+   no page-locking per spill), pageable memory past its limit.  STREAM
+   NULL: complete on return, after all work queued before it; else
+   queued on STREAM after that work (copy_out_queued).  */
 static gm_status
-copy_out (gm_block *block)
+copy_out (gm_block *block, gm_stream *stream)
 {
   device_spill *d = &devices[block->device];
   gm_status status;
@@ -345,8 +400,10 @@ copy_out (gm_block *block)
                              "block of %zu bytes: no host memory",
                              block->nbytes);
     }
-  status = gm_backend_current->copy (host, -1, block->ptr, block->device,
-                                     block->nbytes, NULL);
+  status = stream == NULL
+           ? gm_backend_current->copy (host, -1, block->ptr, block->device,
+                                       block->nbytes, NULL)
+           : copy_out_queued (block, host, stream);
   if (status != GM_OK)
     {
       if (pinned)
@@ -365,6 +422,57 @@ copy_out (gm_block *block)
 }
 
 gm_status
+gm_spill_write_behind (int device, size_t nbytes, gm_block *const *keep,
+                       int nkeep)
+{
+  gm_status status = GM_OK;
+  size_t covered = 0;
+
+  if (!gm_spill_enabled (device))
+    return GM_OK;
+  /* The blocks the room for NBYTES would take, as gm_spill_make_room
+     for a loop takes them: most recently used first, those that cover
+     what is left alone in a first walk.  */
+  for (int walk = 0; walk < 2 && covered < nbytes; walk++)
+    for (gm_block *block = devices[device].tail;
+         block != NULL && covered < nbytes; block = block->prev)
+      {
+        if (block->host != NULL || kept (block, keep, nkeep)
+            || gm_spill_why_not (block) != NULL
+            || (walk == 0 && block->nbytes < nbytes - covered))
+          continue;
+        if (behind_streams[device] == NULL)
+          {
+            status = gm_backend_current->stream_create
+                       (device, GM_STREAM_NON_BLOCKING,
+                        &behind_streams[device]);
+            if (status != GM_OK)
+              return status;
+          }
+        status = copy_out (block, behind_streams[device]);
+        /* A full host limit leaves the block dirty: its spill copies
+           then.  */
+        if (status == GM_ERR_NOMEM)
+          return GM_OK;
+        if (status != GM_OK)
+          return status;
+        covered += block->nbytes;
+      }
+  return GM_OK;
+}
+
+void
+gm_spill_release_streams (void)
+{
+  for (int d = 0; d < GM_MAX_DEVICES; d++)
+    if (behind_streams[d] != NULL)
+      {
+        gm_backend_current->stream_destroy (behind_streams[d]);
+        behind_streams[d] = NULL;
+      }
+}
+
+gm_status
 gm_spill_block (gm_block *block)
 {
   device_spill *d;
@@ -380,7 +488,7 @@ gm_spill_block (gm_block *block)
      and only the device block goes (ordered after the work queued
      before, as any free).  */
   if (block->host == NULL)
-    status = copy_out (block);
+    status = copy_out (block, NULL);
   else
     {
       status = GM_OK;
@@ -443,14 +551,18 @@ make_room (int device, size_t nbytes, gm_block *const *keep, int nkeep,
   /* First the clean blocks, most recently used first: they move without
      a copy, and a block that came back and is only read is most often
      one of a loop over more than fits.  */
-  for (block = devices[device].tail; block != NULL && *freed < nbytes;
-       block = next)
-    {
-      next = block->prev;
-      if (block->host != NULL
-          && !move_for_room (block, keep, nkeep, freed, &status))
-        return status;
-    }
+  for (int walk = 0; walk < 2; walk++)
+    for (block = devices[device].tail; block != NULL && *freed < nbytes;
+         block = next)
+      {
+        next = block->prev;
+        /* Those whose write-behind copy is still running last: the
+           memory of a block that goes now is reused by what comes
+           back, after that copy.  */
+        if (block->host != NULL && (walk == 1 || host_ready (block))
+            && !move_for_room (block, keep, nkeep, freed, &status))
+          return status;
+      }
   /* Then the rest: in a first walk those that cover what is still
      needed alone (so that small arrays in use every call do not move
      for nothing), then any.  */
@@ -525,6 +637,10 @@ gm_spill_return (gm_block *block, gm_stream *stream, bool evict,
     }
   if (status != GM_OK)
     return status;
+  /* A write-behind copy still filling the host bytes is waited for
+     (a copy without a stream follows it on the device).  */
+  if (stream != NULL)
+    host_settle (block);
   status = gm_backend_current->copy (ptr, block->device, block->host, -1,
                                      block->nbytes, stream);
   if (status == GM_OK && stream != NULL

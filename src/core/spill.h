@@ -105,6 +105,20 @@ gm_status gm_spill_block (gm_block *block);
    GM_ERR_NOMEM where no room can be made.  */
 gm_status gm_spill_return (gm_block *block, gm_stream *stream, bool evict,
                            gm_block *const *keep, int nkeep);
+/* Starts copying to host memory the blocks of DEVICE that the room for
+   NBYTES would take in a loop (most recently used first, those that
+   alone cover what is left first) among those that may move, have no
+   clean copy and are not of KEEP, on a stream of the engine's, after
+   all work queued on DEVICE so far: once done each is a clean copy
+   (until a use may write), and the block's spill needs no copy.  For a
+   loop that brings spilled blocks back ahead of use (prefetch on a
+   stream): the write-back of the block just used runs beside the next
+   one's return.  GM_OK also where none may, or the host limit leaves
+   no room.  */
+gm_status gm_spill_write_behind (int device, size_t nbytes,
+                                 gm_block *const *keep, int nkeep);
+/* Destroys the engine's streams (the backend's end).  */
+void gm_spill_release_streams (void);
 /* Writes into BUF of SIZE why the blocks of DEVICE that stay could not
    move, counted by reason ("3 blocks (12 MiB) held by native code,
    ..."); empty when every block moved or none is listed.  */

@@ -78,6 +78,7 @@
 #include "dlpack-abi.h"
 #include "managed-cache.h"
 #include "pinned-pool.h"
+#include "spill.h"
 #include "pinned-ranges.h"
 
 static gm_status
@@ -115,6 +116,7 @@ cuda_shutdown (void)
      exit").  So gpumem never resets a device: it waits for its work,
      releases what it owns (staging buffers, the kernels' scratch, the
      pool's cached memory) and leaves the context to the driver, which ends it with the process.  */
+  gm_spill_release_streams ();
   gm_pinned_release_cached ();
   gm_managed_cache_release (-1);
   gm_staging_shutdown (!gm_cuda_lost ());

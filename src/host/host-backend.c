@@ -27,6 +27,7 @@
 #include "host-reduce.h"
 #include "managed-cache.h"
 #include "pinned-pool.h"
+#include "spill.h"
 #include "share.h"
 
 #define HOST_MAX_DEVICES GM_HOST_MAX_DEVICES
@@ -515,6 +516,7 @@ host_graph_destroy (gm_graph *graph)
 static void
 host_shutdown (void)
 {
+  gm_spill_release_streams ();
   gm_pinned_release_cached ();
   gm_managed_cache_release (-1);
 }

@@ -74,7 +74,10 @@ PyMethodDef gmpy_spill_methods[] = {
 /* Brings every spilled DeviceArray among the N objects OBJS back to its
    device as gmpy_array_prepare_slow says, complete on return (D NULL)
    or queued on the stream D dispatches to on DEVICE (D's gpumem.Stream
-   then named as the one whose work writes them).  0 or -1.  */
+   then named as the one whose work writes them).  A return queued on a
+   stream first starts the write-behind of the array used last (a loop
+   over more than fits: its write-back runs beside the return).  0 or
+   -1.  */
 static int
 bring_back (PyObject *const *objs, Py_ssize_t n, gmpy_dispatch *d,
             int device)
@@ -82,6 +85,7 @@ bring_back (PyObject *const *objs, Py_ssize_t n, gmpy_dispatch *d,
   gm_block **keep = PyMem_New (gm_block *, (size_t) (n > 0 ? n : 1));
   gm_stream *stream = NULL;
   int nkeep = 0, result = -1;
+  size_t spilled = 0;
 
   if (keep == NULL)
     {
@@ -97,7 +101,20 @@ bring_back (PyObject *const *objs, Py_ssize_t n, gmpy_dispatch *d,
         continue;
       owner = gmpy_array_owner ((arraypy_object *) objs[i]);
       if (owner != NULL && owner->block != NULL && !owner->released)
-        keep[nkeep++] = owner->block;
+        {
+          keep[nkeep++] = owner->block;
+          spilled += owner->spilled ? owner->block->nbytes : 0;
+        }
+    }
+  if (stream != NULL && spilled > 0)
+    {
+      gm_status status = gm_spill_write_behind (device, spilled, keep,
+                                                nkeep);
+      if (status != GM_OK)
+        {
+          gmpy_raise (status);
+          goto done;
+        }
     }
   for (Py_ssize_t i = 0; i < n; i++)
     {
