@@ -637,10 +637,9 @@ gm_spill_return (gm_block *block, gm_stream *stream, bool evict,
     }
   if (status != GM_OK)
     return status;
-  /* A write-behind copy still filling the host bytes is waited for
-     (a copy without a stream follows it on the device).  */
-  if (stream != NULL)
-    host_settle (block);
+  /* A write-behind copy still filling the host bytes is waited for (a
+     copy from pageable memory reads them on the host).  */
+  host_settle (block);
   status = gm_backend_current->copy (ptr, block->device, block->host, -1,
                                      block->nbytes, stream);
   if (status == GM_OK && stream != NULL
