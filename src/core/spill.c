@@ -548,33 +548,36 @@ make_room (int device, size_t nbytes, gm_block *const *keep, int nkeep,
   *freed = 0;
   if (!gm_spill_enabled (device))
     return GM_OK;
-  /* First the clean blocks, most recently used first: they move without
-     a copy, and a block that came back and is only read is most often
-     one of a loop over more than fits.  */
+  /* Walk 0 takes only blocks that cover what is still needed alone (so
+     that small arrays in use every call, a kernel's parameters, do not
+     move for nothing), walk 1 any.  In each, first the clean blocks,
+     most recently used first: they move without a copy, and a block
+     that came back and is only read is most often one of a loop over
+     more than fits; of them, those whose write-behind copy still runs
+     last (the memory of a block that goes is reused by what comes
+     back, after that copy).  Then the dirty ones in their order.  */
   for (int walk = 0; walk < 2; walk++)
-    for (block = devices[device].tail; block != NULL && *freed < nbytes;
-         block = next)
-      {
-        next = block->prev;
-        /* Those whose write-behind copy is still running last: the
-           memory of a block that goes now is reused by what comes
-           back, after that copy.  */
-        if (block->host != NULL && (walk == 1 || host_ready (block))
-            && !move_for_room (block, keep, nkeep, freed, &status))
-          return status;
-      }
-  /* Then the rest: in a first walk those that cover what is still
-     needed alone (so that small arrays in use every call do not move
-     for nothing), then any.  */
-  for (int walk = 0; walk < 2; walk++)
-    for (block = cycle ? devices[device].tail : devices[device].head;
-         block != NULL && *freed < nbytes; block = next)
-      {
-        next = cycle ? block->prev : block->next;
-        if ((walk == 1 || block->nbytes >= nbytes - *freed)
-            && !move_for_room (block, keep, nkeep, freed, &status))
-          return status;
-      }
+    {
+      for (int ready = 1; ready >= 0; ready--)
+        for (block = devices[device].tail; block != NULL && *freed < nbytes;
+             block = next)
+          {
+            next = block->prev;
+            if (block->host != NULL
+                && (walk == 1 || block->nbytes >= nbytes - *freed)
+                && (!ready || host_ready (block))
+                && !move_for_room (block, keep, nkeep, freed, &status))
+              return status;
+          }
+      for (block = cycle ? devices[device].tail : devices[device].head;
+           block != NULL && *freed < nbytes; block = next)
+        {
+          next = cycle ? block->prev : block->next;
+          if ((walk == 1 || block->nbytes >= nbytes - *freed)
+              && !move_for_room (block, keep, nkeep, freed, &status))
+            return status;
+        }
+    }
   return GM_OK;
 }
 
