@@ -80,16 +80,16 @@ void gm_spill_set_moved_hook (gm_spill_moved_fn hook);
 void gm_spill_print_stats (FILE *out);
 
 /* Moves blocks of DEVICE that may move to host memory until NBYTES
-   have gone or none is left, for a new array: first those with a clean
-   copy (no copy needed), most recently used first (a loop over more
-   than fits needs the block it used last the latest), then the others,
-   least recently used first (first those that alone cover what is
-   still needed).  The room made for the return of a block that came
-   back before (gm_spill_return) takes the others most recently used
-   first too: that is a loop over more than fits coming round again.
-   The NKEEP blocks
-   KEEP never move.  *FREED, the bytes moved.  GM_OK, or the error of a
-   copy; the caller retries its allocation after.  */
+   have gone or none is left, for a new array: blocks that alone cover
+   what is still needed before any smaller one; of each, first those
+   with a clean copy (no copy needed), most recently used first (a loop
+   over more than fits needs the block it used last the latest), then
+   the others, least recently used first.  The room made for the return
+   of a block that came back before (gm_spill_return) takes the others
+   most recently used first too: that is a loop over more than fits
+   coming round again.  The NKEEP blocks KEEP never move.  *FREED, the
+   bytes moved.  GM_OK, or the error of a copy; the caller retries its
+   allocation after.  */
 gm_status gm_spill_make_room (int device, size_t nbytes, gm_block *const *keep,
                               int nkeep, size_t *freed);
 /* Moves BLOCK to host memory now, if it may move (else GM_ERR_FAILED
