@@ -89,6 +89,17 @@ def parse_args(argv, prog):
     return args
 
 
+def median_seconds(fn, repeats=5):
+    """The median of REPEATS timings of FN (complete on return), for the
+    scripts that time a whole step (managed.py, spill.py)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
 def quantile(ordered, p):
     """The P-quantile of the sorted list ORDERED, linearly interpolated
     (as raw.cu computes it)."""

@@ -42,6 +42,7 @@ import time
 import numpy as np
 
 import gpumem
+from benchlib import median_seconds
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -59,16 +60,6 @@ def per_call_us(fn, calls, batches=9, warm=200):
             fn()
         times.append((time.perf_counter() - start) / calls * 1e6)
     gpumem.synchronize()
-    return statistics.median(times)
-
-
-def seconds(fn, repeats=5):
-    """The median of REPEATS timings of FN (complete on return)."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
@@ -144,9 +135,9 @@ def prefetch_figures(nbytes):
     pinned = gpumem.pinned_empty(nbytes, "uint8")
     pinned[:] = 1
     device = gpumem.empty(nbytes, "uint8")
-    figures["pinned_h2d_gbs"] = nbytes / seconds(
+    figures["pinned_h2d_gbs"] = nbytes / median_seconds(
         lambda: gpumem.copy_to_gpu(pinned, device, nbytes)) / 1e9
-    figures["pinned_d2h_gbs"] = nbytes / seconds(
+    figures["pinned_d2h_gbs"] = nbytes / median_seconds(
         lambda: gpumem.copy_from_gpu(device, pinned, nbytes)) / 1e9
     device.free()
     del pinned

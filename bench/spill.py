@@ -57,21 +57,12 @@ import time
 import numpy as np
 
 import gpumem
+from benchlib import median_seconds
 
 MiB = 1 << 20
 GiB = 1 << 30
 RATIOS = (1.5, 2.5)
 DIRTY_RATIO = 1.5
-
-
-def seconds(fn, repeats=5):
-    """The median of REPEATS timings of FN (complete on return)."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def bandwidth_figures(nbytes):
@@ -80,9 +71,9 @@ def bandwidth_figures(nbytes):
     pinned[:] = 1
     device = gpumem.empty(nbytes, "uint8")
     figures = {
-        "pinned_h2d_gbs": nbytes / seconds(
+        "pinned_h2d_gbs": nbytes / median_seconds(
             lambda: gpumem.copy_to_gpu(pinned, device, nbytes)) / 1e9,
-        "pinned_d2h_gbs": nbytes / seconds(
+        "pinned_d2h_gbs": nbytes / median_seconds(
             lambda: gpumem.copy_from_gpu(device, pinned, nbytes)) / 1e9}
     device.free()
     del pinned
@@ -217,8 +208,8 @@ def overhead_figures(calls, nloop, batches=9):
     for batch in range(batches + 1):
         for on in (False, True):
             gpumem.set_spill(on)
-            alloc_s = seconds(alloc, repeats=1)
-            loop_s = seconds(loop)
+            alloc_s = median_seconds(alloc, repeats=1)
+            loop_s = median_seconds(loop)
             if batch > 0:
                 times[("alloc", on)].append(alloc_s / calls * 1e6)
                 times[("loop", on)].append(loop_s * 1e3)

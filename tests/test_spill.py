@@ -182,111 +182,6 @@ def clean_copies_make_way_under_the_host_limit():
 
 
 @case
-def a_loop_over_more_than_fits_moves_only_what_does_not_fit():
-    # Four read-only partitions, two fit: after the first pass nothing
-    # is copied out (clean), and moving the most recently used clean
-    # one keeps a partition resident, so three come back an iteration
-    # (least recently used would move the one needed next: four; the
-    # least any policy moving whole arrays can, Belady's, is 8/3).
-    rng = np.random.default_rng(7)
-    host = [rng.random(N, dtype=np.float32) for _ in range(4)]
-    update = gpumem.to_device(np.arange(4, dtype=np.float32))
-    partial = [gpumem.zeros(4) for _ in range(4)]
-    with pressure(2 * MIB + MIB // 2):
-        images = [gpumem.to_device(h) for h in host]
-        per_iteration = []
-        for it in range(4):
-            before = spill_stats()
-            for p in range(4):
-                gpumem.kernels.algo(images[p], update, partial[p], N)
-            after = spill_stats()
-            per_iteration.append((after["returns"] - before["returns"],
-                                  after["spill_bytes"] - before["spill_bytes"]))
-            for p in range(4):
-                expect = host[p].astype(np.float64).mean() + np.arange(4)
-                np.testing.assert_allclose(partial[p].copy_to_host(), expect,
-                                           rtol=1e-5)
-        assert per_iteration[1:] == [(3, 0)] * 3, per_iteration
-
-
-@case
-def a_loop_that_writes_moves_only_what_does_not_fit():
-    # Four partitions written every iteration, two fit: none is clean
-    # when room is made, and the return of a block that came back
-    # before takes room from the most recently used first, so at most
-    # three come back (and as many are written back) an iteration, 8 in
-    # 3 (Belady's least); least recently used would move the one needed
-    # next, four each way.
-    rng = np.random.default_rng(11)
-    host = [rng.random(N, dtype=np.float32) for _ in range(4)]
-    update = gpumem.to_device(np.zeros(4, dtype=np.float32))
-    partial = [gpumem.zeros(4) for _ in range(4)]
-    with pressure(2 * MIB + MIB // 2):
-        images = [gpumem.to_device(h) for h in host]
-        per_iteration = []
-        sign = 1.0
-        for it in range(4):
-            before = spill_stats()
-            sign = -sign
-            for p in range(4):
-                gpumem.kernels.saxpy(N, -2.0, images[p], images[p])
-                gpumem.kernels.algo(images[p], update, partial[p], N)
-            after = spill_stats()
-            per_iteration.append((after["returns"] - before["returns"],
-                                  after["spills"] - before["spills"],
-                                  after["spills_without_copy"]
-                                  - before["spills_without_copy"]))
-            for p in range(4):
-                expect = sign * host[p].astype(np.float64).mean()
-                np.testing.assert_allclose(partial[p].copy_to_host(),
-                                           np.full(4, expect), rtol=1e-5)
-        steady = per_iteration[1:]
-        assert all(r == s <= 3 and w == 0 for r, s, w in steady), \
-            per_iteration
-        assert sum(r for r, _, _ in steady) <= 9, per_iteration
-        for p in range(4):
-            np.testing.assert_array_equal(images[p].copy_to_host(),
-                                          sign * host[p])
-
-
-
-@case
-def a_loop_that_writes_and_prefetches_writes_behind():
-    # A return queued on a stream first starts the write-back of the
-    # array used last (beside the return, on the engine's stream): the
-    # room made for the next return then needs no copy.
-    rng = np.random.default_rng(13)
-    host = [rng.random(N, dtype=np.float32) for _ in range(4)]
-    update = gpumem.to_device(np.zeros(4, dtype=np.float32))
-    partial = [gpumem.zeros(4) for _ in range(4)]
-    s = gpumem.Stream()
-    with pressure(2 * MIB + MIB // 2):
-        images = [gpumem.to_device(h) for h in host]
-        per_iteration = []
-        sign = 1.0
-        for it in range(4):
-            before = spill_stats()
-            sign = -sign
-            for p in range(4):
-                images[p].prefetch(0, stream=s)
-                gpumem.kernels.saxpy(N, -2.0, images[p], images[p])
-                gpumem.kernels.algo(images[p], update, partial[p], N)
-            after = spill_stats()
-            per_iteration.append((after["spills"] - before["spills"],
-                                  after["spills_without_copy"]
-                                  - before["spills_without_copy"]))
-            for p in range(4):
-                expect = sign * host[p].astype(np.float64).mean()
-                np.testing.assert_allclose(partial[p].copy_to_host(),
-                                           np.full(4, expect), rtol=1e-5)
-        assert all(n > 0 and n == without for n, without
-                   in per_iteration[1:]), per_iteration
-        s.synchronize()
-        for p in range(4):
-            np.testing.assert_array_equal(images[p].copy_to_host(),
-                                          sign * host[p])
-
-@case
 def small_clean_arrays_stay_while_partitions_move():
     # A loop's small read-only parameter comes back clean once moved;
     # room is taken from arrays that alone cover the need first, clean
@@ -311,6 +206,82 @@ def small_clean_arrays_stay_while_partitions_move():
         for p in range(4):
             np.testing.assert_allclose(partial[p].copy_to_host(),
                                        np.full(4, p + 1.0))
+
+
+def stitching_loop(seed, writes, before_step=None, iterations=4):
+    """The stitching loop over four partitions of 1 MiB of which two fit,
+    spilling on: each iteration runs algo over every partition, after
+    negating it in place where WRITES and calling BEFORE_STEP (image)
+    where given.  Checks every partial update and at the end every image
+    against NumPy; returns each iteration's change of spill_stats()."""
+    rng = np.random.default_rng(seed)
+    host = [rng.random(N, dtype=np.float32) for _ in range(4)]
+    update = gpumem.to_device(np.arange(4, dtype=np.float32))
+    partial = [gpumem.zeros(4) for _ in range(4)]
+    per_iteration = []
+    sign = 1.0
+    with pressure(2 * MIB + MIB // 2):
+        images = [gpumem.to_device(h) for h in host]
+        for _ in range(iterations):
+            before = spill_stats()
+            if writes:
+                sign = -sign
+            for p in range(4):
+                if before_step is not None:
+                    before_step(images[p])
+                if writes:
+                    gpumem.kernels.saxpy(N, -2.0, images[p], images[p])
+                gpumem.kernels.algo(images[p], update, partial[p], N)
+            after = spill_stats()
+            per_iteration.append({k: after[k] - before[k] for k in after})
+            for p in range(4):
+                expect = sign * host[p].astype(np.float64).mean()
+                np.testing.assert_allclose(partial[p].copy_to_host(),
+                                           expect + np.arange(4), rtol=1e-5)
+        for p in range(4):
+            np.testing.assert_array_equal(images[p].copy_to_host(),
+                                          sign * host[p])
+    return per_iteration
+
+
+@case
+def a_loop_over_more_than_fits_moves_only_what_does_not_fit():
+    # Four read-only partitions, two fit: after the first pass nothing
+    # is copied out (clean), and moving the most recently used clean
+    # one keeps a partition resident, so three come back an iteration
+    # (least recently used would move the one needed next: four; the
+    # least any policy moving whole arrays can, Belady's, is 8/3).
+    steps = stitching_loop(7, writes=False)
+    assert [(d["returns"], d["spill_bytes"]) for d in steps[1:]] \
+        == [(3, 0)] * 3, steps
+
+
+@case
+def a_loop_that_writes_moves_only_what_does_not_fit():
+    # Four partitions written every iteration, two fit: none is clean
+    # when room is made, and the return of a block that came back
+    # before takes room from the most recently used first, so at most
+    # three come back (and as many are written back) an iteration, 8 in
+    # 3 (Belady's least); least recently used would move the one needed
+    # next, four each way.
+    steps = stitching_loop(11, writes=True)
+    moves = [(d["returns"], d["spills"], d["spills_without_copy"])
+             for d in steps[1:]]
+    assert all(r == n <= 3 and w == 0 for r, n, w in moves), steps
+    assert sum(r for r, _, _ in moves) <= 9, steps
+
+
+@case
+def a_loop_that_writes_and_prefetches_writes_behind():
+    # A return queued on a stream first starts the write-back of the
+    # array used last (on the engine's stream): the room made for the
+    # next return then needs no copy.
+    s = gpumem.Stream()
+    steps = stitching_loop(13, writes=True,
+                           before_step=lambda image: image.prefetch(
+                               0, stream=s))
+    assert all(0 < d["spills"] == d["spills_without_copy"]
+               for d in steps[1:]), steps
 
 
 @case
