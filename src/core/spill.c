@@ -25,7 +25,8 @@ typedef struct
 
 static device_spill devices[GM_MAX_DEVICES];
 /* Each device's stream for write-behind copies (gm_spill_write_behind),
-   made at its first use.  */
+   made at its first use; a non-blocking stream as any of gpumem's, so
+   NULL-stream calls join it.  */
 static gm_stream *behind_streams[GM_MAX_DEVICES];
 static size_t host_limit = SIZE_MAX;
 static size_t host_bytes;       /* spilled and clean copies, every device */
@@ -164,8 +165,8 @@ gm_spill_track (gm_block *block, void *user)
   append_block (block);
 }
 
-/* Waits until no copy of a return queued on a stream still reads
-   BLOCK's host bytes.  A failed wait (the device's error) lets go of the
+/* Waits until no copy queued on a stream (a return's, a write-behind's)
+   still reads or writes BLOCK's host bytes.  A failed wait (the device's error) lets go of the
    event too: no copy of that device completes after it.  */
 static void
 host_settle (gm_block *block)
@@ -335,7 +336,7 @@ kept (const gm_block *block, gm_block *const *keep, int nkeep)
 }
 
 /* Queues on STREAM, after all work queued on BLOCK's device so far, the
-   copy of BLOCK's NBYTES at PTR to HOST, and records in BLOCK->host_busy
+   copy of BLOCK's device bytes to HOST, and records in BLOCK->host_busy
    an event that says when it is done.  */
 static gm_status
 copy_out_queued (gm_block *block, void *host, gm_stream *stream)
