@@ -414,6 +414,7 @@ def prefetch_on_a_stream_queues_the_return():
         flag = gpumem.zeros(1, "int32")
         flag.ptr            # its address out: no spill or write-behind
         a = gpumem.to_device(ones)
+        other = gpumem.full(N, 5.0, "float32")    # written, resident
         a.spill()
         before = spill_stats()
         gpumem.kernels.spin(SPIN_MS, flag, stream=s)
@@ -423,6 +424,10 @@ def prefetch_on_a_stream_queues_the_return():
             assert not s.query()              # the copy waits behind the spin
         after = spill_stats()
         assert after["returns"] == before["returns"] + 1, (before, after)
+        # A first return writes nothing behind: there was room.
+        assert after["spill_bytes"] == before["spill_bytes"], (before, after)
+        assert not other.is_spilled
+        other.free()
         # The host bytes stay, as the clean copy.
         assert after["spill_clean_bytes"] == MIB, (before, after)
         assert after["spilled_bytes"] == before["spilled_bytes"] - MIB

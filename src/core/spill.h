@@ -112,9 +112,9 @@ gm_status gm_spill_return (gm_block *block, gm_stream *stream, bool evict,
    all work queued on DEVICE so far: once done each is a clean copy
    (until a use may write), and the block's spill needs no copy.  For a
    loop that brings spilled blocks back ahead of use (prefetch on a
-   stream): the write-back of the block just used runs beside the next
-   one's return.  GM_OK also where none may, or the host limit leaves
-   no room.  */
+   stream of blocks that came back before: a first return may find
+   room, and the copy would be for nothing).  GM_OK also where none may,
+   or the host limit leaves no room.  */
 gm_status gm_spill_write_behind (int device, size_t nbytes,
                                  gm_block *const *keep, int nkeep);
 /* Destroys the engine's streams (the backend's end).  */

@@ -75,9 +75,9 @@ PyMethodDef gmpy_spill_methods[] = {
    device as gmpy_array_prepare_slow says, complete on return (D NULL)
    or queued on the stream D dispatches to on DEVICE (D's gpumem.Stream
    then named as the one whose work writes them).  A return queued on a
-   stream first starts the write-behind of the array used last (a loop
-   over more than fits: its write-back runs beside the return).  0 or
-   -1.  */
+   stream of arrays that came back before (a loop over more than fits)
+   first starts the write-behind of the arrays their room would take.
+   0 or -1.  */
 static int
 bring_back (PyObject *const *objs, Py_ssize_t n, gmpy_dispatch *d,
             int device)
@@ -85,7 +85,7 @@ bring_back (PyObject *const *objs, Py_ssize_t n, gmpy_dispatch *d,
   gm_block **keep = PyMem_New (gm_block *, (size_t) (n > 0 ? n : 1));
   gm_stream *stream = NULL;
   int nkeep = 0, result = -1;
-  size_t spilled = 0;
+  size_t cycled = 0;
 
   if (keep == NULL)
     {
@@ -103,12 +103,13 @@ bring_back (PyObject *const *objs, Py_ssize_t n, gmpy_dispatch *d,
       if (owner != NULL && owner->block != NULL && !owner->released)
         {
           keep[nkeep++] = owner->block;
-          spilled += owner->spilled ? owner->block->nbytes : 0;
+          if (owner->spilled && owner->block->came_back)
+            cycled += owner->block->nbytes;
         }
     }
-  if (stream != NULL && spilled > 0)
+  if (stream != NULL && cycled > 0)
     {
-      gm_status status = gm_spill_write_behind (device, spilled, keep,
+      gm_status status = gm_spill_write_behind (device, cycled, keep,
                                                 nkeep);
       if (status != GM_OK)
         {
