@@ -100,6 +100,19 @@ def median_seconds(fn, repeats=5):
     return float(np.median(times))
 
 
+def figure_table(figures):
+    """The markdown table of FIGURES (a dict) the sections' own scripts
+    write into the report (managed.py, spill.py): the numbers only,
+    floats to three places."""
+    lines = ["| figure | value |", "| --- | ---: |"]
+    for key, value in figures.items():
+        if isinstance(value, float):
+            lines.append(f"| {key} | {value:.3f} |")
+        elif isinstance(value, int) and not isinstance(value, bool):
+            lines.append(f"| {key} | {value} |")
+    return lines
+
+
 def quantile(ordered, p):
     """The P-quantile of the sorted list ORDERED, linearly interpolated
     (as raw.cu computes it)."""

@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 import gpumem
-from benchlib import median_seconds
+from benchlib import figure_table, median_seconds
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -219,11 +219,8 @@ def markdown(figures, rows):
     lines = ["# Managed and pinned memory (issue 51)", "",
              "bench/managed.py on device 0 "
              f"({figures['device']}, backend {figures['backend']}): "
-             "medians; microseconds (us) and GB/s.", "",
-             "| figure | value |", "| --- | ---: |"]
-    for key, value in figures.items():
-        if isinstance(value, float):
-            lines.append(f"| {key} | {value:.3f} |")
+             "medians; microseconds (us) and GB/s.", ""]
+    lines += figure_table(figures)
     lines.append("")
     for row in rows:
         mark = "**met**" if row["verdict"] == "met" else "**not met**"

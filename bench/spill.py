@@ -57,7 +57,7 @@ import time
 import numpy as np
 
 import gpumem
-from benchlib import median_seconds
+from benchlib import figure_table, median_seconds
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -301,13 +301,9 @@ def markdown(figures, rows, failures):
              "by a memory limit (set_memory_limit): the images of a loop "
              f"total RATIO times it, 4 partitions of "
              f"{figures['partition_bytes'] / MiB:.0f} MiB; raw_* are raw "
-             "CUDA C's best loop within the same memory, one or two buffers (raw.cu, spill_loop).", "",
-             "| figure | value |", "| --- | ---: |"]
-    for key, value in figures.items():
-        if isinstance(value, float):
-            lines.append(f"| {key} | {value:.3f} |")
-        elif isinstance(value, int):
-            lines.append(f"| {key} | {value} |")
+             "CUDA C's best loop within the same memory, one or two "
+             "buffers (raw.cu, spill_loop).", ""]
+    lines += figure_table(figures)
     lines += ["", f"Results: {figures['checked']} partial updates and "
               f"images compared with NumPy's, {figures['mismatches']} "
               "differ.", ""]
