@@ -85,6 +85,29 @@ def need_spin_kernel(path):
               "which make check builds)")
 
 
+class spill_pressure:
+    """Spilling on and a memory limit of LIMIT bytes over what is in use
+    now (after a collection, so that earlier cases' arrays are gone);
+    both undone on exit."""
+
+    def __init__(self, limit):
+        self.limit = limit
+
+    def __enter__(self):
+        import gc
+        import gpumem
+        gc.collect()
+        used = gpumem.memory_stats()["allocated_bytes"]
+        gpumem.set_spill(True)
+        gpumem.set_memory_limit(used + self.limit)
+        return self
+
+    def __exit__(self, *exc):
+        import gpumem
+        gpumem.set_memory_limit(None)
+        gpumem.set_spill(False)
+
+
 def sanitized():
     """Whether this process runs under AddressSanitizer: then gpumem's
     extension module is instrumented too, and a plain python (a child

@@ -473,10 +473,7 @@ def an_array_cpp_keeps_never_moves(m):
     # Under pressure with spilling on, the array C++ keeps stays while
     # others move; once C++ lets go it moves too.
     n = 1 << 16
-    used = gpumem.memory_stats()["allocated_bytes"]
-    gpumem.set_spill(True)
-    gpumem.set_memory_limit(used + 3 * 4 * n)
-    try:
+    with gmtest.spill_pressure(3 * 4 * n):
         a = gpumem.full(n, 1.0, "float32")
         m.keep(a)
         b = gpumem.full(n, 2.0, "float32")
@@ -498,9 +495,6 @@ def an_array_cpp_keeps_never_moves(m):
         assert ".ptr" in str(exc), exc
         assert b.ptr == e
         del c, d
-    finally:
-        gpumem.set_memory_limit(None)
-        gpumem.set_spill(False)
 
 
 @each

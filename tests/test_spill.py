@@ -4,7 +4,6 @@ does not fit, least recently used first, and come back on use.  The
 pressure comes from set_memory_limit, so every rule runs on both
 backends."""
 
-import gc
 import os
 import subprocess
 
@@ -32,23 +31,7 @@ def spill_stats():
                               "spill_clean_bytes", "spills_without_copy")}
 
 
-class pressure:
-    """Spilling on and a limit of LIMIT bytes over what is in use now;
-    both undone on exit."""
-
-    def __init__(self, limit):
-        self.limit = limit
-
-    def __enter__(self):
-        gc.collect()                  # earlier cases' arrays are gone
-        used = gpumem.memory_stats()["allocated_bytes"]
-        gpumem.set_spill(True)
-        gpumem.set_memory_limit(used + self.limit)
-        return self
-
-    def __exit__(self, *exc):
-        gpumem.set_memory_limit(None)
-        gpumem.set_spill(False)
+pressure = gmtest.spill_pressure
 
 
 @case
