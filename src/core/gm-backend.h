@@ -52,6 +52,10 @@ typedef struct gm_graph gm_graph;
    cudaStreamNonBlocking); the backend keeps the ordering rule for it
    (a NULL-stream call sees the work queued on it: join_streams).  */
 #define GM_STREAM_NON_BLOCKING 1u
+/* With GM_STREAM_NON_BLOCKING: a stream that NULL-stream calls do not
+   join; its maker orders its work with events (the spill engine's
+   write-behind, whose copies run beside the calls that follow).  */
+#define GM_STREAM_UNJOINED 2u
 
 /* Where a backend's device memory lives.  */
 typedef enum gm_memory_kind
@@ -170,7 +174,7 @@ typedef struct gm_backend
   gm_status (*wait) (int device, gm_stream *stream, long timeout_us);
   gm_status (*device_synchronize) (int device);
 
-  /* FLAGS: GM_STREAM_NON_BLOCKING or 0.  */
+  /* FLAGS: GM_STREAM_NON_BLOCKING (with GM_STREAM_UNJOINED) or 0.  */
   gm_status (*stream_create) (int device, unsigned flags,
                               gm_stream **stream);
   void (*stream_destroy) (gm_stream *stream);

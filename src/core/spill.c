@@ -25,8 +25,11 @@ typedef struct
 
 static device_spill devices[GM_MAX_DEVICES];
 /* Each device's stream for write-behind copies (gm_spill_write_behind),
-   made at its first use; a non-blocking stream as any of gpumem's, so
-   NULL-stream calls join it.  */
+   made at its first use.  NULL-stream calls do not join it (so that a
+   write-back runs beside the calls that follow); its copies are ordered
+   by events instead: after the work queued before them, and before the
+   host bytes go (host_settle) or the block's memory does
+   (gm_spill_block).  */
 static gm_stream *behind_streams[GM_MAX_DEVICES];
 static size_t host_limit = SIZE_MAX;
 static size_t host_bytes;       /* spilled and clean copies, every device */
@@ -445,7 +448,7 @@ gm_spill_write_behind (int device, size_t nbytes, gm_block *const *keep,
         if (behind_streams[device] == NULL)
           {
             status = gm_backend_current->stream_create
-                       (device, GM_STREAM_NON_BLOCKING,
+                       (device, GM_STREAM_NON_BLOCKING | GM_STREAM_UNJOINED,
                         &behind_streams[device]);
             if (status != GM_OK)
               return status;
@@ -492,7 +495,11 @@ gm_spill_block (gm_block *block)
     status = copy_out (block, NULL);
   else
     {
-      status = GM_OK;
+      /* The engine's stream is not joined: the free waits for a
+         write-behind copy still reading the block.  */
+      status = host_ready (block) ? GM_OK
+               : gm_backend_current->stream_wait_event (block->device, NULL,
+                                                        block->host_busy);
       d->stats.clean_spills++;
     }
   if (status == GM_OK)

@@ -32,6 +32,7 @@ struct gm_stream
      every join covers it), the join's event, and the next stream of
      the list of non-blocking streams.  */
   bool non_blocking;
+  bool joined;          /* on the list (not GM_STREAM_UNJOINED) */
   atomic_ulong ops;
   unsigned long joined_ops;
   atomic_bool handle_out;

@@ -369,7 +369,9 @@ gm_cuda_stream_create (int device, unsigned flags, gm_stream **stream)
                                             created->non_blocking
                                             ? cudaStreamNonBlocking
                                             : cudaStreamDefault));
-  if (created->non_blocking)
+  created->joined = created->non_blocking
+                    && (flags & GM_STREAM_UNJOINED) == 0;
+  if (created->joined)
     non_blocking_add (created);
   *stream = created;
   created = NULL;
@@ -414,7 +416,8 @@ gm_cuda_stream_wrap (int device, void *handle, gm_stream **stream)
      code, only once its handle went out through gpumem.  */
   created->non_blocking = (uintptr_t) handle > 2
                           && (flags & cudaStreamNonBlocking) != 0;
-  if (created->non_blocking)
+  created->joined = created->non_blocking;
+  if (created->joined)
     non_blocking_add (created);
   *stream = created;
 done:
@@ -424,7 +427,7 @@ done:
 void
 gm_cuda_stream_destroy (gm_stream *stream)
 {
-  if (stream->non_blocking)
+  if (stream->joined)
     non_blocking_remove (stream);
   if (stream->owned && !gm_cuda_lost ()
       && cudaStreamDestroy (stream->handle) != cudaSuccess)
