@@ -28,7 +28,8 @@ def spill_stats():
     s = gpumem.memory_stats()
     return {k: s[k] for k in ("spilled_bytes", "spilled_blocks", "spills",
                               "spill_bytes", "returns", "return_bytes",
-                              "spill_clean_bytes", "spills_without_copy")}
+                              "spill_clean_bytes", "spills_without_copy",
+                              "spill_exchanges")}
 
 
 pressure = gmtest.spill_pressure
@@ -255,16 +256,78 @@ def a_loop_that_writes_moves_only_what_does_not_fit():
 
 
 @case
-def a_loop_that_writes_and_prefetches_writes_behind():
-    # A return queued on a stream first starts the write-back of the
-    # array used last (on the engine's stream): the room made for the
-    # next return then needs no copy.
+def a_loop_over_more_than_fits_exchanges_in_place():
+    # Once the loop runs round, every return takes the memory of a
+    # partition of its size that spills (an exchange: no allocation,
+    # the written one's download and the return's upload at once),
+    # with and without a prefetch on a stream; each result is checked
+    # against NumPy by stitching_loop.
     s = gpumem.Stream()
-    steps = stitching_loop(13, writes=True,
-                           before_step=lambda image: image.prefetch(
-                               0, stream=s))
-    assert all(0 < d["spills"] == d["spills_without_copy"]
-               for d in steps[1:]), steps
+    for writes, step in ((False, None), (True, None),
+                         (True, lambda image: image.prefetch(0, stream=s))):
+        steps = stitching_loop(13, writes=writes, before_step=step)
+        assert all(0 < d["returns"] == d["spill_exchanges"] == d["spills"]
+                   for d in steps[1:]), (writes, steps)
+        # A read-only partition's exchange copies nothing out.
+        assert all((d["spill_bytes"] == 0) != writes for d in steps[1:]), \
+            (writes, steps)
+
+
+@case
+def an_exchange_follows_the_work_queued_before():
+    # The partition that gives its memory is written on another stream
+    # behind a spin: its download waits for that write, the return's
+    # upload on S for that download, and both keep every byte.
+    s, writer = gpumem.Stream(), gpumem.Stream()
+    ones = np.ones(N, np.float32)
+    with pressure(MIB + MIB // 2):
+        flag = gpumem.zeros(1, "int32")
+        flag.ptr                                 # pinned: never moves
+        b = gpumem.to_device(2 * ones)
+        b.spill()
+        a = gpumem.to_device(ones)
+        before = spill_stats()
+        gpumem.kernels.spin(SPIN_MS, flag, stream=writer)
+        gpumem.kernels.saxpy(N, -2.0, a, a, stream=writer)   # a = -a
+        b.prefetch(0, stream=s)
+        if CUDA:
+            assert not s.query()        # the upload waits behind the spin
+        after = spill_stats()
+        assert a.is_spilled and not b.is_spilled
+        assert after["spill_exchanges"] == before["spill_exchanges"] + 1
+        assert after["spill_bytes"] == before["spill_bytes"] + MIB
+        np.testing.assert_array_equal(b.copy_to_host(), 2 * ones)
+        np.testing.assert_array_equal(a.copy_to_host(), -ones)
+
+
+@case
+def a_prefetch_writes_behind_what_no_exchange_covers():
+    # The room for a return that came back before, taken from a written
+    # array of another size (no exchange), is copied out on the engine's
+    # stream at the prefetch: the spill that makes the room needs no
+    # copy of its own.
+    s = gpumem.Stream()
+    ones = np.ones(N, np.float32)
+    with pressure(3 * MIB):
+        flag = gpumem.zeros(1, "int32")
+        flag.ptr                                 # pinned: never moves
+        b = gpumem.to_device(ones)
+        b.spill()
+        b.prefetch(0)                            # came back once
+        b.spill()
+        a = gpumem.full(2 * N, 4.0, "float32")   # written, twice b's size
+        before = spill_stats()
+        b.prefetch(0, stream=s)
+        s.synchronize()
+        after = spill_stats()
+        assert a.is_spilled and not b.is_spilled
+        assert after["spill_exchanges"] == before["spill_exchanges"]
+        assert after["spills_without_copy"] == \
+            before["spills_without_copy"] + 1, (before, after)
+        assert after["spill_bytes"] == before["spill_bytes"] + 2 * MIB
+        np.testing.assert_array_equal(b.copy_to_host(), ones)
+        np.testing.assert_array_equal(a.copy_to_host(),
+                                      np.full(2 * N, 4.0, np.float32))
 
 
 @case

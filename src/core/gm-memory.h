@@ -118,6 +118,12 @@ void gm_mem_note_native_held (int device, size_t nbytes, bool held);
 gm_status gm_mem_spill_free (int device, void *ptr, size_t nbytes);
 gm_status gm_mem_return_alloc (int device, size_t nbytes, gm_stream *stream,
                                void **ptr);
+/* The spill engine's exchange: the NBYTES at PTR of DEVICE pass from
+   a block that spills to one that returns, without going back to the
+   backend; the history records the spill and the return at PTR (the
+   return ordered on STREAM).  The books' totals stay; never fails.  */
+void gm_mem_spill_exchange (int device, void *ptr, size_t nbytes,
+                            gm_stream *stream);
 /* gm_mem_alloc_as and gm_mem_free_as for gpumem's own arrays.  */
 gm_status gm_mem_alloc (int device, size_t nbytes, gm_stream *stream,
                         void **ptr);

@@ -441,6 +441,39 @@ gm_mem_return_alloc (int device, size_t nbytes, gm_stream *stream,
 }
 
 void
+gm_mem_spill_exchange (int device, void *ptr, size_t nbytes,
+                       gm_stream *stream)
+{
+  gm_mem_frame frames[GM_MEM_STACK_DEPTH];
+  size_t nframes = 0, reserved = 0;
+  gm_mem_stats *stats;
+  bool history_on;
+
+  if (device < 0 || device >= GM_MAX_DEVICES)
+    return;
+  history_on = atomic_load_explicit (&history_enabled, memory_order_relaxed);
+  if (__builtin_expect (history_on, 0))
+    {
+      nframes = capture_stack (frames);
+      gm_backend_current->reserved (device, &reserved);
+    }
+  pthread_mutex_lock (&books_lock);
+  stats = book (device);
+  stats->total_allocations++;
+  stats->owners[GM_MEM_OWNER_GPUMEM].total_allocations++;
+  if (__builtin_expect (history_on, 0))
+    {
+      history_note (GM_MEM_ACTION_SPILL, GM_MEM_OWNER_GPUMEM, device,
+                    (uintptr_t) ptr, nbytes, NULL, frames, nframes,
+                    reserved, stats);
+      history_note (GM_MEM_ACTION_RETURN, GM_MEM_OWNER_GPUMEM, device,
+                    (uintptr_t) ptr, nbytes, stream, frames, nframes,
+                    reserved, stats);
+    }
+  pthread_mutex_unlock (&books_lock);
+}
+
+void
 gm_mem_note_shared (int device, size_t nbytes, bool shared)
 {
   gm_mem_stats *stats;

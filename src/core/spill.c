@@ -24,13 +24,17 @@ typedef struct
 } device_spill;
 
 static device_spill devices[GM_MAX_DEVICES];
-/* Each device's stream for write-behind copies (gm_spill_write_behind),
-   made at its first use.  NULL-stream calls do not join it (so that a
+/* Each device's stream for the downloads of write-behind
+   (gm_spill_write_behind) and of exchanges, made at its first use.  NULL-stream calls do not join it (so that a
    write-back runs beside the calls that follow); its copies are ordered
    by events instead: after the work queued before them, and before the
    host bytes go (host_settle) or the block's memory does
    (gm_spill_block).  */
-static gm_stream *behind_streams[GM_MAX_DEVICES];
+static gm_stream *out_streams[GM_MAX_DEVICES];
+/* Each device's stream for the uploads of an exchange made for a call
+   without a stream (which waits for them), made and ordered as the
+   write-behind's.  */
+static gm_stream *in_streams[GM_MAX_DEVICES];
 static size_t host_limit = SIZE_MAX;
 static size_t host_bytes;       /* spilled and clean copies, every device */
 static gm_spill_moved_fn moved_hook;
@@ -198,6 +202,16 @@ host_ready (gm_block *block)
   return block->host_busy == NULL;
 }
 
+/* Gives back host memory of host_alloc's.  */
+static void
+host_free (void *host, bool pinned)
+{
+  if (pinned)
+    gm_pinned_free (host);
+  else
+    free (host);
+}
+
 /* Lets go of BLOCK's host bytes: those of a spilled block, or the
    clean copy of one back on the device; their counts with them.  */
 static void
@@ -206,10 +220,7 @@ drop_host (gm_block *block)
   device_spill *d = &devices[block->device];
 
   host_settle (block);
-  if (block->host_pinned)
-    gm_pinned_free (block->host);
-  else
-    free (block->host);
+  host_free (block->host, block->host_pinned);
   block->host = NULL;
   host_bytes -= block->nbytes;
   if (block->spilled)
@@ -374,19 +385,12 @@ copy_out_queued (gm_block *block, void *host, gm_stream *stream)
   return GM_OK;
 }
 
-/* Copies resident BLOCK's bytes to host memory, which becomes its
-   clean copy: the pinned pool's blocks (a copy at the bus's bandwidth,
-   no page-locking per spill), pageable memory past its limit.  STREAM
-   NULL: complete on return, after all work queued before it; else
-   queued on STREAM after that work (copy_out_queued).  */
+/* Host memory for BLOCK's bytes in *HOST: the pinned pool's (a copy at
+   the bus's bandwidth, no page-locking per spill), pageable past its
+   limit (*PINNED false); GM_ERR_NOMEM past the host limit.  */
 static gm_status
-copy_out (gm_block *block, gm_stream *stream)
+host_alloc (const gm_block *block, void **host, bool *pinned)
 {
-  device_spill *d = &devices[block->device];
-  gm_status status;
-  void *host = NULL;
-  bool pinned = false;
-
   if (host_limit != SIZE_MAX && host_bytes + block->nbytes > host_limit)
     drop_clean_for (block->nbytes);
   if (host_limit != SIZE_MAX && host_bytes + block->nbytes > host_limit)
@@ -394,26 +398,38 @@ copy_out (gm_block *block, gm_stream *stream)
                          "%zu bytes: the host limit of %zu bytes for "
                          "spilled memory is reached (%zu in use)",
                          block->nbytes, host_limit, host_bytes);
-  if (gm_pinned_alloc (block->nbytes, &host) == GM_OK)
-    pinned = true;
-  else
-    {
-      host = malloc (block->nbytes);
-      if (host == NULL)
-        return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "cannot spill a "
-                             "block of %zu bytes: no host memory",
-                             block->nbytes);
-    }
+  *pinned = gm_pinned_alloc (block->nbytes, host) == GM_OK;
+  if (*pinned)
+    return GM_OK;
+  *host = malloc (block->nbytes);
+  if (*host == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "cannot spill a "
+                         "block of %zu bytes: no host memory",
+                         block->nbytes);
+  return GM_OK;
+}
+
+/* Copies resident BLOCK's bytes to host memory (host_alloc's), which
+   becomes its clean copy.  STREAM NULL: complete on return, after all
+   work queued before it; else queued on STREAM after that work
+   (copy_out_queued).  */
+static gm_status
+copy_out (gm_block *block, gm_stream *stream)
+{
+  device_spill *d = &devices[block->device];
+  void *host = NULL;
+  bool pinned = false;
+  gm_status status = host_alloc (block, &host, &pinned);
+
+  if (status != GM_OK)
+    return status;
   status = stream == NULL
            ? gm_backend_current->copy (host, -1, block->ptr, block->device,
                                        block->nbytes, NULL)
            : copy_out_queued (block, host, stream);
   if (status != GM_OK)
     {
-      if (pinned)
-        gm_pinned_free (host);
-      else
-        free (host);
+      host_free (host, pinned);
       return status;
     }
   block->host = host;
@@ -425,15 +441,74 @@ copy_out (gm_block *block, gm_stream *stream)
   return GM_OK;
 }
 
+/* The block whose device memory the return of BLOCK may take in place
+   (exchange): the first in the room's order (make_room) of BLOCK's
+   size that may move, neither of KEEP nor of the NSKIP blocks SKIP.  */
+static gm_block *
+exchange_partner (const gm_block *block, gm_block *const *keep, int nkeep,
+                  gm_block *const *skip, int nskip)
+{
+  const device_spill *d = &devices[block->device];
+
+  /* Clean with no copy pending, clean, dirty; the dirty ones least
+     recently used first unless BLOCK came back before.  */
+  for (int pass = 0; pass < 3; pass++)
+    {
+      bool backward = pass < 2 || block->came_back;
+      for (gm_block *b = backward ? d->tail : d->head; b != NULL;
+           b = backward ? b->prev : b->next)
+        {
+          bool clean = b->host != NULL;
+          if (b->nbytes != block->nbytes || (pass == 2) == clean
+              || kept (b, keep, nkeep) || kept (b, skip, nskip)
+              || gm_spill_why_not (b) != NULL
+              || (pass == 0 && !host_ready (b)))
+            continue;
+          return b;
+        }
+    }
+  return NULL;
+}
+
+/* STREAMS[DEVICE], made if need be.  */
+static gm_status
+engine_stream (int device, gm_stream **streams)
+{
+  if (streams[device] != NULL)
+    return GM_OK;
+  return gm_backend_current->stream_create
+           (device, GM_STREAM_NON_BLOCKING | GM_STREAM_UNJOINED,
+            &streams[device]);
+}
+
 gm_status
-gm_spill_write_behind (int device, size_t nbytes, gm_block *const *keep,
-                       int nkeep)
+gm_spill_write_behind (int device, gm_block *const *keep, int nkeep)
 {
   gm_status status = GM_OK;
-  size_t covered = 0;
+  gm_block **claimed;
+  size_t nbytes = 0, covered = 0;
+  int nclaimed = 0;
 
-  if (!gm_spill_enabled (device))
+  if (!gm_spill_enabled (device) || nkeep <= 0)
     return GM_OK;
+  claimed = malloc (sizeof *claimed * (size_t) nkeep);
+  if (claimed == NULL)
+    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no host memory");
+  /* The room the returns of blocks that came back before need beyond
+     the memory that they take in place (exchange).  */
+  for (int i = 0; i < nkeep; i++)
+    {
+      gm_block *partner;
+      if (keep[i]->device != device || !keep[i]->spilled
+          || !keep[i]->came_back)
+        continue;
+      partner = exchange_partner (keep[i], keep, nkeep, claimed, nclaimed);
+      if (partner != NULL)
+        claimed[nclaimed++] = partner;
+      else
+        nbytes += keep[i]->nbytes;
+    }
+  free (claimed);
   /* The blocks the room for NBYTES would take, as gm_spill_make_room
      for a loop takes them: most recently used first, those that cover
      what is left alone in a first walk.  */
@@ -445,15 +520,9 @@ gm_spill_write_behind (int device, size_t nbytes, gm_block *const *keep,
             || gm_spill_why_not (block) != NULL
             || (walk == 0 && block->nbytes < nbytes - covered))
           continue;
-        if (behind_streams[device] == NULL)
-          {
-            status = gm_backend_current->stream_create
-                       (device, GM_STREAM_NON_BLOCKING | GM_STREAM_UNJOINED,
-                        &behind_streams[device]);
-            if (status != GM_OK)
-              return status;
-          }
-        status = copy_out (block, behind_streams[device]);
+        status = engine_stream (device, out_streams);
+        if (status == GM_OK)
+          status = copy_out (block, out_streams[device]);
         /* A full host limit leaves the block dirty: its spill copies
            then.  */
         if (status == GM_ERR_NOMEM)
@@ -469,11 +538,33 @@ void
 gm_spill_release_streams (void)
 {
   for (int d = 0; d < GM_MAX_DEVICES; d++)
-    if (behind_streams[d] != NULL)
-      {
-        gm_backend_current->stream_destroy (behind_streams[d]);
-        behind_streams[d] = NULL;
-      }
+    for (gm_stream **streams = out_streams; streams != NULL;
+         streams = streams == out_streams ? in_streams : NULL)
+      if (streams[d] != NULL)
+        {
+          gm_backend_current->stream_destroy (streams[d]);
+          streams[d] = NULL;
+        }
+}
+
+/* Books clean BLOCK, whose device memory went (or passed to another
+   block), as spilled: its host copy is its bytes now.  */
+static void
+note_spilled (gm_block *block, uint64_t start)
+{
+  device_spill *d = &devices[block->device];
+
+  block->ptr = NULL;
+  block->spilled = true;
+  d->stats.clean_bytes -= block->nbytes;
+  d->stats.clean_blocks--;
+  d->stats.spilled_bytes += block->nbytes;
+  d->stats.spilled_blocks++;
+  gm_spill_blocks_out++;
+  d->stats.spills++;
+  d->stats.spill_ns += now_ns () - start;
+  if (moved_hook != NULL)
+    moved_hook (block->user);
 }
 
 gm_status
@@ -506,17 +597,7 @@ gm_spill_block (gm_block *block)
     status = gm_mem_spill_free (block->device, block->ptr, block->nbytes);
   if (status != GM_OK)
     return status;
-  block->ptr = NULL;
-  block->spilled = true;
-  d->stats.clean_bytes -= block->nbytes;
-  d->stats.clean_blocks--;
-  d->stats.spilled_bytes += block->nbytes;
-  d->stats.spilled_blocks++;
-  gm_spill_blocks_out++;
-  d->stats.spills++;
-  d->stats.spill_ns += now_ns () - start;
-  if (moved_hook != NULL)
-    moved_hook (block->user);
+  note_spilled (block, start);
   return GM_OK;
 }
 
@@ -618,11 +699,171 @@ host_busy_until_done (gm_block *block, gm_stream *stream)
   return status;
 }
 
+/* Books spilled BLOCK as back on its device at PTR; the host bytes
+   stay, as the clean copy, until a use may write.  */
+static void
+note_returned (gm_block *block, void *ptr, uint64_t start)
+{
+  device_spill *d = &devices[block->device];
+
+  block->ptr = ptr;
+  block->spilled = false;
+  block->came_back = true;
+  d->stats.spilled_bytes -= block->nbytes;
+  d->stats.spilled_blocks--;
+  gm_spill_blocks_out--;
+  d->stats.clean_bytes += block->nbytes;
+  d->stats.clean_blocks++;
+  d->stats.returns++;
+  d->stats.return_bytes += block->nbytes;
+  d->stats.return_ns += now_ns () - start;
+  gm_spill_touch_slow (block);
+}
+
+/* The pieces an exchange copies in turn: at least EXCHANGE_PIECE bytes,
+   at most EXCHANGE_PIECES of them.  */
+#define EXCHANGE_PIECE ((size_t) 16 << 20)
+enum { EXCHANGE_PIECES = 64 };
+
+/* Lets go of the NEVENTS of EVENTS (their copies may still run).  */
+static void
+events_destroy (gm_event **events, int nevents)
+{
+  for (int i = 0; i < nevents; i++)
+    if (events[i] != NULL)
+      gm_backend_current->event_destroy (events[i]);
+}
+
+/* Waits for the copies queued on STREAM (a failure's end).  */
+static void
+drain (int device, gm_stream *stream)
+{
+  while (gm_backend_current->wait (device, stream, 50000)
+         == GM_ERR_NOT_READY)
+    ;
+}
+
+/* Brings spilled BLOCK back into the device memory of PARTNER, which
+   spills, with no allocation: piece by piece, PARTNER's bytes go to
+   host memory on the engine's stream (when it has no clean copy) while
+   BLOCK's come up behind each piece on STREAM (NULL: the engine's, and
+   complete on return), so that the two directions of the bus run at
+   once, where a spill and a return one after the other use one at a
+   time.  After all work queued on the device before.  */
+static gm_status
+exchange (gm_block *block, gm_block *partner, gm_stream *stream,
+          uint64_t start)
+{
+  const gm_backend *be = gm_backend_current;
+  int device = block->device;
+  size_t nbytes = block->nbytes;
+  size_t piece = (nbytes + EXCHANGE_PIECES - 1) / EXCHANGE_PIECES;
+  bool copy = partner->host == NULL, pinned = false;
+  gm_event *before = NULL, *pieces[EXCHANGE_PIECES] = {NULL};
+  gm_stream *in = stream;
+  void *host = NULL;
+  char *down, *up;
+  int npieces;
+  gm_status status;
+
+  if (piece < EXCHANGE_PIECE)
+    piece = EXCHANGE_PIECE;
+  npieces = copy ? (int) ((nbytes + piece - 1) / piece) : 1;
+  status = engine_stream (device, out_streams);
+  if (status == GM_OK && in == NULL)
+    status = engine_stream (device, in_streams);
+  if (status == GM_OK && in == NULL)
+    in = in_streams[device];
+  if (status == GM_OK && copy)
+    status = host_alloc (partner, &host, &pinned);
+  /* Recorded without a stream, the event follows every stream's work
+     (the join); both sides wait for it.  */
+  if (status == GM_OK)
+    status = be->event_create (device, GM_EVENT_BLOCKING, &before);
+  if (status == GM_OK)
+    status = be->event_record (before, NULL);
+  if (status == GM_OK && copy)
+    status = be->stream_wait_event (device, out_streams[device], before);
+  down = partner->ptr;
+  for (int i = 0; status == GM_OK && copy && i < npieces; i++)
+    {
+      size_t at = (size_t) i * piece;
+      size_t len = nbytes - at < piece ? nbytes - at : piece;
+      status = be->copy ((char *) host + at, -1, down + at, device, len,
+                         out_streams[device]);
+      if (status == GM_OK)
+        status = be->event_create (device, GM_EVENT_BLOCKING, &pieces[i]);
+      if (status == GM_OK)
+        status = be->event_record (pieces[i], out_streams[device]);
+    }
+  if (status == GM_OK)
+    status = be->stream_wait_event (device, in, before);
+  /* A clean copy still being written (the write-behind) reads the
+     memory that the upload overwrites.  */
+  if (status == GM_OK && !copy && !host_ready (partner))
+    status = be->stream_wait_event (device, in, partner->host_busy);
+  if (status != GM_OK)
+    {
+      /* Nothing was written over PARTNER's bytes: all stays.  */
+      drain (device, out_streams[device]);
+      events_destroy (pieces, EXCHANGE_PIECES);
+      events_destroy (&before, 1);
+      if (host != NULL)
+        host_free (host, pinned);
+      return status;
+    }
+  events_destroy (&before, 1);
+  if (copy)
+    {
+      /* PARTNER's host copy is all queued: it is its bytes from now on,
+         whatever comes of the uploads.  */
+      partner->host = host;
+      partner->host_pinned = pinned;
+      partner->host_busy = pieces[npieces - 1];
+      pieces[npieces - 1] = NULL;
+      host_bytes += nbytes;
+      devices[device].stats.clean_bytes += nbytes;
+      devices[device].stats.clean_blocks++;
+      devices[device].stats.spill_bytes += nbytes;
+    }
+  else
+    devices[device].stats.clean_spills++;
+  host_settle (block);
+  up = block->host;
+  for (int i = 0; status == GM_OK && i < npieces; i++)
+    {
+      size_t at = (size_t) i * piece;
+      size_t len = !copy ? nbytes : nbytes - at < piece ? nbytes - at : piece;
+      gm_event *after = i == npieces - 1 ? partner->host_busy : pieces[i];
+      if (copy)
+        status = be->stream_wait_event (device, in, after);
+      if (status == GM_OK)
+        status = be->copy (down + at, device, up + at, -1, len, in);
+    }
+  events_destroy (pieces, EXCHANGE_PIECES);
+  if (status == GM_OK && stream != NULL)
+    status = host_busy_until_done (block, in);
+  if (status != GM_OK || stream == NULL)
+    drain (device, in);
+  note_spilled (partner, start);
+  if (status != GM_OK)
+    {
+      /* BLOCK stays spilled; the memory its upload began to fill goes,
+         once PARTNER's download (not joined by the free) is done.  */
+      drain (device, out_streams[device]);
+      gm_mem_spill_free (device, down, nbytes);
+      return status;
+    }
+  gm_mem_spill_exchange (device, down, nbytes, stream);
+  devices[device].stats.exchanges++;
+  note_returned (block, down, start);
+  return GM_OK;
+}
+
 gm_status
 gm_spill_return (gm_block *block, gm_stream *stream, bool evict,
                  gm_block *const *keep, int nkeep)
 {
-  device_spill *d = &devices[block->device];
   uint64_t start = now_ns ();
   gm_status status;
   void *ptr = NULL;
@@ -632,10 +873,15 @@ gm_spill_return (gm_block *block, gm_stream *stream, bool evict,
   for (;;)
     {
       size_t freed;
+      gm_block *partner;
       status = gm_mem_return_alloc (block->device, block->nbytes, stream,
                                     &ptr);
       if (status != GM_ERR_NOMEM || !evict)
         break;
+      partner = gm_spill_enabled (block->device)
+                ? exchange_partner (block, keep, nkeep, NULL, 0) : NULL;
+      if (partner != NULL)
+        return exchange (block, partner, stream, start);
       status = make_room (block->device, block->nbytes, keep, nkeep,
                           block->came_back, &freed);
       if (status != GM_OK)
@@ -664,18 +910,6 @@ gm_spill_return (gm_block *block, gm_stream *stream, bool evict,
       gm_mem_free (block->device, ptr, block->nbytes, stream);
       return status;
     }
-  /* The host bytes stay, as the clean copy, until a use may write.  */
-  block->ptr = ptr;
-  block->spilled = false;
-  block->came_back = true;
-  d->stats.spilled_bytes -= block->nbytes;
-  d->stats.spilled_blocks--;
-  gm_spill_blocks_out--;
-  d->stats.clean_bytes += block->nbytes;
-  d->stats.clean_blocks++;
-  d->stats.returns++;
-  d->stats.return_bytes += block->nbytes;
-  d->stats.return_ns += now_ns () - start;
-  gm_spill_touch_slow (block);
+  note_returned (block, ptr, start);
   return GM_OK;
 }

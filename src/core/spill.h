@@ -32,6 +32,8 @@ typedef struct gm_spill_stats
                                     device, still equal to them */
   size_t clean_blocks;
   uint64_t clean_spills;         /* spills that needed no copy */
+  uint64_t exchanges;            /* returns into a spilling block's memory,
+                                    the two copies at once */
 } gm_spill_stats;
 
 /* The number of blocks spilled now, over every device: a call reads it
@@ -99,6 +101,10 @@ gm_status gm_spill_block (gm_block *block);
 /* Brings spilled BLOCK back to its device (a new address in
    BLOCK->ptr), moving others out of the way when EVICT and spilling is
    on, never those of KEEP; the host bytes stay as its clean copy.
+   Where the device has no room and a block of the same size may move,
+   the return takes that block's memory in place (an exchange): its
+   bytes go to host memory piece by piece while BLOCK's come up behind
+   each piece, the bus's two directions at once.
    STREAM NULL: complete on return.  Else the allocation and the copy
    are queued on STREAM, and the host bytes are kept until the copy is
    done (a use that may write, or the block's end, waits for it).
@@ -106,17 +112,18 @@ gm_status gm_spill_block (gm_block *block);
 gm_status gm_spill_return (gm_block *block, gm_stream *stream, bool evict,
                            gm_block *const *keep, int nkeep);
 /* Starts copying to host memory the blocks of DEVICE that the room for
-   NBYTES would take in a loop (most recently used first, those that
-   alone cover what is left first) among those that may move, have no
-   clean copy and are not of KEEP, on a stream of the engine's, after
-   all work queued on DEVICE so far: once done each is a clean copy
-   (until a use may write), and the block's spill needs no copy.  For a
-   loop that brings spilled blocks back ahead of use (prefetch on a
-   stream of blocks that came back before: a first return may find
-   room, and the copy would be for nothing).  GM_OK also where none may,
-   or the host limit leaves no room.  */
-gm_status gm_spill_write_behind (int device, size_t nbytes,
-                                 gm_block *const *keep, int nkeep);
+   the returns of KEEP's spilled blocks that came back before (a loop
+   over more than fits) would take, beyond the memory those returns
+   take in place (gm_spill_return's exchange): most recently used
+   first, those that alone cover what is left first, among those that
+   may move, have no clean copy and are not of KEEP; on a stream of the
+   engine's, after all work queued on DEVICE so far.  Once done each is
+   a clean copy (until a use may write), and the block's spill needs no
+   copy.  For a call that brings the NKEEP blocks KEEP back ahead of use
+   (prefetch on a stream).  GM_OK also where none may, or the host limit
+   leaves no room.  */
+gm_status gm_spill_write_behind (int device, gm_block *const *keep,
+                                 int nkeep);
 /* Destroys the engine's streams (the backend's end).  */
 void gm_spill_release_streams (void);
 /* Writes into BUF of SIZE why the blocks of DEVICE that stay could not

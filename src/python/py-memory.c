@@ -107,7 +107,7 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
       return gmpy_raise (GM_ERR_VALUE);
     }
   spilled = Py_BuildValue (
-    "{s:n,s:n,s:n,s:K,s:K,s:K,s:d,s:K,s:K,s:d}",
+    "{s:n,s:n,s:n,s:K,s:K,s:K,s:d,s:K,s:K,s:d,s:K}",
     "spilled_bytes", (Py_ssize_t) spill.spilled_bytes,
     "spilled_blocks", (Py_ssize_t) spill.spilled_blocks,
     "spill_clean_bytes", (Py_ssize_t) spill.clean_bytes,
@@ -117,7 +117,8 @@ gmpy_memory_stats (PyObject *module, PyObject *args, PyObject *kwargs)
     "spill_seconds", (double) spill.spill_ns / 1e9,
     "returns", (unsigned long long) spill.returns,
     "return_bytes", (unsigned long long) spill.return_bytes,
-    "return_seconds", (double) spill.return_ns / 1e9);
+    "return_seconds", (double) spill.return_ns / 1e9,
+    "spill_exchanges", (unsigned long long) spill.exchanges);
   if (spilled == NULL || PyDict_Update (result, spilled) < 0)
     Py_CLEAR (result);
   Py_XDECREF (spilled);

@@ -85,7 +85,6 @@ bring_back (PyObject *const *objs, Py_ssize_t n, gmpy_dispatch *d,
   gm_block **keep = PyMem_New (gm_block *, (size_t) (n > 0 ? n : 1));
   gm_stream *stream = NULL;
   int nkeep = 0, result = -1;
-  size_t cycled = 0;
 
   if (keep == NULL)
     {
@@ -101,16 +100,11 @@ bring_back (PyObject *const *objs, Py_ssize_t n, gmpy_dispatch *d,
         continue;
       owner = gmpy_array_owner ((arraypy_object *) objs[i]);
       if (owner != NULL && owner->block != NULL && !owner->released)
-        {
-          keep[nkeep++] = owner->block;
-          if (owner->spilled && owner->block->came_back)
-            cycled += owner->block->nbytes;
-        }
+        keep[nkeep++] = owner->block;
     }
-  if (stream != NULL && cycled > 0)
+  if (stream != NULL)
     {
-      gm_status status = gm_spill_write_behind (device, cycled, keep,
-                                                nkeep);
+      gm_status status = gm_spill_write_behind (device, keep, nkeep);
       if (status != GM_OK)
         {
           gmpy_raise (status);
