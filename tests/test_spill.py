@@ -230,14 +230,17 @@ def stitching_loop(seed, writes, before_step=None, iterations=4):
 
 @case
 def a_loop_over_more_than_fits_moves_only_what_does_not_fit():
-    # Four read-only partitions, two fit: after the first pass nothing
-    # is copied out (clean), and moving the most recently used clean
-    # one keeps a partition resident, so three come back an iteration
-    # (least recently used would move the one needed next: four; the
-    # least any policy moving whole arrays can, Belady's, is 8/3).
+    # Four read-only partitions, two fit.  The return of a partition
+    # that came back before takes the room of the one used last (the
+    # one needed last: Belady's choice), so 8 come back in 3 iterations,
+    # the least any policy moving whole arrays can (one kept resident
+    # for good would bring 3 back every iteration).  A partition never
+    # spilled before is written out once; after that nothing is copied
+    # out (clean).
     steps = stitching_loop(7, writes=False)
-    assert [(d["returns"], d["spill_bytes"]) for d in steps[1:]] \
-        == [(3, 0)] * 3, steps
+    assert sum(d["returns"] for d in steps[1:4]) == 8, steps
+    assert all(d["returns"] <= 3 and d["spill_bytes"] == 0
+               for d in steps[2:]), steps
 
 
 @case
@@ -268,8 +271,9 @@ def a_loop_over_more_than_fits_exchanges_in_place():
         steps = stitching_loop(13, writes=writes, before_step=step)
         assert all(0 < d["returns"] == d["spill_exchanges"] == d["spills"]
                    for d in steps[1:]), (writes, steps)
-        # A read-only partition's exchange copies nothing out.
-        assert all((d["spill_bytes"] == 0) != writes for d in steps[1:]), \
+        # A read-only partition's exchange copies nothing out, once
+        # each was written out the first time.
+        assert all((d["spill_bytes"] == 0) != writes for d in steps[2:]), \
             (writes, steps)
 
 

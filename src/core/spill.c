@@ -442,31 +442,42 @@ copy_out (gm_block *block, gm_stream *stream)
 }
 
 /* The block whose device memory the return of BLOCK may take in place
-   (exchange): the first in the room's order (make_room) of BLOCK's
-   size that may move, neither of KEEP nor of the NSKIP blocks SKIP.  */
+   (exchange): of BLOCK's size, one that may move, neither of KEEP nor
+   of the NSKIP blocks SKIP.  For the return of a block that came back
+   before (a loop over more than fits) the most recently used, clean or
+   not: in such a loop it is the one needed last (Belady's choice), and
+   an exchange downloads a written one beside the upload.  Else in the
+   room's order (make_room): clean with no copy pending, clean, then
+   written ones least recently used first.  */
+static bool
+partner_may (const gm_block *b, const gm_block *block, gm_block *const *keep,
+             int nkeep, gm_block *const *skip, int nskip)
+{
+  return b->nbytes == block->nbytes && !kept (b, keep, nkeep)
+         && !kept (b, skip, nskip) && gm_spill_why_not (b) == NULL;
+}
+
 static gm_block *
 exchange_partner (const gm_block *block, gm_block *const *keep, int nkeep,
                   gm_block *const *skip, int nskip)
 {
   const device_spill *d = &devices[block->device];
+  gm_block *b;
 
-  /* Clean with no copy pending, clean, dirty; the dirty ones least
-     recently used first unless BLOCK came back before.  */
-  for (int pass = 0; pass < 3; pass++)
+  if (block->came_back)
     {
-      bool backward = pass < 2 || block->came_back;
-      for (gm_block *b = backward ? d->tail : d->head; b != NULL;
-           b = backward ? b->prev : b->next)
-        {
-          bool clean = b->host != NULL;
-          if (b->nbytes != block->nbytes || (pass == 2) == clean
-              || kept (b, keep, nkeep) || kept (b, skip, nskip)
-              || gm_spill_why_not (b) != NULL
-              || (pass == 0 && !host_ready (b)))
-            continue;
+      for (b = d->tail; b != NULL; b = b->prev)
+        if (partner_may (b, block, keep, nkeep, skip, nskip))
           return b;
-        }
+      return NULL;
     }
+  for (int pass = 0; pass < 3; pass++)
+    for (b = pass < 2 ? d->tail : d->head; b != NULL;
+         b = pass < 2 ? b->prev : b->next)
+      if (partner_may (b, block, keep, nkeep, skip, nskip)
+          && (b->host != NULL) == (pass < 2)
+          && (pass != 0 || host_ready (b)))
+        return b;
   return NULL;
 }
 
