@@ -35,6 +35,14 @@ def spill_stats():
 pressure = gmtest.spill_pressure
 
 
+def spin_flag():
+    """The spin kernel's flag, its address read (.ptr): pinned, it never
+    moves, so that it takes no part in the room a case makes."""
+    flag = gpumem.zeros(1, "int32")
+    flag.ptr
+    return flag
+
+
 @case
 def bad_arguments():
     raises(ValueError, gpumem.set_spill, True, host_limit=-1)
@@ -285,8 +293,7 @@ def an_exchange_follows_the_work_queued_before():
     s, writer = gpumem.Stream(), gpumem.Stream()
     ones = np.ones(N, np.float32)
     with pressure(MIB + MIB // 2):
-        flag = gpumem.zeros(1, "int32")
-        flag.ptr                                 # pinned: never moves
+        flag = spin_flag()
         b = gpumem.to_device(2 * ones)
         b.spill()
         a = gpumem.to_device(ones)
@@ -313,8 +320,7 @@ def a_prefetch_writes_behind_what_no_exchange_covers():
     s = gpumem.Stream()
     ones = np.ones(N, np.float32)
     with pressure(3 * MIB):
-        flag = gpumem.zeros(1, "int32")
-        flag.ptr                                 # pinned: never moves
+        flag = spin_flag()
         b = gpumem.to_device(ones)
         b.spill()
         b.prefetch(0)                            # came back once
@@ -461,8 +467,7 @@ def prefetch_on_a_stream_queues_the_return():
     s = gpumem.Stream()
     ones = np.ones(N, np.float32)
     with pressure(4 * MIB):
-        flag = gpumem.zeros(1, "int32")
-        flag.ptr            # its address out: no spill or write-behind
+        flag = spin_flag()
         a = gpumem.to_device(ones)
         other = gpumem.full(N, 5.0, "float32")    # written, resident
         a.spill()
