@@ -372,6 +372,46 @@ def spills_and_returns_with_their_lines():
 
 
 @case
+def an_exchange_is_a_spill_and_a_return_at_one_address():
+    # A return that takes a spilling array's memory in place (spill.h,
+    # the exchange) is two events at that address: the one array's
+    # spill, then the other's return, both with the line that caused
+    # them; the live block at the end is the returned array's.
+    gpumem.memory_history(max_entries=1000)
+    gpumem.set_spill(True)
+    gc.collect()
+    gpumem.set_memory_limit(gpumem.memory_stats()["allocated_bytes"] + 6144)
+    try:
+        a = make(4096)
+        a.spill()
+        b = make(4096)                     # no room for a beside it
+        line = sys._getframe().f_lineno + 1
+        a.prefetch(0)
+        exchanges = gpumem.memory_stats()["spill_exchanges"]
+        snap = gpumem.memory_snapshot()
+    finally:
+        gpumem.set_memory_limit(None)
+        gpumem.set_spill(False)
+        gpumem.memory_history(False)
+    assert a.is_spilled is False and b.is_spilled, (a, b)
+    assert exchanges >= 1
+    events = snap["events"]
+    names = [snap["actions"][int(x)] for x in events["action"]]
+    assert names == ["alloc", "spill", "alloc", "spill", "return"], names
+    assert int(events["address"][3]) == int(events["address"][4]) \
+        == int(events["address"][2]), events
+    for i in (3, 4):
+        frames = snap["stacks"][int(events["stack"][i])]
+        assert frames[0][:2] == (HERE, line), frames
+    # Live at the end: a's block alone, at b's old address.
+    blocks = snap["blocks"]
+    assert len(blocks) == 1, blocks
+    assert int(blocks["address"][0]) == int(events["address"][4])
+    a.free()
+    b.free()
+
+
+@case
 def out_of_memory_names_owners_idle_and_largest_blocks():
     dev = 0
     gpumem.memory_history(max_entries=100)
