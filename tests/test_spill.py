@@ -402,6 +402,14 @@ def host_limit_bounds_spilled_memory():
         assert a.is_spilled
         raises(gpumem.OutOfMemoryError, gpumem.full, N, 4.0, "float32")
         assert not b.is_spilled and not c.is_spilled
+        # a's return would move b or c, which the host has no room for:
+        # nothing moves, and nothing is lost.
+        raises(gpumem.OutOfMemoryError, a.prefetch, 0)
+        assert a.is_spilled and not b.is_spilled and not c.is_spilled
+        for array, value in ((b, 2.0), (c, 3.0), (a, 1.0)):
+            np.testing.assert_array_equal(array.copy_to_host(),
+                                          np.full(N, value, np.float32))
+            array.free()                         # room for a to come back
 
 
 @case

@@ -892,7 +892,13 @@ gm_spill_return (gm_block *block, gm_stream *stream, bool evict,
       partner = gm_spill_enabled (block->device)
                 ? exchange_partner (block, keep, nkeep, NULL, 0) : NULL;
       if (partner != NULL)
-        return exchange (block, partner, stream, start);
+        {
+          status = exchange (block, partner, stream, start);
+          /* The host limit leaves no room for a written partner's bytes
+             (nothing moved): clean blocks may still make the room.  */
+          if (status != GM_ERR_NOMEM)
+            return status;
+        }
       status = make_room (block->device, block->nbytes, keep, nkeep,
                           block->came_back, &freed);
       if (status != GM_OK)
