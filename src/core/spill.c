@@ -118,11 +118,12 @@ gm_spill_print_stats (FILE *out)
                        sizeof back_bytes);
       gm_format_bytes (s->spilled_bytes, now, sizeof now);
       fprintf (out, "device %d: %llu spills (%s, %.3f s), %llu returns "
-               "(%s, %.3f s); %s in %zu arrays spilled at exit\n",
+               "(%s, %.3f s; %llu in place); %s in %zu arrays spilled at "
+               "exit\n",
                d, (unsigned long long) s->spills, out_bytes,
                (double) s->spill_ns / 1e9, (unsigned long long) s->returns,
-               back_bytes, (double) s->return_ns / 1e9, now,
-               s->spilled_blocks);
+               back_bytes, (double) s->return_ns / 1e9,
+               (unsigned long long) s->exchanges, now, s->spilled_blocks);
     }
 }
 

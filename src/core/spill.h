@@ -77,8 +77,9 @@ typedef void (*gm_spill_moved_fn) (void *user);
 void gm_spill_set_moved_hook (gm_spill_moved_fn hook);
 
 /* Prints, under --stats' table, a line for each device whose arrays
-   spilled: the moves each way, their bytes and seconds, and what is
-   spilled now; nothing where none ever did.  */
+   spilled: the moves each way, their bytes and seconds, the returns
+   that were exchanges, and what is spilled now; nothing where none
+   ever did.  */
 void gm_spill_print_stats (FILE *out);
 
 /* Moves blocks of DEVICE that may move to host memory until NBYTES
