@@ -143,6 +143,17 @@ def the_text_says_what_the_dict_says():
 
 
 @case
+def a_build_without_mpi_says_why_comm_is_absent():
+    if gpumem.show_config(as_dict=True)["mpi"]["available"]:
+        gmtest.skip("this build has MPI: gpumem.comm is there")
+    exc = raises(AttributeError, getattr, gpumem, "comm")
+    assert "built without MPI" in str(exc) and "docs/mpi.md" in str(exc), exc
+    assert not hasattr(gpumem, "comm")
+    exc = raises(AttributeError, getattr, gpumem, "no_such_name")
+    assert "'no_such_name'" in str(exc), exc
+
+
+@case
 def bad_arguments_raise():
     raises(TypeError, gpumem.show_config, True)
     raises(TypeError, gpumem.show_config, as_dict=True, bogus=1)

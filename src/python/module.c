@@ -281,6 +281,34 @@ exec_again (PyObject *module, gmpy_state *state)
   return 0;
 }
 
+#ifndef GM_HAVE_MPI
+/* The module's __getattr__ (PEP 562) in a build without MPI, which has
+   no gpumem.comm: asking for it says why and what to do, still as an
+   AttributeError (hasattr stays false).  */
+static PyObject *
+absent_attribute (PyObject *module, PyObject *name)
+{
+  (void) module;
+  if (PyUnicode_Check (name)
+      && PyUnicode_CompareWithASCIIString (name, "comm") == 0)
+    return PyErr_Format (PyExc_AttributeError,
+                         "module 'gpumem' has no attribute 'comm': this "
+                         "gpumem was built without MPI (as the binary "
+                         "wheel is), so it runs no jobs of several "
+                         "processes; build it from source against the "
+                         "machine's MPI (configure --with-mpi; "
+                         "docs/install.md, docs/mpi.md).  "
+                         "gpumem.show_config() says what this build has");
+  return PyErr_Format (PyExc_AttributeError,
+                       "module 'gpumem' has no attribute %R", name);
+}
+
+static PyMethodDef absent_methods[] = {
+  {"__getattr__", absent_attribute, METH_O, NULL},
+  {NULL, NULL, 0, NULL}
+};
+#endif
+
 static int
 gmpy_exec (PyObject *module)
 {
@@ -378,6 +406,9 @@ gmpy_exec (PyObject *module)
     return -1;
 #ifdef GM_HAVE_MPI
   if (gmpy_comm_init (module, state) < 0)
+    return -1;
+#else
+  if (PyModule_AddFunctions (module, absent_methods) < 0)
     return -1;
 #endif
   first_module = module;
