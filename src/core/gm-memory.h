@@ -121,7 +121,10 @@ gm_status gm_mem_return_alloc (int device, size_t nbytes, gm_stream *stream,
 /* The spill engine's exchange: the NBYTES at PTR of DEVICE pass from
    a block that spills to one that returns, without going back to the
    backend; the history records the spill and the return at PTR (the
-   return ordered on STREAM).  The books' totals stay; never fails.  */
+   return ordered on STREAM).  The books' totals stay; never fails.
+   One hold of the books' lock, not gm_mem_spill_free then
+   gm_mem_return_alloc, so that no other thread's allocation can take
+   the memory's room under the limit between the two.  */
 void gm_mem_spill_exchange (int device, void *ptr, size_t nbytes,
                             gm_stream *stream);
 /* gm_mem_alloc_as and gm_mem_free_as for gpumem's own arrays.  */

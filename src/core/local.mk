@@ -11,7 +11,8 @@ src_core_libgm_core_la_SOURCES = \
 	src/core/error.c src/core/backend.c src/core/kernel.c src/core/dtype.c \
 	src/core/env.c \
 	src/core/memory.c src/core/block-record.c src/core/block-record.h \
-	src/core/spill.c src/core/spill.h \
+	src/core/spill.c src/core/spill.h src/core/spill-settings.c \
+	src/core/spill-state.h \
 	src/core/mem-history.c src/core/mem-history.h \
 	src/core/mem-report.c src/core/strided.c src/core/reduce.c \
 	src/core/graph-deps.c src/core/graph-deps.h \

@@ -1,45 +1,35 @@
 /* spill.c -- the spill engine (spill.h): per device, the list of blocks
    it may move, least recently used first; moving a block's bytes to
-   host memory and back; the figures.  Callers serialize their use (the
-   Python layer: the GIL); the figures are read under the books'
-   serialization too.  */
+   host memory and back (a spill, a return, an exchange, a write-behind)
+   and the room made for them.  Its settings and what it reports are
+   spill-settings.c's.  Callers serialize their use (the Python layer:
+   the GIL); the figures are read under the books' serialization too.  */
 
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "gm.h"
 #include "spill.h"
 #include "pinned-pool.h"
+#include "spill-state.h"
 
-/* One device's engine.  */
-typedef struct
-{
-  gm_block *head, *tail;        /* least recently used first */
-  gm_spill_stats stats;
-} device_spill;
-
-static device_spill devices[GM_MAX_DEVICES];
 /* Each device's stream for the downloads of write-behind
-   (gm_spill_write_behind) and of exchanges, made at its first use.  NULL-stream calls do not join it (so that a
-   write-back runs beside the calls that follow); its copies are ordered
-   by events instead: after the work queued before them, and before the
-   host bytes go (host_settle) or the block's memory does
-   (gm_spill_block).  */
+   (gm_spill_write_behind) and of exchanges, made at its first use.
+   NULL-stream calls do not join it (so that a write-back runs beside
+   the calls that follow); its copies are ordered by events instead:
+   after the work queued before them, and before the host bytes go
+   (host_settle) or the block's memory does (gm_spill_block).  */
 static gm_stream *out_streams[GM_MAX_DEVICES];
 /* Each device's stream for the uploads of an exchange made for a call
    without a stream (which waits for them), made and ordered as the
    write-behind's.  */
 static gm_stream *in_streams[GM_MAX_DEVICES];
-static size_t host_limit = SIZE_MAX;
 static size_t host_bytes;       /* spilled and clean copies, every device */
 static gm_spill_moved_fn moved_hook;
 size_t gm_spill_blocks_out;
-bool gm_spill_ever_on;
 
 static uint64_t
 now_ns (void)
@@ -48,83 +38,6 @@ now_ns (void)
 
   clock_gettime (CLOCK_MONOTONIC, &ts);
   return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
-static bool
-device_ok (int device)
-{
-  return device >= 0 && device < GM_MAX_DEVICES;
-}
-
-gm_status
-gm_spill_set (int device, bool enabled, size_t limit)
-{
-  if (device < -1 || device >= GM_MAX_DEVICES)
-    return gm_error_set (GM_ERR_VALUE, 0, NULL, "spilling: no device %d",
-                         device);
-  for (int d = 0; d < GM_MAX_DEVICES; d++)
-    if (device < 0 || d == device)
-      devices[d].stats.enabled = enabled;
-  gm_spill_ever_on |= enabled;
-  host_limit = limit;
-  return GM_OK;
-}
-
-bool
-gm_spill_enabled (int device)
-{
-  return device_ok (device) && devices[device].stats.enabled;
-}
-
-gm_status
-gm_spill_from_env (void)
-{
-  static bool read;
-  bool on = false;
-  gm_status status;
-
-  if (read)
-    return GM_OK;
-  read = true;
-  status = gm_env_bool ("GPUMEM_SPILL", false, &on);
-  if (status != GM_OK)
-    return status;
-  return on ? gm_spill_set (-1, true, SIZE_MAX) : GM_OK;
-}
-
-gm_status
-gm_spill_stats_get (int device, gm_spill_stats *stats)
-{
-  if (!device_ok (device))
-    return gm_error_set (GM_ERR_VALUE, 0, NULL, "spilling: no device %d",
-                         device);
-  *stats = devices[device].stats;
-  stats->host_limit = host_limit;
-  return GM_OK;
-}
-
-void
-gm_spill_print_stats (FILE *out)
-{
-  for (int d = 0; d < GM_MAX_DEVICES; d++)
-    {
-      const gm_spill_stats *s = &devices[d].stats;
-      char out_bytes[32], back_bytes[32], now[32];
-
-      if (s->spills == 0 && s->returns == 0)
-        continue;
-      gm_format_bytes ((size_t) s->spill_bytes, out_bytes, sizeof out_bytes);
-      gm_format_bytes ((size_t) s->return_bytes, back_bytes,
-                       sizeof back_bytes);
-      gm_format_bytes (s->spilled_bytes, now, sizeof now);
-      fprintf (out, "device %d: %llu spills (%s, %.3f s), %llu returns "
-               "(%s, %.3f s; %llu in place); %s in %zu arrays spilled at "
-               "exit\n",
-               d, (unsigned long long) s->spills, out_bytes,
-               (double) s->spill_ns / 1e9, (unsigned long long) s->returns,
-               back_bytes, (double) s->return_ns / 1e9,
-               (unsigned long long) s->exchanges, now, s->spilled_blocks);
-    }
 }
 
 void
@@ -136,7 +49,7 @@ gm_spill_set_moved_hook (gm_spill_moved_fn hook)
 static void
 unlink_block (gm_block *block)
 {
-  device_spill *d = &devices[block->device];
+  gm_spill_device *d = &gm_spill_devices[block->device];
 
   if (block->prev != NULL)
     block->prev->next = block->next;
@@ -152,7 +65,7 @@ unlink_block (gm_block *block)
 static void
 append_block (gm_block *block)
 {
-  device_spill *d = &devices[block->device];
+  gm_spill_device *d = &gm_spill_devices[block->device];
 
   block->prev = d->tail;
   block->next = NULL;
@@ -166,7 +79,7 @@ append_block (gm_block *block)
 void
 gm_spill_track (gm_block *block, void *user)
 {
-  if (!device_ok (block->device) || block->listed)
+  if (!gm_spill_device_ok (block->device) || block->listed)
     return;
   block->user = user;
   block->listed = true;
@@ -174,8 +87,9 @@ gm_spill_track (gm_block *block, void *user)
 }
 
 /* Waits until no copy queued on a stream (a return's, a write-behind's)
-   still reads or writes BLOCK's host bytes.  A failed wait (the device's error) lets go of the
-   event too: no copy of that device completes after it.  */
+   still reads or writes BLOCK's host bytes.  A failed wait (the
+   device's error) lets go of the event too: no copy of that device
+   completes after it.  */
 static void
 host_settle (gm_block *block)
 {
@@ -218,7 +132,7 @@ host_free (void *host, bool pinned)
 static void
 drop_host (gm_block *block)
 {
-  device_spill *d = &devices[block->device];
+  gm_spill_device *d = &gm_spill_devices[block->device];
 
   host_settle (block);
   host_free (block->host, block->host_pinned);
@@ -250,8 +164,8 @@ static void
 drop_clean_for (size_t nbytes)
 {
   for (int dev = 0; dev < GM_MAX_DEVICES; dev++)
-    for (gm_block *b = devices[dev].head;
-         b != NULL && host_bytes + nbytes > host_limit; b = b->next)
+    for (gm_block *b = gm_spill_devices[dev].head;
+         b != NULL && host_bytes + nbytes > gm_spill_host_limit; b = b->next)
       gm_spill_drop_clean (b);
 }
 
@@ -272,73 +186,6 @@ gm_spill_touch_slow (gm_block *block)
 {
   unlink_block (block);
   append_block (block);
-}
-
-const char *
-gm_spill_why_not (const gm_block *block)
-{
-  if (!block->listed || block->gone != NULL || block->owner_gone)
-    return "not an array's own memory";
-  if (block->spilled)
-    return "spilled already";
-  if (block->native > 0)
-    return "held by native code (a C++ gpumem::array, a C API hold, a "
-           "DLPack consumer)";
-  if (block->holds > 1)
-    return "in use by a call";
-  if (block->exposure & GM_BLOCK_EXPOSED_POINTER)
-    return "its address was handed out (__cuda_array_interface__, .ptr)";
-  if (block->exposure & GM_BLOCK_SHARED)
-    return "shared with other processes";
-  if (block->nbytes == 0)
-    return "empty";
-  return NULL;
-}
-
-void
-gm_spill_explain (int device, char *buf, size_t size)
-{
-  enum { MAX_REASONS = 8 };
-  const char *reasons[MAX_REASONS];
-  size_t counts[MAX_REASONS] = {0}, bytes[MAX_REASONS] = {0};
-  int nreasons = 0;
-  size_t used = 0;
-
-  if (size == 0)
-    return;
-  buf[0] = '\0';
-  if (!device_ok (device))
-    return;
-  for (gm_block *block = devices[device].head; block != NULL;
-       block = block->next)
-    {
-      const char *why = gm_spill_why_not (block);
-      int r;
-      if (why == NULL)
-        continue;
-      for (r = 0; r < nreasons && reasons[r] != why; r++)
-        ;
-      if (r == nreasons)
-        {
-          if (nreasons == MAX_REASONS)
-            continue;
-          reasons[nreasons++] = why;
-        }
-      counts[r]++;
-      bytes[r] += block->nbytes;
-    }
-  for (int r = 0; r < nreasons && used < size; r++)
-    {
-      char text[32];
-      int n;
-      gm_format_bytes (bytes[r], text, sizeof text);
-      n = snprintf (buf + used, size - used, "%s%zu block%s (%s) %s",
-                    r ? "; " : "", counts[r], counts[r] == 1 ? "" : "s",
-                    text, reasons[r]);
-      if (n < 0)
-        break;
-      used += (size_t) n;
-    }
 }
 
 static bool
@@ -392,13 +239,13 @@ copy_out_queued (gm_block *block, void *host, gm_stream *stream)
 static gm_status
 host_alloc (const gm_block *block, void **host, bool *pinned)
 {
-  if (host_limit != SIZE_MAX && host_bytes + block->nbytes > host_limit)
+  if (gm_spill_host_limit != SIZE_MAX && host_bytes + block->nbytes > gm_spill_host_limit)
     drop_clean_for (block->nbytes);
-  if (host_limit != SIZE_MAX && host_bytes + block->nbytes > host_limit)
+  if (gm_spill_host_limit != SIZE_MAX && host_bytes + block->nbytes > gm_spill_host_limit)
     return gm_error_set (GM_ERR_NOMEM, 0, NULL, "cannot spill a block of "
                          "%zu bytes: the host limit of %zu bytes for "
                          "spilled memory is reached (%zu in use)",
-                         block->nbytes, host_limit, host_bytes);
+                         block->nbytes, gm_spill_host_limit, host_bytes);
   *pinned = gm_pinned_alloc (block->nbytes, host) == GM_OK;
   if (*pinned)
     return GM_OK;
@@ -417,7 +264,7 @@ host_alloc (const gm_block *block, void **host, bool *pinned)
 static gm_status
 copy_out (gm_block *block, gm_stream *stream)
 {
-  device_spill *d = &devices[block->device];
+  gm_spill_device *d = &gm_spill_devices[block->device];
   void *host = NULL;
   bool pinned = false;
   gm_status status = host_alloc (block, &host, &pinned);
@@ -442,14 +289,7 @@ copy_out (gm_block *block, gm_stream *stream)
   return GM_OK;
 }
 
-/* The block whose device memory the return of BLOCK may take in place
-   (exchange): of BLOCK's size, one that may move, neither of KEEP nor
-   of the NSKIP blocks SKIP.  For the return of a block that came back
-   before (a loop over more than fits) the most recently used, clean or
-   not: in such a loop it is the one needed last (Belady's choice), and
-   an exchange downloads a written one beside the upload.  Else in the
-   room's order (make_room): clean with no copy pending, clean, then
-   written ones least recently used first.  */
+/* Whether B may give its memory to the return of BLOCK.  */
 static bool
 partner_may (const gm_block *b, const gm_block *block, gm_block *const *keep,
              int nkeep, gm_block *const *skip, int nskip)
@@ -458,11 +298,19 @@ partner_may (const gm_block *b, const gm_block *block, gm_block *const *keep,
          && !kept (b, skip, nskip) && gm_spill_why_not (b) == NULL;
 }
 
+/* The block whose device memory the return of BLOCK may take in place
+   (exchange): of BLOCK's size, one that may move, neither of KEEP nor
+   of the NSKIP blocks SKIP.  For the return of a block that came back
+   before (a loop over more than fits) the most recently used, clean or
+   not: in such a loop it is the one needed last (Belady's choice), and
+   an exchange downloads a written one beside the upload.  Else in the
+   room's order (make_room): clean with no copy pending, clean, then
+   written ones least recently used first.  */
 static gm_block *
 exchange_partner (const gm_block *block, gm_block *const *keep, int nkeep,
                   gm_block *const *skip, int nskip)
 {
-  const device_spill *d = &devices[block->device];
+  const gm_spill_device *d = &gm_spill_devices[block->device];
   gm_block *b;
 
   if (block->came_back)
@@ -493,17 +341,29 @@ engine_stream (int device, gm_stream **streams)
             &streams[device]);
 }
 
+/* Whether BLOCK, of DEVICE, is spilled and came back before: its
+   return is a loop's over more than fits.  */
+static bool
+cycled (const gm_block *block, int device)
+{
+  return block->device == device && block->spilled && block->came_back;
+}
+
 gm_status
 gm_spill_write_behind (int device, gm_block *const *keep, int nkeep)
 {
   gm_status status = GM_OK;
   gm_block **claimed;
   size_t nbytes = 0, covered = 0;
-  int nclaimed = 0;
+  int nclaimed = 0, ncycled = 0;
 
-  if (!gm_spill_enabled (device) || nkeep <= 0)
+  if (!gm_spill_enabled (device))
     return GM_OK;
-  claimed = malloc (sizeof *claimed * (size_t) nkeep);
+  for (int i = 0; i < nkeep; i++)
+    ncycled += cycled (keep[i], device);
+  if (ncycled == 0)
+    return GM_OK;
+  claimed = malloc (sizeof *claimed * (size_t) ncycled);
   if (claimed == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL, "no host memory");
   /* The room the returns of blocks that came back before need beyond
@@ -511,8 +371,7 @@ gm_spill_write_behind (int device, gm_block *const *keep, int nkeep)
   for (int i = 0; i < nkeep; i++)
     {
       gm_block *partner;
-      if (keep[i]->device != device || !keep[i]->spilled
-          || !keep[i]->came_back)
+      if (!cycled (keep[i], device))
         continue;
       partner = exchange_partner (keep[i], keep, nkeep, claimed, nclaimed);
       if (partner != NULL)
@@ -525,7 +384,7 @@ gm_spill_write_behind (int device, gm_block *const *keep, int nkeep)
      for a loop takes them: most recently used first, those that cover
      what is left alone in a first walk.  */
   for (int walk = 0; walk < 2 && covered < nbytes; walk++)
-    for (gm_block *block = devices[device].tail;
+    for (gm_block *block = gm_spill_devices[device].tail;
          block != NULL && covered < nbytes; block = block->prev)
       {
         if (block->host != NULL || kept (block, keep, nkeep)
@@ -564,7 +423,7 @@ gm_spill_release_streams (void)
 static void
 note_spilled (gm_block *block, uint64_t start)
 {
-  device_spill *d = &devices[block->device];
+  gm_spill_device *d = &gm_spill_devices[block->device];
 
   block->ptr = NULL;
   block->spilled = true;
@@ -582,7 +441,7 @@ note_spilled (gm_block *block, uint64_t start)
 gm_status
 gm_spill_block (gm_block *block)
 {
-  device_spill *d;
+  gm_spill_device *d;
   const char *why = gm_spill_why_not (block);
   uint64_t start = now_ns ();
   gm_status status;
@@ -590,7 +449,7 @@ gm_spill_block (gm_block *block)
   if (why != NULL)
     return gm_error_set (GM_ERR_FAILED, 0, NULL, "cannot spill a block of "
                          "%zu bytes: %s", block->nbytes, why);
-  d = &devices[block->device];
+  d = &gm_spill_devices[block->device];
   /* A dirty block is made clean first; then its host copy is the bytes,
      and only the device block goes (ordered after the work queued
      before, as any free).  */
@@ -660,7 +519,7 @@ make_room (int device, size_t nbytes, gm_block *const *keep, int nkeep,
   for (int walk = 0; walk < 2; walk++)
     {
       for (int ready = 1; ready >= 0; ready--)
-        for (block = devices[device].tail; block != NULL && *freed < nbytes;
+        for (block = gm_spill_devices[device].tail; block != NULL && *freed < nbytes;
              block = next)
           {
             next = block->prev;
@@ -670,7 +529,7 @@ make_room (int device, size_t nbytes, gm_block *const *keep, int nkeep,
                 && !move_for_room (block, keep, nkeep, freed, &status))
               return status;
           }
-      for (block = cycle ? devices[device].tail : devices[device].head;
+      for (block = cycle ? gm_spill_devices[device].tail : gm_spill_devices[device].head;
            block != NULL && *freed < nbytes; block = next)
         {
           next = cycle ? block->prev : block->next;
@@ -716,7 +575,7 @@ host_busy_until_done (gm_block *block, gm_stream *stream)
 static void
 note_returned (gm_block *block, void *ptr, uint64_t start)
 {
-  device_spill *d = &devices[block->device];
+  gm_spill_device *d = &gm_spill_devices[block->device];
 
   block->ptr = ptr;
   block->spilled = false;
@@ -736,6 +595,13 @@ note_returned (gm_block *block, void *ptr, uint64_t start)
    at most EXCHANGE_PIECES of them.  */
 #define EXCHANGE_PIECE ((size_t) 16 << 20)
 enum { EXCHANGE_PIECES = 64 };
+
+/* The bytes of the piece at AT of NBYTES cut in pieces of PIECE.  */
+static size_t
+piece_len (size_t nbytes, size_t piece, size_t at)
+{
+  return nbytes - at < piece ? nbytes - at : piece;
+}
 
 /* Lets go of the NEVENTS of EVENTS (their copies may still run).  */
 static void
@@ -769,8 +635,10 @@ exchange (gm_block *block, gm_block *partner, gm_stream *stream,
   const gm_backend *be = gm_backend_current;
   int device = block->device;
   size_t nbytes = block->nbytes;
-  size_t piece = (nbytes + EXCHANGE_PIECES - 1) / EXCHANGE_PIECES;
   bool copy = partner->host == NULL, pinned = false;
+  /* A clean partner's memory takes the upload whole.  */
+  size_t piece = !copy ? nbytes
+                 : (nbytes + EXCHANGE_PIECES - 1) / EXCHANGE_PIECES;
   gm_event *before = NULL, *pieces[EXCHANGE_PIECES] = {NULL};
   gm_stream *in = stream;
   void *host = NULL;
@@ -780,7 +648,7 @@ exchange (gm_block *block, gm_block *partner, gm_stream *stream,
 
   if (piece < EXCHANGE_PIECE)
     piece = EXCHANGE_PIECE;
-  npieces = copy ? (int) ((nbytes + piece - 1) / piece) : 1;
+  npieces = (int) ((nbytes + piece - 1) / piece);
   status = engine_stream (device, out_streams);
   if (status == GM_OK && in == NULL)
     status = engine_stream (device, in_streams);
@@ -800,9 +668,8 @@ exchange (gm_block *block, gm_block *partner, gm_stream *stream,
   for (int i = 0; status == GM_OK && copy && i < npieces; i++)
     {
       size_t at = (size_t) i * piece;
-      size_t len = nbytes - at < piece ? nbytes - at : piece;
-      status = be->copy ((char *) host + at, -1, down + at, device, len,
-                         out_streams[device]);
+      status = be->copy ((char *) host + at, -1, down + at, device,
+                         piece_len (nbytes, piece, at), out_streams[device]);
       if (status == GM_OK)
         status = be->event_create (device, GM_EVENT_BLOCKING, &pieces[i]);
       if (status == GM_OK)
@@ -834,23 +701,23 @@ exchange (gm_block *block, gm_block *partner, gm_stream *stream,
       partner->host_busy = pieces[npieces - 1];
       pieces[npieces - 1] = NULL;
       host_bytes += nbytes;
-      devices[device].stats.clean_bytes += nbytes;
-      devices[device].stats.clean_blocks++;
-      devices[device].stats.spill_bytes += nbytes;
+      gm_spill_devices[device].stats.clean_bytes += nbytes;
+      gm_spill_devices[device].stats.clean_blocks++;
+      gm_spill_devices[device].stats.spill_bytes += nbytes;
     }
   else
-    devices[device].stats.clean_spills++;
+    gm_spill_devices[device].stats.clean_spills++;
   host_settle (block);
   up = block->host;
   for (int i = 0; status == GM_OK && i < npieces; i++)
     {
       size_t at = (size_t) i * piece;
-      size_t len = !copy ? nbytes : nbytes - at < piece ? nbytes - at : piece;
       gm_event *after = i == npieces - 1 ? partner->host_busy : pieces[i];
       if (copy)
         status = be->stream_wait_event (device, in, after);
       if (status == GM_OK)
-        status = be->copy (down + at, device, up + at, -1, len, in);
+        status = be->copy (down + at, device, up + at, -1,
+                           piece_len (nbytes, piece, at), in);
     }
   events_destroy (pieces, EXCHANGE_PIECES);
   if (status == GM_OK && stream != NULL)
@@ -867,7 +734,7 @@ exchange (gm_block *block, gm_block *partner, gm_stream *stream,
       return status;
     }
   gm_mem_spill_exchange (device, down, nbytes, stream);
-  devices[device].stats.exchanges++;
+  gm_spill_devices[device].stats.exchanges++;
   note_returned (block, down, start);
   return GM_OK;
 }
