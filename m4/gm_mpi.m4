@@ -11,7 +11,10 @@
 #   Defines GM_HAVE_MPI (and HAVE_MPI_EXT_H); sets the conditional
 #   GM_HAVE_MPI; substitutes MPI_CFLAGS, MPI_LIBS and GM_MPIRUN (the
 #   mpirun the tests launch jobs with; empty without MPI, which leaves
-#   the MPI tests out of the suite).  --with-mpi=yes stops when MPI
+#   the MPI tests out of the suite) and GM_MPIRUN_MODULE (the mpirun the
+#   extension module's tests run plain pythons under: GM_MPIRUN, else
+#   the one on PATH, for a build without MPI whose module runs jobs over
+#   mpi4py).  --with-mpi=yes stops when MPI
 #   cannot be used; check goes on without it.
 AC_DEFUN([GM_CHECK_MPI], [
 AC_ARG_WITH([mpi],
@@ -97,8 +100,16 @@ AS_IF([test "x$with_mpi" != xno], [
     gm_mpi_summary="no (not found; gpumem.comm absent)"
   ])
 ])
+# The mpirun that the extension module's tests run plain pythons under:
+# GM_MPIRUN, else (a build without MPI, whose module runs jobs over
+# mpi4py) MPIRUN or the mpirun on PATH; empty leaves those tests out.
+GM_MPIRUN_MODULE=$GM_MPIRUN
+AS_IF([test -z "$GM_MPIRUN_MODULE"], [
+  AS_IF([test -n "$MPIRUN"], [GM_MPIRUN_MODULE=$MPIRUN],
+    [GM_MPIRUN_MODULE=`command -v mpirun 2>/dev/null`])])
 AM_CONDITIONAL([GM_HAVE_MPI], [test "x$gm_have_mpi" = xyes])
 AC_SUBST([MPI_CFLAGS])
 AC_SUBST([MPI_LIBS])
 AC_SUBST([GM_MPIRUN])
+AC_SUBST([GM_MPIRUN_MODULE])
 ])

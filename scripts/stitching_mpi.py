@@ -19,9 +19,12 @@ result against NumPy.
 
     mpirun -n 4 gpumem scripts/stitching_mpi.py [--images N]
         [--iterations K] [--kernel algo|algo_seed] [--seed S] [--no-check]
+    mpirun -n 4 python scripts/stitching_mpi.py ...   # the module, or
+                                                      # the wheel with mpi4py
 
-Outside mpirun it runs as one rank holding all 4 partitions.  Without
-MPI built in (gpumem.comm absent) it says so and exits 1.
+Outside mpirun it runs as one rank holding all 4 partitions.  Where
+gpumem.comm is absent (the wheel under mpirun without mpi4py) it says
+why and exits 1.
 """
 
 import argparse
@@ -48,11 +51,10 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
-    comm = getattr(gpumem, "comm", None)
-    if comm is None:
-        print("gpumem was built without MPI (gpumem.comm is absent); "
-              "run scripts/stitching.py, or rebuild with Open MPI",
-              file=sys.stderr)
+    try:
+        comm = gpumem.comm
+    except AttributeError as error:
+        print(f"{error}; or run scripts/stitching.py", file=sys.stderr)
         return 1
     rank, size = comm.rank, comm.size
     kernel = getattr(gpumem.kernels, args.kernel)

@@ -648,9 +648,11 @@ def test_folder_and_zip_run_their_main():
 
 @gmtest.case
 def test_boolean_settings_take_every_spelling():
-    probe_mpi = "import gpumem; print(hasattr(gpumem, 'comm'))"
+    probe_mpi = ("import gpumem; "
+                 "print(gpumem.show_config(as_dict=True)['gpumem']['mpi'])")
     if gpumem("-q", "-c", probe_mpi).stdout.strip() != "True":
-        gmtest.skip("built without MPI: GPUMEM_MPI is not read")
+        gmtest.skip("built without MPI: the program does not read "
+                    "GPUMEM_MPI")
     # GPUMEM_MPI_CUDA_AWARE is read only when MPI starts: cuda_aware
     # tells whether it did.
     for value, started in (("yes", True), ("TRUE", True), ("on", True),

@@ -1,12 +1,16 @@
 """gpumem.comm in the extension module: 'import gpumem' in a plain python
-started by mpirun (py-standalone.c, comm-mpi.c).  Run as one plain
+started by mpirun (py-standalone.c, comm-mpi.c; in a build without MPI,
+py-comm-net.c over mpi4py).  Run as one plain
 process by the program, which starts jobs of 2 ranks of sys.executable
 (GM_MPIRUN, with --oversubscribe and, as root, --allow-run-as-root):
 the module starts the job's MPI, or joins it where mpi4py started it
 first, and every rank sees the job's rank and size and the collectives'
 true results; mpi4py imported before or after gpumem runs beside it at
 MPI_THREAD_MULTIPLE; a collective after MPI.Finalize() raises instead
-of returning this rank's own data.
+of returning this rank's own data.  In a build without MPI (the binary
+wheel's) the same jobs run over mpi4py, which gpumem imports itself when
+the script did not; without mpi4py there gpumem.comm is absent and says
+how to get it, instead of a job whose ranks each run alone.
 """
 
 import os
@@ -19,8 +23,7 @@ from gmtest import case
 
 import gpumem
 
-if getattr(gpumem, "comm", None) is None:
-    gmtest.skip_file("gpumem was built without MPI")
+BUILT_WITH_MPI = gpumem.show_config(as_dict=True)["gpumem"]["mpi"]
 MPIRUN = os.environ.get("GM_MPIRUN")
 if not MPIRUN:
     gmtest.skip_file("GM_MPIRUN (configure's mpirun) is not set")
@@ -33,12 +36,35 @@ try:
     HAVE_MPI4PY = True
 except ImportError:
     HAVE_MPI4PY = False
+if not BUILT_WITH_MPI and not HAVE_MPI4PY:
+    gmtest.skip_file("gpumem was built without MPI, and runs jobs over "
+                     "mpi4py, which is not installed (pip install mpi4py)")
 
 # Each rank writes one line "key=value ..." to the file rank-RANK of the
 # folder argv[2] (mpirun's output would interleave the ranks' lines).
 RANK_SCRIPT = r"""
+import os
 import sys
+import warnings
 mode = sys.argv[1]
+if mode == "no-mpi4py":
+    # As if mpi4py were not installed.
+    sys.modules["mpi4py"] = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import gpumem
+    facts = ["rank=%s" % os.environ["OMPI_COMM_WORLD_RANK"],
+             "warned=%s" % any("gpumem[mpi]" in str(w.message)
+                               for w in caught)]
+    try:
+        gpumem.comm
+        facts.append("comm=present")
+    except AttributeError as error:
+        facts.append("comm=AttributeError:%s" % error)
+    with open("%s/rank-%s" % (sys.argv[2], os.environ["OMPI_COMM_WORLD_RANK"]),
+              "w") as out:
+        out.write(" ".join(f.replace(" ", "") for f in facts))
+    sys.exit(0)
 if mode in ("mpi4py-first", "finalize", "subcomm"):
     from mpi4py import MPI
 import numpy as np
@@ -60,7 +86,7 @@ mpi = gpumem.show_config(as_dict=True)["mpi"]
 facts += ["config_running=%s" % mpi["running"], "config_size=%d" % mpi["size"],
           "config_thread=%s" % mpi["thread_level"],
           "config_joined=%s" % ("joined" in mpi["started_by"])]
-if "mpi4py" in sys.modules:
+if "MPI" in globals():
     world = MPI.COMM_WORLD
     # The script's own collective on the world, between two of gpumem's.
     facts += ["mpi4py_rank=%d" % world.Get_rank(),
@@ -254,5 +280,21 @@ def a_collective_after_finalize_raises():
         assert "finalized" in facts["after_finalize"], facts
 
 
+@case
+def without_mpi4py_the_wheels_comm_is_absent_and_says_why():
+    if BUILT_WITH_MPI:
+        gmtest.skip("gpumem was built with MPI of its own: it needs no "
+                    "mpi4py")
+    version = subprocess.run([MPIRUN, "--version"], capture_output=True,
+                             text=True).stdout
+    if "Open MPI" not in version and "OpenRTE" not in version:
+        gmtest.skip("the case reads Open MPI's OMPI_COMM_WORLD_RANK")
+    for rank, facts in job("no-mpi4py").items():
+        assert facts["warned"] == "True", facts
+        assert facts["comm"].startswith("AttributeError:"), facts
+        assert "pipinstall'gpumem[mpi]'" in facts["comm"], facts
+
+
 if __name__ == "__main__":
     gmtest.main()
+

@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import numpy as np
+
 import gmtest
 from gmtest import case, raises
 
@@ -24,7 +26,8 @@ SECTIONS = {
                 "cuda_runtime", "fix"},
     "nvrtc": {"available", "version", "path", "fix"},
     "nccl": {"available", "version", "path", "loaded", "fix"},
-    "mpi": {"available", "running", "started_by", "library", "standard",
+    "mpi": {"available", "through", "running", "started_by", "library",
+            "standard",
             "path", "thread_level", "rank", "size", "cuda_aware", "fix"},
     "mpi4py": {"available", "imported", "version", "path", "fix"},
 }
@@ -65,9 +68,11 @@ def the_facts_are_this_processes():
     assert config["backend"]["name"] == gpumem.backend
     assert config["backend"]["why"]
     assert config["backend"]["device_count"] == gpumem.device_count()
-    assert config["gpumem"]["mpi"] == hasattr(gpumem, "comm")
+    # gpumem.comm is in every build: without MPI of its own, over mpi4py.
+    assert hasattr(gpumem, "comm")
     mpi = config["mpi"]
-    assert mpi["available"] == hasattr(gpumem, "comm")
+    assert mpi["available"] == (config["gpumem"]["mpi"]
+                                or config["mpi4py"]["available"]), mpi
     # One plain process: no MPI launcher started it.
     assert mpi["running"] is False and mpi["started_by"] is None
     assert mpi["rank"] == 0 and mpi["size"] == 1
@@ -103,7 +108,7 @@ def a_thing_missing_has_a_fix():
             assert section["fix"] and section["path"] is None, section
     if not config["gpumem"]["nccl"]:
         assert "--with-nccl" in config["nccl"]["fix"]
-    if config["mpi"]["available"]:
+    if config["gpumem"]["mpi"] or config["mpi"]["running"]:
         assert os.path.exists(config["mpi"]["path"]), config["mpi"]
         assert config["mpi"]["library"], config["mpi"]
 
@@ -143,12 +148,27 @@ def the_text_says_what_the_dict_says():
 
 
 @case
-def a_build_without_mpi_says_why_comm_is_absent():
-    if gpumem.show_config(as_dict=True)["mpi"]["available"]:
-        gmtest.skip("this build has MPI: gpumem.comm is there")
-    exc = raises(AttributeError, getattr, gpumem, "comm")
-    assert "built without MPI" in str(exc) and "docs/mpi.md" in str(exc), exc
-    assert not hasattr(gpumem, "comm")
+def a_build_without_mpi_runs_a_job_of_one_and_says_how_to_get_more():
+    config = gpumem.show_config(as_dict=True)
+    if config["gpumem"]["mpi"]:
+        gmtest.skip("this build has MPI of its own")
+    # Outside a launcher the job is this process alone, as with MPI.
+    comm = gpumem.comm
+    assert (comm.rank, comm.size) == (0, 1)
+    a = gpumem.to_device(np.arange(4, dtype=np.float32))
+    comm.allreduce(a)
+    assert a.copy_to_host().tolist() == [0.0, 1.0, 2.0, 3.0]
+    g = comm.gather(a)
+    assert g.shape == (1, 4) and g.copy_to_host().tolist() == [[0, 1, 2, 3]]
+    mpi = config["mpi"]
+    assert mpi["running"] is False, mpi
+    if config["mpi4py"]["available"]:
+        assert "mpi4py" in mpi["through"], mpi
+        assert "mpirun" in mpi["fix"], mpi
+    else:
+        assert mpi["through"] is None, mpi
+        assert "pip install 'gpumem[mpi]'" in mpi["fix"], mpi
+        assert "gpumem[mpi]" in config["mpi4py"]["fix"], config["mpi4py"]
     exc = raises(AttributeError, getattr, gpumem, "no_such_name")
     assert "'no_such_name'" in str(exc), exc
 

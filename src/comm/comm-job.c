@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "comm-job.h"
+#include "gm-env.h"
 
 static int world_rank, world_size = 1;
 static int local_rank, local_size = 1;
@@ -126,5 +127,27 @@ gm_comm_job_set_nodes (const int *nodes, int size)
   memcpy (copy, nodes, sizeof *copy * (size_t) size);
   free (node_of);
   node_of = copy;
+  return GM_OK;
+}
+
+gm_status
+gm_comm_launched (bool *yes, bool *forbidden)
+{
+  static const char *const names[] = {
+    "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"
+  };
+  const char *force = getenv ("GPUMEM_MPI");
+
+  *forbidden = false;
+  if (force != NULL && *force != '\0')
+    {
+      gm_status status = gm_env_bool ("GPUMEM_MPI", false, yes);
+      *forbidden = status == GM_OK && !*yes;
+      return status;
+    }
+  *yes = false;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (getenv (names[i]) != NULL)
+      *yes = true;
   return GM_OK;
 }

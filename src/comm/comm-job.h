@@ -26,6 +26,13 @@ bool gm_comm_cuda_aware (void);     /* MPI takes device addresses */
    this rank itself, false for a number that is not a rank.  */
 bool gm_comm_same_node (int rank);
 
+/* Whether to start (or join) MPI, in *YES: GPUMEM_MPI when set
+   (gm_env_bool's spellings; any other value is an error, set), else
+   whether an MPI launcher started this process (its environment names a
+   rank: OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK or PMI_SIZE).
+   *FORBIDDEN: GPUMEM_MPI says no.  */
+gm_status gm_comm_launched (bool *yes, bool *forbidden);
+
 /* The device this process uses by default: its node-local rank modulo
    the backend's device count (0 without MPI).  After gm_backend_init.  */
 int gm_comm_default_device (void);
@@ -50,13 +57,18 @@ const char *gm_comm_op_name (gm_comm_op op);
    no order, so no max or min).  */
 gm_status gm_comm_op_check (gm_dtype dtype, gm_comm_op op);
 
+/* A transport a layer above lends (comm-net.h).  */
+typedef struct gm_comm_net gm_comm_net;
+
 /* A communicator the script made (an mpi4py one: gpumem.comm's comm=),
-   as gm_comm_group_open (comm.h) found it.  */
+   as gm_comm_group_open (comm.h) found it, or as a transport over it
+   (NET) where gpumem has no MPI of its own.  */
 typedef struct gm_comm_group
 {
   int handle;               /* MPI's Fortran handle of it (MPI_Comm_c2f) */
   int rank;                 /* this process's rank in it */
   int size;                 /* its processes */
+  const gm_comm_net *net;   /* its transport, or NULL: MPI's HANDLE */
 } gm_comm_group;
 
 /* One rank's part in a collective.  */
@@ -95,6 +107,9 @@ typedef struct gm_comm_facts
   char mpi_library[256];      /* MPI_Get_library_version's first line */
   char mpi_path[4096];        /* the library's file */
   const char *thread_level;   /* "MPI_THREAD_MULTIPLE"; "" unless in use */
+  /* The transport the job runs over where gpumem has no MPI of its own
+     ("mpi4py", comm-net.h), else "".  */
+  const char *transport;
   bool nccl_built;            /* configure found NCCL */
   bool nccl_loaded;           /* its library opens (comm-nccl-load.h) */
   int nccl_version;           /* ncclGetVersion's: 22703 for 2.27.3 */

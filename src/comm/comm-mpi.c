@@ -49,6 +49,7 @@
 #include "comm-windows.h"
 #include "comm-mpi.h"
 #include "comm-mpi-types.h"
+#include "comm-stage.h"
 #ifdef GM_HAVE_NCCL
 #include "comm-nccl.h"
 #endif
@@ -59,9 +60,6 @@
    changes it, for tests): MPI counts are ints, and staging through
    pinned memory then needs no more than this.  */
 #define COMM_CHUNK ((size_t) 64 << 20)
-/* A gather's root stages one chunk from every rank; chunks shrink with
-   the job to keep that near the chunk size, down to this.  */
-#define COMM_MIN_GATHER_CHUNK ((size_t) 1 << 20)
 
 /* gpumem called MPI_Init_thread, and calls MPI_Finalize.  */
 static bool mpi_started;
@@ -81,41 +79,11 @@ static int finalize_key = MPI_KEYVAL_INVALID;
 static bool staging_forced;
 static size_t chunk_bytes = COMM_CHUNK;
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Host memory to stage device data through, kept between collectives.  */
-static char *staging;
-static size_t staging_bytes;
-static bool staging_pinned;
 
-static void staging_release (void);
 static void fatal (const char *what);
 static gm_status ipc_allgather (const void *mine, void *all, size_t nbytes);
 static gm_status ipc_barrier (void);
 static const gm_comm_ipc_net ipc_net = {ipc_allgather, ipc_barrier};
-
-/* Whether to start MPI, in *YES: GPUMEM_MPI when set (gm_env_bool's
-   spellings; any other value is an error), else whether an MPI launcher
-   started this process.  *FORBIDDEN: GPUMEM_MPI says no.  */
-static gm_status
-launched (bool *yes, bool *forbidden)
-{
-  static const char *const names[] = {
-    "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"
-  };
-  const char *force = getenv ("GPUMEM_MPI");
-
-  *forbidden = false;
-  if (force != NULL && *force != '\0')
-    {
-      gm_status status = gm_env_bool ("GPUMEM_MPI", false, yes);
-      *forbidden = status == GM_OK && !*yes;
-      return status;
-    }
-  *yes = false;
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (getenv (names[i]) != NULL)
-      *yes = true;
-  return GM_OK;
-}
 
 /* GPUMEM_MPI_CUDA_AWARE, read before MPI starts: whether it is set, and
    its value.  */
@@ -177,7 +145,7 @@ release (void)
       pthread_mutex_unlock (&mpi_lock);
       return;
     }
-  staging_release ();
+  gm_comm_staging_release ();
   gm_comm_ipc_shutdown (&ipc_net);
   if (messages != MPI_COMM_NULL)
     MPI_Comm_free (&messages);
@@ -226,7 +194,7 @@ gm_mpi_start (void)
 
   if (mpi_in_use)
     return GM_OK;
-  if (launched (&start, &forbidden) != GM_OK)
+  if (gm_comm_launched (&start, &forbidden) != GM_OK)
     return GM_ERR_UNAVAILABLE;
   MPI_Initialized (&initialized);
   MPI_Finalized (&finalized);
@@ -416,6 +384,7 @@ gm_mpi_group_open (int handle, gm_comm_group *group)
                          "intercommunicator; collectives take an "
                          "intracommunicator");
   group->handle = handle;
+  group->net = NULL;
   MPI_Comm_rank (comm, &group->rank);
   MPI_Comm_size (comm, &group->size);
   return GM_OK;
@@ -455,48 +424,39 @@ needs_staging (void)
          || (gm_backend_current->mpi_needs_staging && !gm_comm_cuda_aware ());
 }
 
-static void
-staging_release (void)
+/* The chunks of a collective that works on CALL's array in place
+   (gm_comm_chunk_fn).  MPI's errors end the job by its own handler.  */
+static gm_status
+bcast_chunk (void *ctx, const gm_comm_call *call, void *buf, size_t n)
 {
-  if (staging != NULL && staging_pinned)
-    gm_backend_current->host_free (staging);
-  else
-    free (staging);
-  staging = NULL;
-  staging_bytes = 0;
+  (void) ctx;
+  MPI_Bcast (buf, (int) n, gm_mpi_type (call->dtype), call->root,
+             call_comm (call));
+  return GM_OK;
 }
 
-/* Host memory of at least NBYTES to stage through, kept for later
-   calls: pinned where the backend gives it, else plain memory (slower
-   copies).  Without it this rank cannot stay in step with the others,
-   so running out of host memory ends the job.  */
-static char *
-staging_get (size_t nbytes)
+static gm_status
+allreduce_chunk (void *ctx, const gm_comm_call *call, void *buf, size_t n)
 {
-  void *ptr = NULL;
-
-  if (nbytes <= staging_bytes)
-    return staging;
-  staging_release ();
-  staging_pinned = gm_backend_current->host_alloc (nbytes, &ptr) == GM_OK;
-  if (!staging_pinned)
-    ptr = malloc (nbytes);
-  if (ptr == NULL)
-    fatal ("out of host memory for staging");
-  staging = ptr;
-  staging_bytes = nbytes;
-  return staging;
+  (void) ctx;
+  MPI_Allreduce (MPI_IN_PLACE, buf, (int) n, gm_mpi_type (call->dtype),
+                 gm_mpi_op (call->dtype, call->op), call_comm (call));
+  return GM_OK;
 }
 
-/* One staging copy, unless an earlier one failed: the collective goes on
-   with the other ranks either way, and *STATUS keeps the first error.  */
-static void
-stage (gm_status *status, void *dst, int dst_device, const void *src,
-       int src_device, size_t nbytes)
+/* Runs FN over CALL's array in chunks, ending the job when the host has
+   no memory left to stage through.  */
+static gm_status
+run_chunks (const gm_comm_call *call, bool staged, bool stage_in,
+            bool stage_out, gm_comm_chunk_fn fn)
 {
-  if (*status == GM_OK && nbytes > 0)
-    *status = gm_backend_current->copy (dst, dst_device, src, src_device,
-                                        nbytes, NULL);
+  bool broken;
+  gm_status status = gm_comm_run_chunks (call, chunk_bytes, staged, stage_in,
+                                         stage_out, fn, NULL, &broken);
+
+  if (broken)
+    fatal (gm_last_error ()->message);
+  return status;
 }
 
 static size_t
@@ -505,83 +465,48 @@ min_size (size_t a, size_t b)
   return a < b ? a : b;
 }
 
-/* One chunk of a collective that works on CALL's array in place: N
-   elements at BUF, of MPI type TYPE.  */
-typedef void (*chunk_fn) (const gm_comm_call *call, void *buf, int n,
-                          MPI_Datatype type);
-
-static void
-bcast_chunk (const gm_comm_call *call, void *buf, int n, MPI_Datatype type)
-{
-  MPI_Bcast (buf, n, type, call->root, call_comm (call));
-}
-
-static void
-allreduce_chunk (const gm_comm_call *call, void *buf, int n,
-                 MPI_Datatype type)
-{
-  MPI_Allreduce (MPI_IN_PLACE, buf, n, type,
-                 gm_mpi_op (call->dtype, call->op), call_comm (call));
-}
-
-/* Runs FN over CALL's array in chunks of chunk_bytes.  STAGED: each
-   chunk goes through host memory, copied there first where STAGE_IN and
-   back where STAGE_OUT (a broadcast's root only sends, the others only
-   receive; a reduction does both).  */
+/* One chunk of a gather staged through host memory
+   (gm_comm_gather_fn).  */
 static gm_status
-run_chunks (const gm_comm_call *call, bool staged, bool stage_in,
-            bool stage_out, chunk_fn fn)
+gather_chunk (void *ctx, const gm_comm_call *call, void *host, size_t nbytes,
+              bool root)
 {
-  size_t itemsize = gm_dtypes[call->dtype].itemsize;
-  size_t chunk = chunk_bytes / itemsize;
-  MPI_Datatype type = gm_mpi_type (call->dtype);
-  gm_status status = GM_OK;
-  char *host = NULL;
-
-  if (staged && call->count > 0)
-    host = staging_get (min_size (call->count, chunk) * itemsize);
-  for (size_t off = 0; off < call->count; off += chunk)
-    {
-      size_t n = min_size (call->count - off, chunk);
-      char *data = (char *) call->data + off * itemsize;
-      char *buf = staged ? host : data;
-
-      if (staged && stage_in)
-        stage (&status, buf, -1, data, call->device, n * itemsize);
-      fn (call, buf, (int) n, type);
-      if (staged && stage_out)
-        stage (&status, data, call->device, buf, -1, n * itemsize);
-    }
-  return status;
+  (void) ctx;
+  MPI_Gather (root ? MPI_IN_PLACE : host, (int) nbytes, MPI_BYTE,
+              root ? host : NULL, (int) nbytes, MPI_BYTE, call->root,
+              call_comm (call));
+  return GM_OK;
 }
 
 /* Gathers every rank's array into the root's result, row R from rank R,
-   in chunks: chunk C of every rank's array at once.  */
+   in chunks: chunk C of every rank's array at once; through host memory
+   where STAGED (comm-stage.h), else straight into the result.  */
 static gm_status
 run_gather (const gm_comm_call *call, bool staged)
 {
   size_t itemsize = gm_dtypes[call->dtype].itemsize;
-  size_t rows = (size_t) call_size (call);
   MPI_Comm comm = call_comm (call);
-  size_t bytes = chunk_bytes / rows, chunk;
+  size_t chunk = gm_comm_gather_chunk (chunk_bytes, call_size (call),
+                                       itemsize);
   MPI_Datatype type = gm_mpi_type (call->dtype);
   bool root = call_rank (call) == call->root;
-  gm_status status = GM_OK;
-  char *host = NULL;
 
-  if (bytes < min_size (chunk_bytes, COMM_MIN_GATHER_CHUNK))
-    bytes = min_size (chunk_bytes, COMM_MIN_GATHER_CHUNK);
-  chunk = bytes / itemsize;
-  if (staged && call->count > 0)
-    host = staging_get (min_size (call->count, chunk) * itemsize
-                        * (root ? rows : 1));
+  if (staged)
+    {
+      bool broken;
+      gm_status status = gm_comm_run_gather (call, call_rank (call),
+                                             call_size (call), chunk_bytes,
+                                             gather_chunk, NULL, &broken);
+      if (broken)
+        fatal (gm_last_error ()->message);
+      return status;
+    }
   for (size_t off = 0; off < call->count; off += chunk)
     {
       size_t n = min_size (call->count - off, chunk);
-      size_t nbytes = n * itemsize;
       char *data = (char *) call->data + off * itemsize;
 
-      if (!staged && root)
+      if (root)
         {
           /* Each rank's chunk lands at its place in the result: a
              receive type of N elements whose extent is a whole row.  */
@@ -597,28 +522,10 @@ run_gather (const gm_comm_call *call, bool staged)
           MPI_Type_free (&placed);
           MPI_Type_free (&row);
         }
-      else if (!staged)
-        MPI_Gather (data, (int) n, type, NULL, 0, type, call->root,
-                    comm);
-      else if (root)
-        {
-          stage (&status, host + (size_t) call_rank (call) * nbytes, -1, data,
-                 call->device, nbytes);
-          MPI_Gather (MPI_IN_PLACE, (int) n, type, host, (int) n, type,
-                      call->root, comm);
-          for (size_t r = 0; r < rows; r++)
-            stage (&status,
-                   (char *) call->result + (r * call->count + off) * itemsize,
-                   call->device, host + r * nbytes, -1, nbytes);
-        }
       else
-        {
-          stage (&status, host, -1, data, call->device, nbytes);
-          MPI_Gather (host, (int) n, type, NULL, 0, type, call->root,
-                      comm);
-        }
+        MPI_Gather (data, (int) n, type, NULL, 0, type, call->root, comm);
     }
-  return status;
+  return GM_OK;
 }
 
 gm_status

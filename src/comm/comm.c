@@ -1,7 +1,8 @@
 /* comm.c -- the processes of a job working together (gpumem.comm's C
    layer, comm.h): the top of the collectives, which chooses between
-   the job of one process, where every collective is local, and MPI
-   (comm-mpi.c) with NCCL beside it.  */
+   the job of one process, where every collective is local, MPI
+   (comm-mpi.c) with NCCL beside it, and a transport the Python layer
+   lends where gpumem has no MPI (comm-net.c).  */
 
 #include "config.h"
 
@@ -12,6 +13,7 @@
 
 #include "comm.h"
 #include "comm-engine.h"
+#include "comm-net.h"
 #include "nvtx.h"
 #ifdef GM_HAVE_MPI
 #include "comm-mpi.h"
@@ -35,12 +37,23 @@ gm_comm_init (void)
 int
 gm_comm_finalize (int status)
 {
+  const gm_comm_net *net = gm_comm_net_current ();
+
+  if (status != 0 && net != NULL && net->size > 1)
+    {
+      fflush (stdout);
+      fprintf (stderr, "gpumem: rank %d failed (exit %d); aborting the job\n",
+               net->rank, status);
+      fflush (stderr);
+      net->abort (net->ctx);
+    }
   if (status == 0 || gm_comm_size () == 1)
     {
 #ifdef GM_HAVE_NCCL
       gm_nccl_shutdown ();
 #endif
     }
+  gm_comm_net_leave ();
 #ifdef GM_HAVE_MPI
   gm_mpi_finalize (status);
 #endif
@@ -52,6 +65,8 @@ gm_comm_facts_get (gm_comm_facts *facts)
 {
   memset (facts, 0, sizeof *facts);
   facts->thread_level = "";
+  facts->transport = gm_comm_net_current () != NULL
+                     ? gm_comm_net_current ()->name : "";
 #ifdef GM_HAVE_MPI
   facts->mpi_built = true;
   gm_mpi_describe (facts);
@@ -97,6 +112,10 @@ run_alone (const gm_comm_call *call)
 static gm_status
 run_call (const gm_comm_call *call)
 {
+  if (call->group != NULL && call->group->net != NULL)
+    return gm_comm_net_run (call, call->group->net);
+  if (gm_comm_net_joined () && gm_comm_size () > 1)
+    return gm_comm_net_run (call, NULL);
 #ifdef GM_HAVE_MPI
   if (gm_comm_size () > 1 || call->group != NULL)
     return gm_mpi_run (call);
@@ -149,6 +168,48 @@ check_peer (int rank, int tag, const char *what)
   return GM_OK;
 }
 
+/* A message to or from another rank: over the job's transport, else
+   MPI.  */
+static gm_status
+send_other (int dest, int tag, const void *bytes, size_t nbytes)
+{
+  const gm_comm_net *net = gm_comm_net_current ();
+  gm_status status;
+
+  if (net != NULL)
+    {
+      status = net->send (net->ctx, dest, tag, bytes, nbytes);
+      return status == GM_OK ? GM_OK : GM_ERR_UNAVAILABLE;
+    }
+#ifdef GM_HAVE_MPI
+  return gm_mpi_send (dest, tag, bytes, nbytes);
+#else
+  return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "no MPI carries "
+                       "messages between ranks");
+#endif
+}
+
+static gm_status
+try_recv_other (int source, int tag, void *buf, size_t *nbytes)
+{
+  const gm_comm_net *net = gm_comm_net_current ();
+  gm_status status;
+
+  if (net != NULL)
+    {
+      status = net->try_recv (net->ctx, source, tag, buf, GM_COMM_MESSAGE_MAX,
+                              nbytes);
+      return status == GM_OK || status == GM_ERR_NOT_READY
+             || status == GM_ERR_VALUE ? status : GM_ERR_UNAVAILABLE;
+    }
+#ifdef GM_HAVE_MPI
+  return gm_mpi_try_recv (source, tag, buf, GM_COMM_MESSAGE_MAX, nbytes);
+#else
+  return gm_error_set (GM_ERR_UNAVAILABLE, 0, NULL, "no MPI carries "
+                       "messages between ranks");
+#endif
+}
+
 gm_status
 gm_comm_send (int dest, int tag, const void *bytes, size_t nbytes)
 {
@@ -160,10 +221,8 @@ gm_comm_send (int dest, int tag, const void *bytes, size_t nbytes)
   if (nbytes > GM_COMM_MESSAGE_MAX)
     return gm_error_set (GM_ERR_VALUE, 0, NULL, "a message of %zu bytes is "
                          "longer than %d", nbytes, GM_COMM_MESSAGE_MAX);
-#ifdef GM_HAVE_MPI
   if (dest != gm_comm_rank ())
-    return gm_mpi_send (dest, tag, bytes, nbytes);
-#endif
+    return send_other (dest, tag, bytes, nbytes);
   message = malloc (sizeof *message);
   if (message == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
@@ -188,10 +247,8 @@ gm_comm_try_recv (int source, int tag, void *buf, size_t *nbytes)
 
   if (status != GM_OK)
     return status;
-#ifdef GM_HAVE_MPI
   if (source != gm_comm_rank ())
-    return gm_mpi_try_recv (source, tag, buf, GM_COMM_MESSAGE_MAX, nbytes);
-#endif
+    return try_recv_other (source, tag, buf, nbytes);
   pthread_mutex_lock (&self_lock);
   for (self_message **p = &self_first; *p != NULL; p = &(*p)->next)
     if ((*p)->tag == tag)

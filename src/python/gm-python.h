@@ -232,8 +232,18 @@ int gmpy_mem_history_init (PyObject *module);
    jit and jit_stats (py-jit.c).  */
 extern PyMethodDef gmpy_plugin_methods[];
 extern PyMethodDef gmpy_jit_methods[];
-/* gpumem.comm (py-comm.c), built only with MPI.  */
+/* gpumem.comm (py-comm.c), added to MODULE.  0 or -1.  */
 int gmpy_comm_init (PyObject *module, gmpy_state *state);
+/* Joins the job's MPI through mpi4py (py-comm-net.c), in a build without
+   MPI, before the backend starts: where an MPI launcher started this
+   python (or GPUMEM_MPI=1), or mpi4py started MPI already.  Where mpi4py
+   cannot be imported, warns (RuntimeWarning) and gpumem.comm is absent.
+   0, or -1 with an exception set.  */
+int gmpy_comm_net_start (void);
+
+/* Why gpumem.comm is absent in a build without MPI, or NULL.  */
+const char *gmpy_comm_net_absent (void);
+
 /* gpumem.allreduce_devices and bcast_devices (py-comm-devices.c), in
    every build: adds them to MODULE; gmpy_comm_devices_alias adds
    MODULE's to TARGET (gpumem.comm) too.  0 or -1.  */

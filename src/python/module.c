@@ -282,9 +282,10 @@ exec_again (PyObject *module, gmpy_state *state)
 }
 
 #ifndef GM_HAVE_MPI
-/* The module's __getattr__ (PEP 562) in a build without MPI, which has
-   no gpumem.comm: asking for it says why and what to do, still as an
-   AttributeError (hasattr stays false).  */
+/* The module's __getattr__ (PEP 562) in a build without MPI where
+   gpumem.comm is absent (an MPI launcher started this python and mpi4py
+   cannot be imported): asking for it says why and what to do, still as
+   an AttributeError (hasattr stays false).  */
 static PyObject *
 absent_attribute (PyObject *module, PyObject *name)
 {
@@ -292,13 +293,9 @@ absent_attribute (PyObject *module, PyObject *name)
   if (PyUnicode_Check (name)
       && PyUnicode_CompareWithASCIIString (name, "comm") == 0)
     return PyErr_Format (PyExc_AttributeError,
-                         "module 'gpumem' has no attribute 'comm': this "
-                         "gpumem was built without MPI (as the binary "
-                         "wheel is), so it runs no jobs of several "
-                         "processes; build it from source against the "
-                         "machine's MPI (configure --with-mpi; "
-                         "docs/install.md, docs/mpi.md).  "
-                         "gpumem.show_config() says what this build has");
+                         "module 'gpumem' has no attribute 'comm': %s.  "
+                         "gpumem.show_config() says what this build has",
+                         gmpy_comm_net_absent ());
   return PyErr_Format (PyExc_AttributeError,
                        "module 'gpumem' has no attribute %R", name);
 }
@@ -408,7 +405,13 @@ gmpy_exec (PyObject *module)
   if (gmpy_comm_init (module, state) < 0)
     return -1;
 #else
-  if (PyModule_AddFunctions (module, absent_methods) < 0)
+  /* Without MPI of its own gpumem joins the job mpi4py gives, where it
+     runs in one (the default device is chosen later, at first use).  */
+  if (gmpy_comm_net_start () < 0)
+    return -1;
+  if (gmpy_comm_net_absent () == NULL
+      ? gmpy_comm_init (module, state) < 0
+      : PyModule_AddFunctions (module, absent_methods) < 0)
     return -1;
 #endif
   first_module = module;

@@ -1,11 +1,12 @@
 /* py-comm.c -- gpumem.comm: the processes of an MPI job, and collectives
    on DeviceArrays.
 
-   Built only with MPI (configure found it); without it gpumem.comm does
-   not exist.  `mpirun -n N gpumem script.py` runs N processes; each sees
-   its rank and the job's size here, and moves DeviceArrays between them
-   with barrier, bcast, allreduce and gather (comm.c moves the bytes).
-   Outside a launcher the job is one process: rank 0 of 1.
+   `mpirun -n N gpumem script.py` (or `mpirun -n N python script.py`)
+   runs N processes; each sees its rank and the job's size here, and
+   moves DeviceArrays between them with barrier, bcast, allreduce and
+   gather (comm.c moves the bytes: over gpumem's own MPI, or, in a build
+   without MPI, over mpi4py, py-comm-net.c).  Outside a launcher the job
+   is one process: rank 0 of 1.
 
    Every collective meets the other ranks even when this rank refuses its
    own arguments: it then raises its own error while every other rank
@@ -114,21 +115,25 @@ stream_arg (PyObject *obj, gm_comm_call *call, gmpy_dispatch *d)
 }
 
 /* Reads OBJ, the comm= argument (NULL or None: the job's ranks; else a
-   communicator of mpi4py's, whose py2f () gives MPI's handle), into
-   *GROUP, and *OUT: NULL or GROUP.  0, or -1 (TypeError for another
+   communicator of mpi4py's: with MPI built in, its py2f () gives MPI's
+   handle; without, mpi4py carries the call, py-comm-net.c) into *GROUP,
+   and CALL->group: NULL or GROUP's.  0, or -1 (TypeError for another
    object; ValueError for no communicator or an intercommunicator;
    gpumem.Error where gpumem does not use MPI).  */
 static int
-group_arg (PyObject *obj, const char *fname, gm_comm_group *group,
-           const gm_comm_group **out)
+group_arg (PyObject *obj, const char *fname, gmpy_comm_group *group,
+           gm_comm_call *call)
 {
+#ifdef GM_HAVE_MPI
   PyObject *py2f, *handle;
   long value;
   gm_status status;
+#endif
 
-  *out = NULL;
+  call->group = NULL;
   if (obj == NULL || obj == Py_None)
     return 0;
+#ifdef GM_HAVE_MPI
   py2f = PyObject_GetAttrString (obj, "py2f");
   if (py2f == NULL || !PyCallable_Check (py2f))
     {
@@ -152,10 +157,14 @@ group_arg (PyObject *obj, const char *fname, gm_comm_group *group,
                     "no MPI handle", fname);
       return -1;
     }
-  status = gm_comm_group_open ((int) value, group);
+  status = gm_comm_group_open ((int) value, &group->group);
   if (status != GM_OK)
     return gmpy_raise_int (status);
-  *out = group;
+#else
+  if (gmpy_comm_net_group (obj, fname, &group->group, &group->net) < 0)
+    return -1;
+#endif
+  call->group = &group->group;
   return 0;
 }
 
@@ -204,7 +213,7 @@ static int
 collective_args (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                  const char *name, gm_comm_call *call, PyObject *arg[4],
                  int64_t dims[GM_MAX_NDIM], gmpy_dispatch *d,
-                 gm_comm_group *group)
+                 gmpy_comm_group *group)
 {
   static const char *const rooted[] = {"a", "root", "stream", "comm", NULL};
   static const char *const reduced[] = {"a", "op", "stream", "comm", NULL};
@@ -217,7 +226,7 @@ collective_args (PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                        1, 2, arg) < 0)
     return -1;
   /* No rank to meet on a communicator that cannot be read.  */
-  if (group_arg (arg[3], name, group, &call->group) < 0)
+  if (group_arg (arg[3], name, group, call) < 0)
     return -2;
   if (reduce ? gmpy_comm_op_arg (arg[1], qualified, &call->op) < 0
              : root_arg (arg[1], qualified, call) < 0)
@@ -238,12 +247,12 @@ commpy_barrier (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
 {
   static const char *const names[] = {"comm", NULL};
   PyObject *arg[1] = {NULL};
-  gm_comm_group group;
+  gmpy_comm_group group;
   gm_comm_call call = {.kind = GM_COMM_BARRIER};
 
   /* No rank to meet on a communicator that cannot be read: raise.  */
   if (gmpy_parse_args (args, nargs, kwnames, "barrier", names, 0, 0, arg) < 0
-      || group_arg (arg[0], "barrier", &group, &call.group) < 0)
+      || group_arg (arg[0], "barrier", &group, &call) < 0)
     return NULL;
   if (run (&call, NULL) < 0)
     return NULL;
@@ -257,7 +266,7 @@ commpy_bcast (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   PyObject *arg[4] = {NULL, NULL, NULL, NULL};
   gmpy_dispatch d = {.stream_obj = NULL};
   int64_t dims[GM_MAX_NDIM];
-  gm_comm_group group;
+  gmpy_comm_group group;
   gm_comm_call call = {.kind = GM_COMM_BCAST};
   int parsed = collective_args (args, nargs, kwnames, "bcast", &call, arg,
                                 dims, &d, &group);
@@ -280,7 +289,7 @@ commpy_allreduce (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   PyObject *arg[4] = {NULL, NULL, NULL, NULL};
   gmpy_dispatch d = {.stream_obj = NULL};
   int64_t dims[GM_MAX_NDIM];
-  gm_comm_group group;
+  gmpy_comm_group group;
   gm_comm_call call = {.kind = GM_COMM_ALLREDUCE};
   gm_status status;
   int parsed = collective_args (args, nargs, kwnames, "allreduce", &call,
@@ -342,7 +351,7 @@ commpy_gather (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
   PyObject *arg[4] = {NULL, NULL, NULL, NULL};
   gmpy_dispatch d = {.stream_obj = NULL};
   int64_t dims[GM_MAX_NDIM];
-  gm_comm_group group;
+  gmpy_comm_group group;
   gm_comm_call call = {.kind = GM_COMM_GATHER};
   arraypy_object *result = NULL;
   int parsed = collective_args (args, nargs, kwnames, "gather", &call, arg,

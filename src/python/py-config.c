@@ -14,7 +14,7 @@
 
 #include "gm-python.h"
 
-#include "comm.h"
+#include "py-comm.h"
 #include "config-facts.h"
 #include "jit.h"
 
@@ -241,30 +241,83 @@ nccl_section (const gm_comm_facts *facts)
   return d;
 }
 
-static PyObject *
-mpi_section (const gm_comm_facts *facts)
-{
-  const char *started_by = NULL, *fix = NULL;
-  PyObject *d = PyDict_New ();
+#ifdef GM_HAVE_MPI
+static const bool built_with_mpi = true;
+#else
+static const bool built_with_mpi = false;
+#endif
 
-  if (facts->mpi_in_use)
+/* Whether Python's import system finds mpi4py (without importing
+   mpi4py.MPI, which starts MPI): 1, 0, or -1 with an exception set.  */
+static int
+mpi4py_found (void)
+{
+  PyObject *util = PyImport_ImportModule ("importlib.util"), *spec;
+  int found;
+
+  if (util == NULL)
+    return -1;
+  spec = PyObject_CallMethod (util, "find_spec", "s", "mpi4py");
+  Py_DECREF (util);
+  if (spec == NULL)
+    return -1;
+  found = spec != Py_None;
+  Py_DECREF (spec);
+  return found;
+}
+
+/* MPI: gpumem's own (a build with MPI), or mpi4py's, which a build
+   without MPI runs its jobs over (py-comm-net.c).  FACTS is filled in
+   from mpi4py in that case.  */
+static PyObject *
+mpi_section (gm_comm_facts *facts)
+{
+  const char *started_by = NULL, *fix = NULL, *through = NULL;
+  bool available = facts->mpi_built;
+  PyObject *d;
+
+  if (!facts->mpi_built)
+    {
+      int found = mpi4py_found ();
+      if (found < 0)
+        return NULL;
+#ifndef GM_HAVE_MPI
+      if (gmpy_comm_net_describe (facts) < 0)
+        return NULL;
+#endif
+      available = found == 1;
+    }
+  if (facts->mpi_built)
+    through = "gpumem's own MPI (configure --with-mpi)";
+  else if (available)
+    through = "mpi4py (this gpumem was built without MPI of its own)";
+  if (facts->transport[0] != '\0')
+    started_by = facts->mpi_joined
+                 ? "mpi4py, imported before gpumem: gpumem joined it"
+                 : "mpi4py, which gpumem imported (an MPI launcher "
+                   "started this process)";
+  else if (facts->mpi_in_use)
     started_by = facts->mpi_joined
                  ? "another library before gpumem (mpi4py, or the "
                    "application): gpumem joined it"
                  : "gpumem (an MPI launcher started this process)";
-  if (!facts->mpi_built)
-    fix = "this gpumem was built without MPI (gpumem.comm is absent): "
-          "build it with an MPI (configure --with-mpi)";
+  if (!available)
+    fix = "this gpumem was built without MPI of its own (as the binary "
+          "wheel is) and runs jobs of several processes over mpi4py: "
+          "pip install 'gpumem[mpi]', or build gpumem against the "
+          "machine's MPI (configure --with-mpi; docs/mpi.md)";
   else if (!facts->mpi_in_use)
     fix = "MPI is not running: start the script under mpirun or srun "
           "(or set GPUMEM_MPI=1) for a job of several processes";
+  d = PyDict_New ();
   if (d == NULL
-      || set_bool (d, "available", facts->mpi_built) < 0
+      || set_bool (d, "available", available) < 0
+      || set_text (d, "through", through) < 0
       || set_bool (d, "running", facts->mpi_in_use) < 0
       || set_text (d, "started_by", started_by) < 0
       || set_text (d, "library", facts->mpi_library) < 0
       || set_item (d, "standard",
-                   facts->mpi_built
+                   facts->mpi_in_use || facts->mpi_built
                    ? PyUnicode_FromFormat ("%d.%d", facts->mpi_major,
                                            facts->mpi_minor)
                    : Py_NewRef (Py_None)) < 0
@@ -325,9 +378,12 @@ mpi4py_section (void)
                                version != NULL ? version : Py_None) < 0
       || PyDict_SetItemString (d, "path", path != NULL ? path : Py_None) < 0
       || set_text (d, "fix", spec != Py_None ? NULL
-                   : "pip install mpi4py (optional: gpumem.comm needs no "
+                   : built_with_mpi
+                   ? "pip install mpi4py (optional: gpumem.comm needs no "
                      "mpi4py; with it a script's own MPI calls share "
-                     "gpumem's MPI)") < 0)
+                     "gpumem's MPI)"
+                   : "pip install 'gpumem[mpi]' (mpi4py): this gpumem "
+                     "runs jobs of several processes over it") < 0)
     goto fail;
   Py_DECREF (util);
   Py_DECREF (spec);
