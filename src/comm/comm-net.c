@@ -42,8 +42,9 @@ static size_t chunk_bytes = NET_CHUNK;
 static bool aware_forced, aware_setting;
 static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The transport of the collective running, for the callbacks of NCCL's
-   rendezvous and the shared windows, which take no context.  */
-static const gm_comm_net *running;
+   rendezvous and the shared windows, which take no context, and for the
+   watchdog, whose thread reads it.  */
+static const gm_comm_net *_Atomic running;
 
 /* Ends the job after printing WHAT.  Does not return.  */
 static void
@@ -57,11 +58,20 @@ fatal_on (const gm_comm_net *net, const char *what)
   abort ();
 }
 
-/* The watchdog's end of the job (gm_watchdog_expire_fn).  */
+/* The watchdog's end of the job (gm_watchdog_expire_fn), through the
+   transport of the collective that waited (a comm= group's, or the
+   job's).  */
 static void
 expire (const char *message)
 {
-  fatal_on (job_net, message);
+  const gm_comm_net *net = running != NULL ? running : job_net;
+
+  if (net == NULL)
+    {
+      fprintf (stderr, "gpumem: %s; aborting\n", message);
+      abort ();
+    }
+  fatal_on (net, message);
 }
 
 #ifdef GM_HAVE_NCCL
