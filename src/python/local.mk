@@ -41,8 +41,7 @@ src_python_libgm_python_la_SOURCES = \
 if !GM_HAVE_MPI
 src_python_libgm_python_la_SOURCES += src/python/py-comm-net.c
 endif
-nodist_src_python_libgm_python_la_SOURCES = src/python/frameworks-py.h \
-	src/python/comm-mpi4py-py.h
+nodist_src_python_libgm_python_la_SOURCES = src/python/frameworks-py.h src/python/comm-mpi4py-py.h
 src_python_libgm_python_la_CPPFLAGS = $(GM_PYTHON_CPPFLAGS) \
 	$(GM_PYTHON_LIMITED_CPPFLAGS)
 GM_PYTHON_CPPFLAGS = $(GM_CORE_CPPFLAGS) -I$(top_srcdir)/src/python \

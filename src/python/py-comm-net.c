@@ -436,15 +436,25 @@ gmpy_comm_net_start (void)
     return 0;
   if (adapter_get () < 0)
     {
+      PyObject *type, *value, *traceback, *text;
+      const char *why;
+
       if (!PyErr_ExceptionMatches (PyExc_ImportError))
         return -1;
+      PyErr_Fetch (&type, &value, &traceback);
+      text = value != NULL ? PyObject_Str (value) : NULL;
+      why = text != NULL ? PyUnicode_AsUTF8 (text) : NULL;
       PyErr_Clear ();
       snprintf (absent_why, sizeof absent_why,
                 "an MPI launcher started this python, but mpi4py cannot be "
-                "imported: this gpumem was built without MPI of its own "
-                "(as the binary wheel is) and runs jobs of several "
+                "imported (%s): this gpumem was built without MPI of its "
+                "own (as the binary wheel is) and runs jobs of several "
                 "processes over mpi4py: pip install 'gpumem[mpi]' "
-                "(docs/mpi.md)");
+                "(docs/mpi.md)", why != NULL ? why : "ImportError");
+      Py_XDECREF (text);
+      Py_XDECREF (type);
+      Py_XDECREF (value);
+      Py_XDECREF (traceback);
       return PyErr_WarnFormat (PyExc_RuntimeWarning, 1, "gpumem: %s; "
                                "gpumem.comm is absent", absent_why);
     }
