@@ -126,7 +126,7 @@ def main(argv):
     for i in mine:
         placement[i] = devices[i]
     placement_all = comm.gather(gpumem.to_device(placement, device=home))
-    if rank != 0:
+    if placement_all is None:           # every rank but the root
         return 0
 
     where = placement_all.copy_to_host()
