@@ -502,7 +502,7 @@ static PyMethodDef arraypy_methods[] = {
    "__exit__($self, *exc_info)\n--\n\nfree() the array at the end of the with "
    "block."},
   {"__dlpack__", (PyCFunction) (void (*) (void)) gmpy_array_dlpack,
-   METH_VARARGS | METH_KEYWORDS,
+   METH_FASTCALL | METH_KEYWORDS,
    "__dlpack__($self, *, stream=None, max_version=None, dl_device=None, "
    "copy=None)\n--\n\n"
    "The array as a DLPack capsule, without a copy (unless COPY is True).\n"

@@ -364,13 +364,14 @@ device_copy (arraypy_object *array)
    for bad arguments, BufferError for a device it cannot export to or a
    read-only array in a legacy capsule, ValueError for a freed array.  */
 PyObject *
-gmpy_array_dlpack (PyObject *self, PyObject *args, PyObject *kwargs)
+gmpy_array_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames)
 {
-  static char *keywords[] = {"stream", "max_version", "dl_device", "copy",
-                             NULL};
+  static const char *const names[] = {"stream", "max_version", "dl_device",
+                                      "copy", NULL};
   arraypy_object *array = (arraypy_object *) self;
-  PyObject *stream_obj = Py_None, *max_version = Py_None;
-  PyObject *dl_device_obj = Py_None, *copy_obj = Py_None;
+  PyObject *arg[4] = {NULL, NULL, NULL, NULL};
+  PyObject *stream_obj, *max_version, *dl_device_obj, *copy_obj;
   PyObject *owner = NULL, *capsule = NULL;
   gm_dl_device ours = device_of (array), wanted = ours;
   bool versioned, to_host = false, copy;
@@ -378,10 +379,16 @@ gmpy_array_dlpack (PyObject *self, PyObject *args, PyObject *kwargs)
   void *handle = NULL;
   Py_buffer view;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|$OOOO:__dlpack__",
-                                    keywords, &stream_obj, &max_version,
-                                    &dl_device_obj, &copy_obj)
-      || gmpy_array_usable (array) < 0
+  /* Keyword-only, read by the fast-call convention: consumers call this
+     once an exchange (torch.from_dlpack, cupy.from_dlpack).  */
+  if (gmpy_parse_args (args, nargs, kwnames, "__dlpack__", names, 0, 0,
+                       arg) < 0)
+    return NULL;
+  stream_obj = arg[0] != NULL ? arg[0] : Py_None;
+  max_version = arg[1] != NULL ? arg[1] : Py_None;
+  dl_device_obj = arg[2] != NULL ? arg[2] : Py_None;
+  copy_obj = arg[3] != NULL ? arg[3] : Py_None;
+  if (gmpy_array_usable (array) < 0
       || max_version_arg (max_version, &versioned) < 0
       || dl_device_arg (dl_device_obj, &wanted) < 0)
     return NULL;
@@ -490,10 +497,22 @@ done:
   return capsule;
 }
 
+/* The tuples __dlpack_device__ returns, made once each: (type, id) for
+   the backend's device memory ([0]) and managed memory ([1]) of device
+   ID below GM_MAX_DEVICES.  Kept for the process's life.  */
+static PyObject *device_tuples[2][GM_MAX_DEVICES];
+
 PyObject *
 gmpy_array_dlpack_device (PyObject *self, PyObject *unused)
 {
-  gm_dl_device dl = device_of ((arraypy_object *) self);
+  const arraypy_object *array = (const arraypy_object *) self;
+  gm_dl_device dl = device_of (array);
+  PyObject **slot = &device_tuples[array->memory == GMPY_MEMORY_MANAGED]
+                                  [dl.device_id];
 
-  return Py_BuildValue ("(ii)", (int) dl.device_type, (int) dl.device_id);
+  (void) unused;
+  if (*slot == NULL)
+    *slot = Py_BuildValue ("(ii)", (int) dl.device_type,
+                           (int) dl.device_id);
+  return Py_XNewRef (*slot);
 }

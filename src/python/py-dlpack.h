@@ -28,8 +28,8 @@ PyObject *gmpy_from_dlpack (PyObject *module, PyObject *obj);
 int gmpy_dlpack_asarray (PyObject *obj, PyObject **result);
 
 /* The producer (py-dlpack-export.c).  */
-PyObject *gmpy_array_dlpack (PyObject *self, PyObject *args,
-                             PyObject *kwargs);
+PyObject *gmpy_array_dlpack (PyObject *self, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames);
 PyObject *gmpy_array_dlpack_device (PyObject *self, PyObject *unused);
 /* A new DLPack 1.x export of the DeviceArray ARRAY_OBJ into *OUT (the
    read-only flag set for a read-only array), without any stream
