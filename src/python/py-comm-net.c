@@ -354,7 +354,7 @@ join (void)
   if (leave == NULL)
     return -1;
   fn = PyObject_GetAttrString (adapter, "join");
-  got = fn != NULL ? PyObject_CallOneArg (fn, leave) : NULL;
+  got = fn != NULL ? PyObject_CallFunctionObjArgs (fn, leave, NULL) : NULL;
   Py_XDECREF (fn);
   Py_DECREF (leave);
   if (got == NULL)
