@@ -130,11 +130,9 @@ def spill_loop(images, ratio, iterations, mode):
         device = [gpumem.to_device(h) for h in images.host]
         # Every partition starts in host memory, as raw C's images do:
         # its first trip there (the host memory taken for it, its bytes
-        # copied) is a cost of the loop's start, timed apart, not of an
-        # iteration.  Left in the loop, the one partition Belady's order
-        # first spills in a later iteration added its trip to that
-        # iteration (run of 2026-12-06 on an H100: a mean of 217.7 ms
-        # against a median of 119.1).
+        # copied) is a cost of the loop's start, timed apart, never of an
+        # iteration (Belady's order may first send a partition down in
+        # any iteration).
         start = time.perf_counter()
         for array in device:
             array.spill()
