@@ -119,12 +119,18 @@ gm_comm_job_set (int rank, int size, int node_rank, int node_size,
 gm_status
 gm_comm_job_set_nodes (const int *nodes, int size)
 {
-  int *copy = malloc (sizeof *copy * (size_t) size);
+  size_t per_node = 0;
+  int *copy;
 
+  if (gm_env_count ("GPUMEM_TEST_RANKS_PER_NODE", 0, 0, 1 << 20, &per_node)
+      != GM_OK)
+    return GM_ERR_VALUE;
+  copy = malloc (sizeof *copy * (size_t) size);
   if (copy == NULL)
     return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
                          "out of host memory for the job's node table");
-  memcpy (copy, nodes, sizeof *copy * (size_t) size);
+  for (int r = 0; r < size; r++)
+    copy[r] = per_node > 0 ? (int) ((size_t) r / per_node) : nodes[r];
   free (node_of);
   node_of = copy;
   return GM_OK;

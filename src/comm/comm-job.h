@@ -119,15 +119,18 @@ typedef struct gm_comm_facts
 } gm_comm_facts;
 
 /* Records what MPI said of this process once it started (comm-mpi.c
-   alone calls it): RANK of SIZE processes, NODE_RANK of the NODE_SIZE
+   and comm-net.c call it): RANK of SIZE processes, NODE_RANK of the NODE_SIZE
    on this node, and AWARE, whether MPI takes device addresses.  */
 void gm_comm_job_set (int rank, int size, int node_rank, int node_size,
                       bool aware);
 
-/* Records which node every rank runs on (comm-mpi.c alone calls it):
-   NODE_OF[R], for R < size, is the same number for ranks on one node
-   and different for ranks on different ones; copied.  GM_OK, or
-   GM_ERR_HOST_NOMEM.  */
+/* Records which node every rank runs on (comm-mpi.c and comm-net.c
+   call it): NODE_OF[R], for R < size, is the same number for ranks on
+   one node and different for ranks on different ones; copied.
+   GPUMEM_TEST_RANKS_PER_NODE=K instead puts ranks 0..K-1 on one node,
+   K..2K-1 on the next, and so on: how tests on one machine reach the
+   refusals for ranks on another node.  GM_OK; GM_ERR_VALUE for a bad
+   GPUMEM_TEST_RANKS_PER_NODE; GM_ERR_HOST_NOMEM.  */
 gm_status gm_comm_job_set_nodes (const int *node_of, int size);
 
 #endif /* GM_COMM_JOB_H */

@@ -85,9 +85,9 @@ static gm_status ipc_allgather (const void *mine, void *all, size_t nbytes);
 static gm_status ipc_barrier (void);
 static const gm_comm_ipc_net ipc_net = {ipc_allgather, ipc_barrier};
 
-/* GPUMEM_MPI_CUDA_AWARE, read before MPI starts: whether it is set, and
-   its value.  */
-static bool aware_forced, aware_setting;
+/* GPUMEM_MPI_CUDA_AWARE, read before MPI starts: -1 unset, else 1 or 0
+   (gm_comm_stage_settings).  */
+static int aware_env = -1;
 
 /* Whether MPI reads and writes device addresses: GPUMEM_MPI_CUDA_AWARE
    when set, else what the library says of itself.  False when set also
@@ -96,10 +96,10 @@ static bool aware_forced, aware_setting;
 static bool
 query_cuda_aware (void)
 {
-  if (aware_forced)
+  if (aware_env >= 0)
     {
-      staging_forced = !aware_setting;
-      return aware_setting;
+      staging_forced = aware_env == 0;
+      return aware_env == 1;
     }
 #if defined(MPIX_CUDA_AWARE_SUPPORT)
   return MPIX_Query_cuda_support () == 1;
@@ -109,27 +109,17 @@ query_cuda_aware (void)
 }
 
 /* Every rank's node (gm_comm_job_set_nodes) from LEADER, this node's
-   number.  GPUMEM_TEST_RANKS_PER_NODE=K instead puts ranks 0..K-1 on
-   one node, K..2K-1 on the next, and so on: how tests on one machine
-   reach the refusals for ranks on another node.  */
+   number.  */
 static gm_status
 learn_nodes (int leader, int size)
 {
-  size_t per_node = 0;
-  gm_status status;
+  gm_status status = GM_ERR_UNAVAILABLE;
   int *node_of = malloc (sizeof *node_of * (size_t) size);
 
   if (node_of == NULL)
     return GM_ERR_HOST_NOMEM;
-  status = gm_env_count ("GPUMEM_TEST_RANKS_PER_NODE", 0, 0, 1 << 20,
-                         &per_node);
-  if (status == GM_OK
-      && MPI_Allgather (&leader, 1, MPI_INT, node_of, 1, MPI_INT,
-                        collectives) != MPI_SUCCESS)
-    status = GM_ERR_UNAVAILABLE;
-  for (int r = 0; status == GM_OK && per_node > 0 && r < size; r++)
-    node_of[r] = (int) ((size_t) r / per_node);
-  if (status == GM_OK)
+  if (MPI_Allgather (&leader, 1, MPI_INT, node_of, 1, MPI_INT, collectives)
+      == MPI_SUCCESS)
     status = gm_comm_job_set_nodes (node_of, size);
   free (node_of);
   return status;
@@ -187,7 +177,6 @@ gm_mpi_start (void)
 {
   MPI_Comm node;
   int provided = MPI_THREAD_SINGLE, initialized = 0, finalized = 0;
-  const char *aware_env = getenv ("GPUMEM_MPI_CUDA_AWARE");
   int rank = 0, size = 1, node_rank = 0, node_size = 1, leader;
   gm_status status;
   bool start, forbidden;
@@ -206,11 +195,7 @@ gm_mpi_start (void)
                          "MPI was finalized before gpumem started, and "
                          "cannot start again: import gpumem before "
                          "MPI.Finalize()");
-  aware_forced = aware_env != NULL && *aware_env != '\0';
-  if (gm_env_bool ("GPUMEM_MPI_CUDA_AWARE", false, &aware_setting) != GM_OK)
-    return GM_ERR_UNAVAILABLE;
-  if (gm_env_size ("GPUMEM_MPI_CHUNK", COMM_CHUNK, 16, COMM_CHUNK,
-                   &chunk_bytes) != GM_OK)
+  if (gm_comm_stage_settings (COMM_CHUNK, &chunk_bytes, &aware_env) != GM_OK)
     return GM_ERR_UNAVAILABLE;
   if (initialized)
     {

@@ -23,7 +23,6 @@
 #include "comm-stage.h"
 #include "comm-watchdog.h"
 #include "comm-windows.h"
-#include "gm-env.h"
 #ifdef GM_HAVE_NCCL
 #include "comm-nccl.h"
 #endif
@@ -35,11 +34,9 @@
 static const gm_comm_net *job_net;
 static bool left;
 static size_t chunk_bytes = NET_CHUNK;
-/* GPUMEM_MPI_CUDA_AWARE, where set: whether the transport takes device
-   addresses (false also stages the host backend's memory, so that tests
-   without a GPU run the staging code).  Unset: device memory is staged,
-   host memory is not.  */
-static bool aware_forced, aware_setting;
+/* GPUMEM_MPI_CUDA_AWARE (gm_comm_stage_settings): -1 unset (device
+   memory is staged, host memory is not), else 1 or 0.  */
+static int aware = -1;
 static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The transport of the collective running, for the callbacks of NCCL's
    rendezvous and the shared windows, which take no context, and for the
@@ -112,34 +109,6 @@ ipc_barrier (void)
 
 static const gm_comm_ipc_net ipc_net = {ipc_allgather, ipc_barrier};
 
-/* Records every rank's node (gm_comm_job_set_nodes) from NODE_OF.
-   GPUMEM_TEST_RANKS_PER_NODE=K instead puts ranks 0..K-1 on one node,
-   K..2K-1 on the next, and so on, as over MPI: how tests on one machine
-   reach the refusals for ranks on another node.  */
-static gm_status
-learn_nodes (const int *node_of, int size)
-{
-  size_t per_node = 0;
-  gm_status status;
-  int *nodes;
-
-  status = gm_env_count ("GPUMEM_TEST_RANKS_PER_NODE", 0, 0, 1 << 20,
-                         &per_node);
-  if (status != GM_OK)
-    return GM_ERR_UNAVAILABLE;
-  if (per_node == 0)
-    return gm_comm_job_set_nodes (node_of, size);
-  nodes = malloc (sizeof *nodes * (size_t) size);
-  if (nodes == NULL)
-    return gm_error_set (GM_ERR_HOST_NOMEM, 0, NULL,
-                         "out of host memory for the job's node table");
-  for (int r = 0; r < size; r++)
-    nodes[r] = (int) ((size_t) r / per_node);
-  status = gm_comm_job_set_nodes (nodes, size);
-  free (nodes);
-  return status;
-}
-
 gm_status
 gm_comm_net_join (const gm_comm_net *net, int node_rank, int node_size,
                   const int *node_of)
@@ -154,19 +123,13 @@ gm_comm_net_join (const gm_comm_net *net, int node_rank, int node_size,
     return gm_error_set (GM_ERR_VALUE, 0, NULL, "the transport says this "
                          "is rank %d of %d, %d of %d on its node", net->rank,
                          net->size, node_rank, node_size);
-  if (gm_env_size ("GPUMEM_MPI_CHUNK", NET_CHUNK, 16, NET_CHUNK,
-                   &chunk_bytes) != GM_OK
-      || gm_env_bool ("GPUMEM_MPI_CUDA_AWARE", false, &aware_setting)
-         != GM_OK)
+  if (gm_comm_stage_settings (NET_CHUNK, &chunk_bytes, &aware) != GM_OK)
     return GM_ERR_UNAVAILABLE;
-  aware_forced = getenv ("GPUMEM_MPI_CUDA_AWARE") != NULL
-                 && *getenv ("GPUMEM_MPI_CUDA_AWARE") != '\0';
-  status = learn_nodes (node_of, net->size);
+  status = gm_comm_job_set_nodes (node_of, net->size);
   if (status != GM_OK)
-    return status;
+    return status == GM_ERR_VALUE ? GM_ERR_UNAVAILABLE : status;
   job_net = net;
-  gm_comm_job_set (net->rank, net->size, node_rank, node_size,
-                   aware_forced && aware_setting);
+  gm_comm_job_set (net->rank, net->size, node_rank, node_size, aware == 1);
   if (net->size > 1
       && gm_comm_watchdog_start (gm_comm_timeout_ms (), expire) != GM_OK)
     return GM_ERR_UNAVAILABLE;
@@ -259,8 +222,8 @@ gather_chunk (void *ctx, const gm_comm_call *call, void *host, size_t nbytes,
 static gm_status
 run_transport (const gm_comm_call *call, const gm_comm_net *net)
 {
-  bool staged = aware_forced ? !aware_setting
-                             : gm_backend_current->mpi_needs_staging;
+  bool staged = aware >= 0 ? aware == 0
+                            : gm_backend_current->mpi_needs_staging;
   bool broken = false;
   bool root = net->rank == call->root;
   gm_status status;
@@ -298,14 +261,10 @@ gm_comm_net_run (const gm_comm_call *call, const gm_comm_net *net)
   running = net;
   gm_comm_watchdog_arm (gm_comm_kind_name (call->kind));
   status = agree (call, net, &layout, &ipc_key);
-  if (status != GM_OK)
+  /* A barrier is the agreement itself: no rank passes its all-gather
+     before every rank has called.  */
+  if (status != GM_OK || call->kind == GM_COMM_BARRIER)
     goto done;
-  if (call->kind == GM_COMM_BARRIER)
-    {
-      if (net->barrier (net->ctx) != GM_OK)
-        fatal_on (net, gm_last_error ()->message);
-      goto done;
-    }
 #ifdef GM_HAVE_NCCL
   if (layout != 0)
     {

@@ -52,14 +52,15 @@ struct gm_comm_net
      CAP (it is dropped).  */
   gm_status (*try_recv) (void *ctx, int source, int tag, void *buf,
                          size_t cap, size_t *nbytes);
-  /* Ends the whole job after WHY was printed; does not return.  */
+  /* Ends the whole job (the caller has said why); does not return.  */
   void (*abort) (void *ctx);
 };
 
 /* Makes NET (kept, not copied) the job's transport: this process is
    NET->rank of NET->size, NODE_RANK of the NODE_SIZE on its node, and
    NODE_OF[R] names rank R's node (gm_comm_job_set_nodes).  Before the
-   backend starts, so that the rank chooses the default device.  Starts
+   first array, so that the node-local rank chooses the default device
+   (chosen at first use).  Starts
    the watchdog (GPUMEM_COMM_TIMEOUT) in a job of several processes.
    GM_OK; GM_ERR_VALUE when a transport is in use already or the facts
    do not fit; GM_ERR_UNAVAILABLE.  */

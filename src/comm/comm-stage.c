@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "comm-stage.h"
+#include "gm-env.h"
 
 /* A gather's chunks shrink with the job down to this.  */
 #define GATHER_MIN_CHUNK ((size_t) 1 << 20)
@@ -14,6 +15,20 @@
 static char *staging;
 static size_t staging_bytes;
 static bool staging_pinned;
+
+gm_status
+gm_comm_stage_settings (size_t max_chunk, size_t *chunk_bytes, int *aware)
+{
+  const char *set = getenv ("GPUMEM_MPI_CUDA_AWARE");
+  bool value;
+
+  if (gm_env_size ("GPUMEM_MPI_CHUNK", max_chunk, 16, max_chunk,
+                   chunk_bytes) != GM_OK
+      || gm_env_bool ("GPUMEM_MPI_CUDA_AWARE", false, &value) != GM_OK)
+    return GM_ERR_UNAVAILABLE;
+  *aware = set != NULL && *set != '\0' ? value : -1;
+  return GM_OK;
+}
 
 void
 gm_comm_staging_release (void)

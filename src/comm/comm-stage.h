@@ -16,6 +16,16 @@
 
 #include "comm-job.h"
 
+/* The settings every transport reads as it starts: GPUMEM_MPI_CHUNK
+   (a size, 16 bytes to MAX_CHUNK; default MAX_CHUNK) into *CHUNK_BYTES,
+   the most bytes a chunk moves, and GPUMEM_MPI_CUDA_AWARE into *AWARE:
+   -1 unset, else 1 or 0 as set, whether the transport takes device
+   addresses (0 also stages the host backend's memory, so that tests
+   without a GPU run the staging code).  GM_OK, or GM_ERR_UNAVAILABLE
+   naming the bad value.  */
+gm_status gm_comm_stage_settings (size_t max_chunk, size_t *chunk_bytes,
+                                  int *aware);
+
 /* Host memory of at least NBYTES, kept for later calls: the backend's
    pinned memory where it gives it, else plain memory (slower copies).
    NULL when the host has none (the caller cannot stay in step with the

@@ -127,11 +127,11 @@ def barrier(comm):
     comm.Barrier()
 
 
-def send(comm, dest, tag, data):
+def send(comm, data, dest, tag):
     comm.Send([data, MPI.BYTE], dest, tag)
 
 
-def try_recv(comm, source, tag, buf):
+def try_recv(comm, buf, source, tag):
     """The length of the message from SOURCE with TAG taken into BUF;
     -1 when none has arrived; -2 when it was longer than BUF (dropped)."""
     status = MPI.Status()

@@ -235,9 +235,10 @@ extern PyMethodDef gmpy_jit_methods[];
 /* gpumem.comm (py-comm.c), added to MODULE.  0 or -1.  */
 int gmpy_comm_init (PyObject *module, gmpy_state *state);
 /* Joins the job's MPI through mpi4py (py-comm-net.c), in a build without
-   MPI, before the backend starts: where an MPI launcher started this
-   python (or GPUMEM_MPI=1), or mpi4py started MPI already.  Where mpi4py
-   cannot be imported, warns (RuntimeWarning) and gpumem.comm is absent.
+   MPI, as the module is made, before any array: where an MPI launcher
+   started this python (or GPUMEM_MPI=1), or mpi4py started MPI already.
+   Where mpi4py cannot be imported, warns (RuntimeWarning) and
+   gpumem.comm is absent.
    0, or -1 with an exception set.  */
 int gmpy_comm_net_start (void);
 

@@ -4,9 +4,9 @@
    (comm_mpi4py.py, compiled from its text here) on an mpi4py
    communicator.
 
-   The job's transport joins when the module starts its backend
-   (gmpy_backend_start), before the backend, so that the node-local rank
-   chooses the default device: where an MPI launcher started this
+   The job's transport joins when the module is made (gmpy_exec),
+   before any array, so that the node-local rank chooses the default
+   device (chosen at first use): where an MPI launcher started this
    python (or GPUMEM_MPI=1), or mpi4py has started MPI already.  Without
    mpi4py there, gpumem.comm is absent and says why: a job whose ranks
    each ran alone would hand each rank its own data back.  A comm=
@@ -19,6 +19,7 @@
 
 #include "gm-python.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -143,22 +144,69 @@ view_done (PyObject *v)
   Py_XDECREF (v);
 }
 
-/* Calls operation OP with ARGS (a new reference, or NULL after a failure
-   to build it), with the GIL: its result in *RESULT where RESULT is not
-   NULL.  GM_OK, or OP's error.  */
-static gm_status
-call (int op, PyObject *args, PyObject **result)
+/* A buffer an operation hands mpi4py: a memoryview made for the call
+   and released after it; BUF NULL is None.  */
+typedef struct span
 {
-  PyObject *r = args != NULL ? PyObject_CallObject (ops[op], args) : NULL;
+  const void *buf;
+  size_t nbytes;
+  bool writable;
+} span;
 
+/* Calls operation OP of N's transport, with the GIL, as
+   OP (comm, a view of each of the NSPANS SPANS, then the items of the
+   tuple FORMAT builds from the rest: Py_BuildValue's "(...)").  Where
+   VALUE is not NULL the result, an int, goes there.  GM_OK, or OP's
+   error (also once the interpreter has ended).  */
+static gm_status
+run_op (gmpy_net *n, int op, long *value, int nspans, const span *spans,
+        const char *format, ...)
+{
+  PyObject *views[2] = {NULL, NULL}, *rest, *args = NULL, *result = NULL;
+  PyGILState_STATE gil;
+  gm_status status = GM_OK;
+  bool made;
+  va_list ap;
+
+  if (!Py_IsInitialized ())
+    return python_gone ();
+  gil = PyGILState_Ensure ();
+  va_start (ap, format);
+  rest = Py_VaBuildValue (format, ap);
+  va_end (ap);
+  made = rest != NULL;
+  for (int i = 0; i < nspans; i++)
+    {
+      views[i] = view (spans[i].buf, spans[i].nbytes, spans[i].writable);
+      made = made && views[i] != NULL;
+    }
+  if (made)
+    args = PyTuple_New (1 + nspans + PyTuple_Size (rest));
+  if (args != NULL)
+    {
+      PyTuple_SetItem (args, 0, Py_NewRef (n->comm));
+      for (int i = 0; i < nspans; i++)
+        PyTuple_SetItem (args, 1 + i, Py_NewRef (views[i]));
+      for (Py_ssize_t j = 0; j < PyTuple_Size (rest); j++)
+        PyTuple_SetItem (args, 1 + nspans + j,
+                         Py_NewRef (PyTuple_GetItem (rest, j)));
+      result = PyObject_CallObject (ops[op], args);
+    }
+  if (result == NULL)
+    status = op_failed (op);
+  else if (value != NULL)
+    {
+      *value = PyLong_AsLong (result);
+      if (*value == -1 && PyErr_Occurred ())
+        status = op_failed (op);
+    }
+  Py_XDECREF (result);
   Py_XDECREF (args);
-  if (r == NULL)
-    return op_failed (op);
-  if (result != NULL)
-    *result = r;
-  else
-    Py_DECREF (r);
-  return GM_OK;
+  Py_XDECREF (rest);
+  for (int i = 0; i < nspans; i++)
+    view_done (views[i]);
+  PyGILState_Release (gil);
+  return status;
 }
 
 /* The operations of comm-net.h's gm_comm_net; CTX is the gmpy_net.  */
@@ -166,134 +214,73 @@ static gm_status
 net_allgather (void *ctx, const void *mine, void *all, size_t nbytes)
 {
   gmpy_net *n = ctx;
-  if (!Py_IsInitialized ())
-    return python_gone ();
-  PyGILState_STATE gil = PyGILState_Ensure ();
-  PyObject *a = view (mine, nbytes, false);
-  PyObject *b = view (all, nbytes * (size_t) n->net.size, true);
-  gm_status status = call (OP_ALLGATHER, a != NULL && b != NULL
-                           ? PyTuple_Pack (3, n->comm, a, b) : NULL, NULL);
+  span spans[2] = {{mine, nbytes, false},
+                   {all, nbytes * (size_t) n->net.size, true}};
 
-  view_done (a);
-  view_done (b);
-  PyGILState_Release (gil);
-  return status;
+  return run_op (n, OP_ALLGATHER, NULL, 2, spans, "()");
 }
 
 static gm_status
 net_bcast (void *ctx, void *buf, size_t nbytes, int root)
 {
-  gmpy_net *n = ctx;
-  if (!Py_IsInitialized ())
-    return python_gone ();
-  PyGILState_STATE gil = PyGILState_Ensure ();
-  PyObject *a = view (buf, nbytes, true);
-  gm_status status = call (OP_BCAST, a != NULL
-                           ? Py_BuildValue ("(OOi)", n->comm, a, root)
-                           : NULL, NULL);
+  span spans[1] = {{buf, nbytes, true}};
 
-  view_done (a);
-  PyGILState_Release (gil);
-  return status;
+  return run_op (ctx, OP_BCAST, NULL, 1, spans, "(i)", root);
 }
 
 static gm_status
 net_allreduce (void *ctx, void *buf, size_t count, gm_dtype dtype,
                gm_comm_op op)
 {
-  gmpy_net *n = ctx;
-  if (!Py_IsInitialized ())
-    return python_gone ();
-  PyGILState_STATE gil = PyGILState_Ensure ();
-  PyObject *a = view (buf, count * gm_dtypes[dtype].itemsize, true);
-  gm_status status = call (OP_ALLREDUCE, a != NULL
-                           ? Py_BuildValue ("(OOss)", n->comm, a,
-                                            gm_dtypes[dtype].name,
-                                            gm_comm_op_name (op))
-                           : NULL, NULL);
+  span spans[1] = {{buf, count * gm_dtypes[dtype].itemsize, true}};
 
-  view_done (a);
-  PyGILState_Release (gil);
-  return status;
+  return run_op (ctx, OP_ALLREDUCE, NULL, 1, spans, "(ss)",
+                 gm_dtypes[dtype].name, gm_comm_op_name (op));
 }
 
 static gm_status
 net_gather (void *ctx, const void *mine, void *all, size_t nbytes, int root)
 {
   gmpy_net *n = ctx;
-  if (!Py_IsInitialized ())
-    return python_gone ();
-  PyGILState_STATE gil = PyGILState_Ensure ();
-  PyObject *a = view (all != NULL ? NULL : mine, nbytes, false);
-  PyObject *b = view (all, nbytes * (size_t) n->net.size, true);
-  gm_status status = call (OP_GATHER, a != NULL && b != NULL
-                           ? Py_BuildValue ("(OOOi)", n->comm, a, b, root)
-                           : NULL, NULL);
+  /* The root's own bytes are in place in ALL: no view of MINE.  */
+  span spans[2] = {{all != NULL ? NULL : mine, nbytes, false},
+                   {all, nbytes * (size_t) n->net.size, true}};
 
-  view_done (a);
-  view_done (b);
-  PyGILState_Release (gil);
-  return status;
+  return run_op (n, OP_GATHER, NULL, 2, spans, "(i)", root);
 }
 
 static gm_status
 net_barrier (void *ctx)
 {
-  gmpy_net *n = ctx;
-  if (!Py_IsInitialized ())
-    return python_gone ();
-  PyGILState_STATE gil = PyGILState_Ensure ();
-  gm_status status = call (OP_BARRIER, PyTuple_Pack (1, n->comm), NULL);
-
-  PyGILState_Release (gil);
-  return status;
+  return run_op (ctx, OP_BARRIER, NULL, 0, NULL, "()");
 }
 
 static gm_status
 net_send (void *ctx, int dest, int tag, const void *bytes, size_t nbytes)
 {
-  gmpy_net *n = ctx;
-  if (!Py_IsInitialized ())
-    return python_gone ();
-  PyGILState_STATE gil = PyGILState_Ensure ();
-  PyObject *a = view (bytes, nbytes, false);
-  gm_status status = call (OP_SEND, a != NULL
-                           ? Py_BuildValue ("(OiiO)", n->comm, dest, tag, a)
-                           : NULL, NULL);
+  span spans[1] = {{bytes, nbytes, false}};
 
-  view_done (a);
-  PyGILState_Release (gil);
-  return status;
+  return run_op (ctx, OP_SEND, NULL, 1, spans, "(ii)", dest, tag);
 }
 
 static gm_status
 net_try_recv (void *ctx, int source, int tag, void *buf, size_t cap,
               size_t *nbytes)
 {
-  gmpy_net *n = ctx;
-  if (!Py_IsInitialized ())
-    return python_gone ();
-  PyGILState_STATE gil = PyGILState_Ensure ();
-  PyObject *a = view (buf, cap, true), *result = NULL;
-  gm_status status = call (OP_TRY_RECV, a != NULL
-                           ? Py_BuildValue ("(OiiO)", n->comm, source, tag,
-                                            a)
-                           : NULL, &result);
-  long got = status == GM_OK ? PyLong_AsLong (result) : 0;
+  span spans[1] = {{buf, cap, true}};
+  long got = 0;
+  gm_status status = run_op (ctx, OP_TRY_RECV, &got, 1, spans, "(ii)",
+                             source, tag);
 
-  if (status == GM_OK && got == -1 && PyErr_Occurred ())
-    status = op_failed (OP_TRY_RECV);
-  else if (status == GM_OK && got == -1)
-    status = GM_ERR_NOT_READY;
-  else if (status == GM_OK && got < 0)
-    status = gm_error_set (GM_ERR_VALUE, 0, NULL, "rank %d sent a message "
-                           "longer than %zu bytes", source, cap);
-  else if (status == GM_OK)
-    *nbytes = (size_t) got;
-  Py_XDECREF (result);
-  view_done (a);
-  PyGILState_Release (gil);
-  return status;
+  if (status != GM_OK)
+    return status;
+  if (got == -1)
+    return GM_ERR_NOT_READY;
+  if (got < 0)
+    return gm_error_set (GM_ERR_VALUE, 0, NULL, "rank %d sent a message "
+                         "longer than %zu bytes", source, cap);
+  *nbytes = (size_t) got;
+  return GM_OK;
 }
 
 static void

@@ -247,46 +247,21 @@ static const bool built_with_mpi = true;
 static const bool built_with_mpi = false;
 #endif
 
-/* Whether Python's import system finds mpi4py (without importing
-   mpi4py.MPI, which starts MPI): 1, 0, or -1 with an exception set.  */
-static int
-mpi4py_found (void)
-{
-  PyObject *util = PyImport_ImportModule ("importlib.util"), *spec;
-  int found;
-
-  if (util == NULL)
-    return -1;
-  spec = PyObject_CallMethod (util, "find_spec", "s", "mpi4py");
-  Py_DECREF (util);
-  if (spec == NULL)
-    return -1;
-  found = spec != Py_None;
-  Py_DECREF (spec);
-  return found;
-}
-
 /* MPI: gpumem's own (a build with MPI), or mpi4py's, which a build
-   without MPI runs its jobs over (py-comm-net.c).  FACTS is filled in
-   from mpi4py in that case.  */
+   without MPI runs its jobs over (py-comm-net.c); MPI4PY_FOUND: Python's
+   import system finds mpi4py.  FACTS is filled in from mpi4py in that
+   case.  */
 static PyObject *
-mpi_section (gm_comm_facts *facts)
+mpi_section (gm_comm_facts *facts, bool mpi4py_found)
 {
   const char *started_by = NULL, *fix = NULL, *through = NULL;
-  bool available = facts->mpi_built;
+  bool available = facts->mpi_built || mpi4py_found;
   PyObject *d;
 
-  if (!facts->mpi_built)
-    {
-      int found = mpi4py_found ();
-      if (found < 0)
-        return NULL;
 #ifndef GM_HAVE_MPI
-      if (gmpy_comm_net_describe (facts) < 0)
-        return NULL;
+  if (gmpy_comm_net_describe (facts) < 0)
+    return NULL;
 #endif
-      available = found == 1;
-    }
   if (facts->mpi_built)
     through = "gpumem's own MPI (configure --with-mpi)";
   else if (available)
@@ -406,17 +381,22 @@ static PyObject *
 config_dict (void)
 {
   gm_comm_facts facts;
-  PyObject *d = PyDict_New ();
+  PyObject *d = PyDict_New (), *mpi4py = mpi4py_section ();
+  int failed;
 
   gm_comm_facts_get (&facts);
-  if (d == NULL
-      || set_item (d, "gpumem", build_section ()) < 0
-      || set_item (d, "backend", backend_section ()) < 0
-      || set_item (d, "devices", devices_section ()) < 0
-      || set_item (d, "nvrtc", nvrtc_section ()) < 0
-      || set_item (d, "nccl", nccl_section (&facts)) < 0
-      || set_item (d, "mpi", mpi_section (&facts)) < 0
-      || set_item (d, "mpi4py", mpi4py_section ()) < 0)
+  failed = d == NULL || mpi4py == NULL
+           || set_item (d, "gpumem", build_section ()) < 0
+           || set_item (d, "backend", backend_section ()) < 0
+           || set_item (d, "devices", devices_section ()) < 0
+           || set_item (d, "nvrtc", nvrtc_section ()) < 0
+           || set_item (d, "nccl", nccl_section (&facts)) < 0
+           || set_item (d, "mpi", mpi_section (
+                &facts, PyDict_GetItemString (mpi4py, "available")
+                        == Py_True)) < 0
+           || PyDict_SetItemString (d, "mpi4py", mpi4py) < 0;
+  Py_XDECREF (mpi4py);
+  if (failed)
     {
       Py_XDECREF (d);
       return NULL;

@@ -16,7 +16,8 @@
    starts MPI where an MPI launcher started this python, or joins MPI
    where it runs already (mpi4py imported first), as the program does
    (gm_comm_init): the rank decides the default device, and gpumem.comm
-   is then the job's.  At the end MPI ends before the backend
+   is then the job's.  (A build without MPI joins mpi4py's job as the
+   module is made instead: py-comm-net.c.)  At the end MPI ends before the backend
    (gm_comm_finalize), where gpumem started it.  In the program, and in
    an application embedding gpumem, the backend is running already and
    gmpy_backend_start does nothing.  */
