@@ -12,12 +12,23 @@
 # model, e.g. 2026-11-30-h200.md), its plots DATE-TAG-{sweep,algo,loop,
 # multigpu}.png and, with 2 or more GPUs, DATE-TAG-nccl-busbw.png, and
 # DATE-TAG-records.tar.gz: every record (raw.jsonl, gpumem.jsonl,
-# cupy.jsonl, nccl-*.jsonl, comm-ipc-*.jsonl), the sharing, collectives
+# cupy.jsonl, made from each process's part, NAME-SECTION[-ROUND].jsonl,
+# beside them; nccl-*.jsonl, comm-ipc-*.jsonl), the sharing, collectives
 # and one-GPU collectives tables the report includes (sharing.md,
 # DATE-TAG-nccl.md, comm-ipc.md), machine.txt, sections.txt (the
 # section list), not-run.txt (what could not run here, and why) and a
 # .log for every step.  While it runs, these live in OUTDIR/records,
 # which is packed at the end.
+#
+# A run longer than one sitting (the budget, a job's time limit) goes
+# on where it stopped: BENCH_RESUME=1 keeps OUTDIR/records after the
+# packing, and a later run with BENCH_RESUME=1, the same OUTDIR, GPUs,
+# gpumem commit, BENCH_ROUNDS and BENCH_ARGS keeps every item that run
+# finished without a problem (done.txt: a section, or SECTION:ROUND of
+# basic and sweep), runs the rest and writes one report of them all
+# (machine.txt's "started" line says when each part began); records of
+# another identity are cleared first.  Without BENCH_RESUME, a run
+# starts from an empty records folder.
 #
 # Sections, in the order they run (each implementation runs each
 # section in a process of its own, so a crash or a timeout loses one
@@ -68,6 +79,7 @@
 # wheels, default .whl of this tree, unpacked into BENCH_BUILD/peers-site),
 # BENCH_COMMIT (the commit the report names, for a tree without .git;
 # default git's HEAD of this tree, see commit.sh),
+# BENCH_RESUME (1: go on with the run in OUTDIR, above; default 0),
 # BENCH_BACKEND (gpumem's --backend; default cuda; "host" is a dry run
 # for machines without a GPU: raw.cu is only compiled, gpumem runs on
 # the host backend, CuPy where importable, and the report is written
@@ -79,7 +91,7 @@
 # section that crashed or ran out of its time or the budget, the report
 # or the tarball (the report is still written from what ran, and its
 # "Problems in this run" names the step); 2 for a bad setting (an
-# unknown section, BENCH_ROUNDS); 77 when no GPU answers on the cuda
+# unknown section, BENCH_ROUNDS, BENCH_RESUME); 77 when no GPU answers on the cuda
 # backend (nothing is measured).
 
 set -u
@@ -138,6 +150,12 @@ case $rounds in
                  exit 2 ;;
 esac
 backend=${BENCH_BACKEND:-cuda}
+resume=${BENCH_RESUME:-0}
+case $resume in
+  0|1) ;;
+  *) echo "bench: BENCH_RESUME must be 0 or 1, not '$resume'" >&2
+     exit 2 ;;
+esac
 arch=${NVCC_ARCH:--gencode=arch=compute_90,code=sm_90}
 nvcc=${NVCC:-}
 if test -z "$nvcc"; then
@@ -204,6 +222,55 @@ rec=$out/records
 status=0
 begin=$(date +%s)
 
+# The run's identity: the GPUs, gpumem's version and commit, and the
+# settings that shape the figures.  With BENCH_RESUME=1 and the records
+# of a run of the same identity in OUTDIR/records (kept there by that
+# run, also BENCH_RESUME=1), the items that run finished (done.txt: a
+# section, or SECTION:ROUND of basic and sweep) are kept and not run
+# again; any other records folder is emptied first.
+identity=$(
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
+  echo "gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(bench_commit "$top")"
+  echo "backend $backend; rounds $rounds; BENCH_ARGS ${args:-(none)}")
+kept=
+if test "$resume" = 1 && test -f "$rec/identity.txt" \
+   && test "$identity" = "$(cat "$rec/identity.txt")"; then
+  kept=$(tr '\n' ' ' < "$rec/done.txt" 2>/dev/null)
+  echo "bench: BENCH_RESUME: keeping the finished items of the run in $rec: ${kept:-none}"
+else
+  if test "$resume" = 1 && test -f "$rec/identity.txt"; then
+    echo "bench: BENCH_RESUME: the records in $rec are of another GPU, commit or settings; starting afresh" >&2
+  fi
+  rm -rf "$rec" && mkdir -p "$rec" || exit 1
+  printf '%s\n' "$identity" > "$rec/identity.txt"
+  : > "$rec/done.txt"
+fi
+
+# kept ITEM: whether the resumed run finished ITEM.  finish ITEM BEFORE:
+# ITEM is finished (into done.txt) when no problem was added since
+# BEFORE, the count of problems that problems prints.
+kept () {
+  case " $kept " in *" $1 "*) return 0 ;; esac
+  return 1
+}
+problems () {
+  cat "$rec/failed.txt" "$rec/skipped.txt" 2>/dev/null | wc -l
+}
+finish () {
+  test "$(problems)" = "$2" && echo "$1" >> "$rec/done.txt"
+  return 0
+}
+# due SECTION: whether SECTION (one of a script of its own) runs now:
+# chosen, able to run here, and not kept from the run resumed.
+due () {
+  case " $sections " in *" $1 "*) ;; *) return 1 ;; esac
+  if kept "$1"; then
+    step "kept from the run resumed: $1"
+    return 1
+  fi
+  return 0
+}
+
 # The sections that run, in the list's order; what cannot run goes to
 # not-run.txt ("section NAME: why", "impl NAME: why"), the list to
 # sections.txt ("NAME: FIGURES").
@@ -251,7 +318,12 @@ failed () {
   echo "host: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(awk '/^MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) RAM (MemTotal)"
   echo "gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(bench_commit "$top")"
   echo "Python for CuPy and the report: $python ($("$python" --version 2>&1))"
-  echo "started: $(date -u '+%F %T UTC')"
+  if test -n "$kept" && test -f "$rec/started.txt"; then
+    echo "started: $(cat "$rec/started.txt"); resumed $(date -u '+%F %T UTC'), keeping $kept"
+  else
+    date -u '+%F %T UTC' > "$rec/started.txt"
+    echo "started: $(cat "$rec/started.txt")"
+  fi
   echo "GPUs: $gpus; sections: $sections; rounds of basic and sweep: $rounds; BENCH_ARGS: ${args:-(none)}"
 } > "$rec/machine.txt"
 cat "$rec/machine.txt"
@@ -282,8 +354,9 @@ case " $sections " in
 esac
 
 # run NAME SECTION COMMAND...: runs one section of one implementation,
-# its records to NAME-SECTION.jsonl (appended to NAME.jsonl after) and
-# its progress to NAME-SECTION.log; 77 (not available) is a skip.
+# its records to NAME-SECTION.jsonl (NAME-SECTION-ROUND for basic and
+# sweep; all NAME's parts make NAME.jsonl before the report) and its
+# progress to NAME-SECTION.log; 77 (not available) is a skip.
 run () {
   name=$1
   section=$2
@@ -303,10 +376,6 @@ run () {
   timeout "$this" "$@" --out "$part.jsonl" > "$part.log" 2>&1
   rc=$?
   tail -n 2 "$part.log"
-  if test -f "$part.jsonl"; then
-    cat "$part.jsonl" >> "$rec/$name.jsonl"
-    rm -f "$part.jsonl"
-  fi
   case $rc in
     0) ;;
     77) echo "bench: $name skipped (not available here; see $part.log)" >&2
@@ -325,7 +394,6 @@ run () {
   return 0
 }
 
-rm -f "$rec/raw.jsonl" "$rec/gpumem.jsonl" "$rec/cupy.jsonl"
 cupy_ok=yes
 # basic and sweep once a round (the part files and logs named with the
 # round: NAME-SECTION-ROUND), the others once.
@@ -347,6 +415,11 @@ for item in $plan; do
   case $section in
     sharing|managed|spill|peers|nccl|commipc) continue ;;   # scripts of their own, below
   esac
+  if kept "$item"; then
+    step "kept from the run resumed: $section${round:+ (round $round)}"
+    continue
+  fi
+  before=$(problems)
   list=$(figures "$section")
   if test "$section" = kernels; then
     # gpumem alone: plugin and JIT kernels against its built-in one.  Of
@@ -355,6 +428,7 @@ for item in $plan; do
     case " $args " in *" --quick "*) quick=--quick ;; esac
     run gpumem kernels "$gpumem" -q --backend="$backend" \
       "$here/launch_overhead.py" --plugin "$build/cuda-plugin.so" $quick
+    finish "$item" "$before"
     continue
   fi
   if test -x "$build/raw" && test "$backend" != host \
@@ -378,6 +452,7 @@ for item in $plan; do
     run gpumem multigpu-concurrent "$gpumem" -q --backend="$backend" \
       "$here/multigpu_gpumem.py" $args
   fi
+  finish "$item" "$before"
 done
 
 # Runs bench/SCRIPT (a benchmark of its own that writes into the
@@ -443,33 +518,30 @@ sharing_step () {
   esac
   tail -n "$lines" "$rec/sharing-$name.log"
 }
-case " $sections " in
-  *" sharing "*)
-    # The build tree's PyTorch allocator library, not an installed one.
-    GPUMEM_TORCH_SHIM=${GPUMEM_TORCH_SHIM:-$(dirname "$gpumem")/.libs/libgpumem-torch.so}
-    export GPUMEM_TORCH_SHIM
-    {
-      echo '```'
-      sharing_step casters 10 binding_overhead.py
-      echo '```'
-      echo
-      sharing_step allocators 9 frameworks_alloc.py
-      echo
-      echo '```'
-      sharing_step ipc 3 sharing_ipc.py
-      sharing_step plain 2 plain_share.py
-      sharing_step pools 3 pool_alloc.py
-      sharing_step mixed 3 frameworks_mixed.py --seconds 6
-      sharing_step pipeline 2 frameworks_pipeline.py \
-        --out "$rec/gpumem-pipeline.jsonl"
-      echo '```'
-    } > "$rec/sharing.md"
-    if test -f "$rec/gpumem-pipeline.jsonl"; then
-      cat "$rec/gpumem-pipeline.jsonl" >> "$rec/gpumem.jsonl"
-      rm -f "$rec/gpumem-pipeline.jsonl"
-    fi
-    cat "$rec/sharing.md" ;;
-esac
+if due sharing; then
+  before=$(problems)
+  # The build tree's PyTorch allocator library, not an installed one.
+  GPUMEM_TORCH_SHIM=${GPUMEM_TORCH_SHIM:-$(dirname "$gpumem")/.libs/libgpumem-torch.so}
+  export GPUMEM_TORCH_SHIM
+  {
+    echo '```'
+    sharing_step casters 10 binding_overhead.py
+    echo '```'
+    echo
+    sharing_step allocators 9 frameworks_alloc.py
+    echo
+    echo '```'
+    sharing_step ipc 3 sharing_ipc.py
+    sharing_step plain 2 plain_share.py
+    sharing_step pools 3 pool_alloc.py
+    sharing_step mixed 3 frameworks_mixed.py --seconds 6
+    sharing_step pipeline 2 frameworks_pipeline.py \
+      --out "$rec/gpumem-pipeline.jsonl"
+    echo '```'
+  } > "$rec/sharing.md"
+  cat "$rec/sharing.md"
+  finish sharing "$before"
+fi
 
 # The managed section (gpumem only, on the cuda backend; issue 51):
 # bench/managed.py's figures of managed and pinned memory and their
@@ -497,105 +569,123 @@ script_step () {
   GPUMEM="$gpumem" timeout "$this" "$gpumem" -q --backend="$backend" \
     "$here/$script" "$@" > "$rec/$section-$name.log" 2>&1
 }
-case " $sections " in
-  *" managed "*)
-    script_step managed figures managed.py --markdown "$rec/managed.md" \
-      --json "$rec/managed.json"
-    rc=$?
-    test $rc = 0 \
-      || failed "managed: bench/managed.py FAILED or ran out of time, exit status $rc (managed-figures.log)"
-    script_step managed oversubscribed managed_oversubscribe.py \
-      --markdown "$rec/managed.md" --json "$rec/managed-oversubscribed.json"
-    rc=$?
-    case $rc in
-      0) ;;
-      77) echo "- The loop on managed images of 1.5x the device's memory: not run ($(tail -n 1 "$rec/managed-oversubscribed.log"))." \
-            >> "$rec/managed.md" ;;
-      *) failed "managed: bench/managed_oversubscribe.py FAILED or ran out of time, exit status $rc (managed-oversubscribed.log)" ;;
-    esac
-    test -f "$rec/managed.md" && cat "$rec/managed.md" ;;
-esac
+if due managed; then
+  before=$(problems)
+  rm -f "$rec/managed.md"
+  script_step managed figures managed.py --markdown "$rec/managed.md" \
+    --json "$rec/managed.json"
+  rc=$?
+  test $rc = 0 \
+    || failed "managed: bench/managed.py FAILED or ran out of time, exit status $rc (managed-figures.log)"
+  script_step managed oversubscribed managed_oversubscribe.py \
+    --markdown "$rec/managed.md" --json "$rec/managed-oversubscribed.json"
+  rc=$?
+  case $rc in
+    0) ;;
+    77) echo "- The loop on managed images of 1.5x the device's memory: not run ($(tail -n 1 "$rec/managed-oversubscribed.log"))." \
+          >> "$rec/managed.md" ;;
+    *) failed "managed: bench/managed_oversubscribe.py FAILED or ran out of time, exit status $rc (managed-oversubscribed.log)" ;;
+  esac
+  test -f "$rec/managed.md" && cat "$rec/managed.md"
+  finish managed "$before"
+fi
 
 # The spill section (issue 52): raw CUDA C's best for the loop over
 # partitions that do not fit (raw.cu's spill_loop: one or two buffers
 # in the same memory, uploads beside the kernels, on the cuda backend), then
 # bench/spill.py, gpumem's loops under a memory limit that stands for
 # the device's memory, the cost of spilling when nothing spills, and a
-# spilled array's return; spill.py reads raw's record from raw.jsonl
+# spilled array's return; spill.py reads raw's record from raw-spill.jsonl
 # (its prefetch verdict says "not run" where raw did not run) and
 # writes spill.md, which the report includes.  Of BENCH_ARGS both take
 # --quick only, so their sizes match.
-case " $sections " in
-  *" spill "*)
-    quick=
-    case " $args " in *" --quick "*) quick=--quick ;; esac
-    if test -x "$build/raw" && test "$backend" != host; then
-      # shellcheck disable=SC2086
-      run raw spill "$build/raw" $quick spill_loop
-    fi
+if due spill; then
+  before=$(problems)
+  quick=
+  case " $args " in *" --quick "*) quick=--quick ;; esac
+  if test -x "$build/raw" && test "$backend" != host; then
     # shellcheck disable=SC2086
-    script_step spill figures spill.py $quick --raw "$rec/raw.jsonl" \
-      --markdown "$rec/spill.md" --json "$rec/spill.json"
-    rc=$?
-    test $rc = 0 \
-      || failed "spill: bench/spill.py FAILED or ran out of time, exit status $rc (spill-figures.log)"
-    test -f "$rec/spill.md" && cat "$rec/spill.md" ;;
-esac
+    run raw spill "$build/raw" $quick spill_loop
+  fi
+  # shellcheck disable=SC2086
+  script_step spill figures spill.py $quick --raw "$rec/raw-spill.jsonl" \
+    --markdown "$rec/spill.md" --json "$rec/spill.json"
+  rc=$?
+  test $rc = 0 \
+    || failed "spill: bench/spill.py FAILED or ran out of time, exit status $rc (spill-figures.log)"
+  test -f "$rec/spill.md" && cat "$rec/spill.md"
+  finish spill "$before"
+fi
 
 # The peers section (bench/peers.py, run by $python): gpumem against
 # CuPy, PyTorch, RMM and cuda.core, each in BENCH_ROUNDS processes of
-# its own in turn, every row judged against the fastest peer.  RMM and
+# its own in turn, every row judged against the fastest peer; gpumem as
+# the build's extension module under the same Python as the peers where
+# the build has one for it (src/.libs), else under its program.  RMM and
 # cuda.core come from BENCH_PEERS_SITE (a folder where their wheels are
 # installed) or else from BENCH_WHEELS (default .whl of this tree),
 # whose wheels peers.py unpacks into BENCH_BUILD/peers-site; a library
 # that cannot be imported is a "not run: ..." cell.  Its table,
 # peers.md, goes into the report, and its verdict lines count.
-case " $sections " in
-  *" peers "*)
-    left=$(( budget - 30 - ($(date +%s) - begin) ))
-    if test "$left" -lt 60; then
-      echo "bench: peers not run: the ${budget} s budget is spent" >&2
-      echo "peers: not run (budget spent)" >> "$rec/skipped.txt"
-      status=1
+if due peers; then
+  before=$(problems)
+  left=$(( budget - 30 - ($(date +%s) - begin) ))
+  if test "$left" -lt 60; then
+    echo "bench: peers not run: the ${budget} s budget is spent" >&2
+    echo "peers: not run (budget spent)" >> "$rec/skipped.txt"
+    status=1
+  else
+    quick=
+    case " $args " in *" --quick "*) quick=--quick ;; esac
+    wheels=${BENCH_WHEELS:-$top/.whl}
+    if test -n "${BENCH_PEERS_SITE:-}"; then
+      set -- --site "$BENCH_PEERS_SITE"
+    elif ls "$wheels"/*.whl >/dev/null 2>&1; then
+      rm -rf "$build/peers-site"
+      set -- --wheels "$wheels" --site "$build/peers-site"
     else
-      quick=
-      case " $args " in *" --quick "*) quick=--quick ;; esac
-      wheels=${BENCH_WHEELS:-$top/.whl}
-      if test -n "${BENCH_PEERS_SITE:-}"; then
-        set -- --site "$BENCH_PEERS_SITE"
-      elif ls "$wheels"/*.whl >/dev/null 2>&1; then
-        rm -rf "$build/peers-site"
-        set -- --wheels "$wheels" --site "$build/peers-site"
-      else
-        set --
-      fi
-      step "running the peers (bench/peers.py, $rounds rounds, at most $left s)"
-      # shellcheck disable=SC2086
-      GPUMEM="$gpumem" timeout "$left" "$python" "$here/peers.py" \
-        --gpumem "$gpumem" --rounds "$rounds" $quick "$@" \
-        --out "$rec/peers.jsonl" --table "$rec/peers.md" > "$rec/peers.log" 2>&1
-      rc=$?
-      case $rc in
-        0) ;;
-        124) failed "peers: bench/peers.py ran out of the budget (peers.log)" ;;
-        *) failed "peers: bench/peers.py FAILED, exit status $rc (peers.log)" ;;
-      esac
-      grep '^- \|^peers: ' "$rec/peers.log" | tail -n 20
-    fi ;;
-esac
+      set --
+    fi
+    step "running the peers (bench/peers.py, $rounds rounds, at most $left s)"
+    # shellcheck disable=SC2086
+    GPUMEM="$gpumem" timeout "$left" "$python" "$here/peers.py" \
+      --gpumem "$gpumem" --gpumem-module "$(dirname "$gpumem")/.libs" \
+      --rounds "$rounds" $quick "$@" \
+      --out "$rec/peers.jsonl" --table "$rec/peers.md" > "$rec/peers.log" 2>&1
+    rc=$?
+    case $rc in
+      0) ;;
+      124) failed "peers: bench/peers.py ran out of the budget (peers.log)" ;;
+      *) failed "peers: bench/peers.py FAILED, exit status $rc (peers.log)" ;;
+    esac
+    grep '^- \|^peers: ' "$rec/peers.log" | tail -n 20
+  fi
+  finish peers "$before"
+fi
 
 # Collectives where 2 or more GPUs answer (bench/nccl.sh: its records
 # and logs join the others, its table DATE-TAG-nccl.md goes into the
 # report, its plot beside it; 77 is a skip); ranks sharing one GPU,
 # where MPI is built in (bench/comm_ipc.sh: the shared windows against
 # MPI's staging; its table, comm-ipc.md, goes into the report).
-case " $sections " in
-  *" nccl "*) budgeted nccl "the collectives benchmark" nccl.sh nccl.log ;;
-esac
-case " $sections " in
-  *" commipc "*)
-    budgeted commipc "the one-GPU collectives" comm_ipc.sh comm-ipc.log ;;
-esac
+if due nccl; then
+  before=$(problems)
+  budgeted nccl "the collectives benchmark" nccl.sh nccl.log
+  finish nccl "$before"
+fi
+if due commipc; then
+  before=$(problems)
+  budgeted commipc "the one-GPU collectives" comm_ipc.sh comm-ipc.log
+  finish commipc "$before"
+fi
+
+# Each implementation's records, its parts in the order they ran.
+for name in raw gpumem cupy; do
+  rm -f "$rec/$name.jsonl"
+  for part in "$rec/$name"-*.jsonl; do
+    test -f "$part" && cat "$part" >> "$rec/$name.jsonl"
+  done
+done
 
 step "writing the report"
 date=$(date +%F)
@@ -618,7 +708,8 @@ for file in "$rec"/*.png; do
 done
 base=$(basename "${report:-$out/$date-gpu.md}" .md)
 if tar -czf "$out/$base-records.tar.gz" -C "$out" records; then
-  rm -rf "$rec"
+  # A run that may be resumed keeps its records.
+  test "$resume" = 1 || rm -rf "$rec"
 else
   echo "bench: packing the records FAILED; they stay in $rec" >&2
   status=1

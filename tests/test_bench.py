@@ -484,6 +484,53 @@ def a_step_that_fails_makes_the_exit_status_1():
 
 
 @case
+def a_resumed_run_keeps_what_was_finished():
+    """BENCH_RESUME=1: a second run into the same OUTDIR, of the same
+    commit and settings, keeps the items the first finished, runs the
+    rest, and writes one report of both; another commit starts afresh,
+    and a value other than 0 or 1 is a bad setting (2)."""
+    with tempfile.TemporaryDirectory() as folder:
+        proc, out, reports = host_run(folder, BENCH_RESUME="1",
+                                      BENCH_SECTIONS="basic",
+                                      BENCH_ROUNDS="1")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+        rec = os.path.join(out, "records")
+        with open(os.path.join(rec, "done.txt"), encoding="utf-8") as f:
+            assert f.read().split() == ["basic:1"]
+        proc, out, reports = host_run(folder, BENCH_RESUME="1",
+                                      BENCH_SECTIONS="basic algo",
+                                      BENCH_ROUNDS="1")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+        assert "kept from the run resumed: basic (round 1)" in proc.stdout, \
+            proc.stdout
+        assert "running gpumem, basic" not in proc.stdout, proc.stdout
+        assert "running gpumem, algo" in proc.stdout, proc.stdout
+        with open(os.path.join(rec, "done.txt"), encoding="utf-8") as f:
+            assert f.read().split() == ["basic:1", "algo:"]
+        figures = set()
+        with open(os.path.join(rec, "gpumem.jsonl"), encoding="utf-8") as f:
+            for line in f:
+                figures.add(json.loads(line)["figure"])
+        assert {"launch", "d2d"} <= figures, figures
+        with open(os.path.join(rec, "machine.txt"), encoding="utf-8") as f:
+            assert "resumed " in f.read()
+        assert len(reports) == 1, os.listdir(out)
+        with open(os.path.join(out, reports[0]), encoding="utf-8") as f:
+            text = f.read()
+        assert "| gpumem | graph | seed_4x10 |" in text, text
+        assert "section algo: left out" not in text, text
+        proc, out, reports = host_run(folder, BENCH_RESUME="1",
+                                      BENCH_SECTIONS="algo",
+                                      BENCH_ROUNDS="1", BENCH_COMMIT="other")
+        assert "starting afresh" in proc.stderr, proc.stderr
+        with open(os.path.join(rec, "done.txt"), encoding="utf-8") as f:
+            assert f.read().split() == ["algo:"]
+        proc, out, reports = host_run(folder, BENCH_RESUME="yes")
+        assert proc.returncode == 2, proc
+        assert "BENCH_RESUME must be 0 or 1" in proc.stderr, proc.stderr
+
+
+@case
 def spill_section_is_listed():
     """The spill section (issue 52) is in the one list after managed,
     with raw.cu's spill_loop among its figures, and raw.cu knows that
@@ -707,6 +754,15 @@ def peers_dry_run_says_what_is_absent():
     record a process and operation."""
     python = plain_python()
     libs = ("rmm", "cuda.core")
+    # gpumem runs as the build's module under that Python where the build
+    # made one for it, else under its program; the table says which.
+    libs_dir = os.path.join(os.path.dirname(gmtest.GPUMEM), ".libs")
+    suffix = subprocess.run(
+        [python, "-c", "import sysconfig; "
+         "print(sysconfig.get_config_var('EXT_SUFFIX'))"],
+        capture_output=True, text=True, timeout=60).stdout.strip()
+    as_module = any(os.path.isfile(os.path.join(libs_dir, "gpumem" + s))
+                    for s in (suffix, ".abi3.so"))
     with tempfile.TemporaryDirectory() as folder:
         table, out = (os.path.join(folder, n)
                       for n in ("peers.md", "peers.jsonl"))
@@ -714,7 +770,8 @@ def peers_dry_run_says_what_is_absent():
         proc = subprocess.run(
             [python, os.path.join(BENCH, "peers.py"), "--backend", "host",
              "--quick", "--rounds", "1", "--libs", "gpumem,rmm,cuda.core",
-             "--gpumem", gmtest.GPUMEM, "--table", table, "--out", out],
+             "--gpumem", gmtest.GPUMEM, "--gpumem-module", libs_dir,
+             "--table", table, "--out", out],
             env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode in (0, 1), proc
         assert os.path.exists(table), proc.stdout + proc.stderr
@@ -735,6 +792,10 @@ def peers_dry_run_says_what_is_absent():
         assert "not run: no peer measured" in text, text
     assert "not run: left out (--libs)" in text, text
     assert "--quick sizes: not a measurement" in text, text
+    if as_module:
+        assert "gpumem as its module (gpumem" in text, text
+    else:
+        assert "gpumem under its program" in text, text
     (row,) = [line for line in text.splitlines() if line.startswith(
         "| allocate + free 1 MiB of device memory |")]
     assert re.match(r"\| [^|]+ \| us \| \d+\.\d\d \|", row), row
