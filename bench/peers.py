@@ -5,7 +5,8 @@ turn, medians; each row's verdict is gpumem over the fastest peer of the
 same run.  The peers section of make bench.
 
     python3 bench/peers.py --out RECORDS.jsonl --table peers.md
-        [--gpumem PROGRAM] [--rounds N] [--quick] [--backend cuda|host]
+        [--gpumem PROGRAM] [--gpumem-module DIR] [--rounds N] [--quick]
+        [--backend cuda|host]
         [--wheels DIR] [--site DIR] [--libs gpumem,cupy,...]
 
 The rows (ROWS): allocate + free 1 MiB of device memory; pageable and
@@ -19,8 +20,11 @@ without gpumem or without a peer, "not run: LIBRARY not importable
 (REASON)"; an operation a library's API does not have says so
 ("RMM's DeviceBuffer has no __dlpack__").
 
-gpumem's processes run under PROGRAM (src/gpumem), the others under
-this Python.  RMM and cuda.core come as wheels (rmm-cu13, librmm-cu13,
+gpumem's processes run under this Python, as every peer's do, with its
+extension module from --gpumem-module DIR (src/.libs of the build; the
+interpreter is then the same on every side); where DIR holds no module
+for this Python, or none is given, under PROGRAM (src/gpumem), which
+embeds its own.  The table's first line says which.  RMM and cuda.core come as wheels (rmm-cu13, librmm-cu13,
 rapids-logger, cuda-core, cuda-bindings, cuda-pathfinder): --wheels DIR
 unpacks DIR/*.whl into --site (default a folder beside the table) and
 puts it first on PYTHONPATH of RMM's and cuda.core's processes (not
@@ -42,6 +46,7 @@ import os
 import statistics
 import subprocess
 import sys
+import sysconfig
 import time
 import zipfile
 
@@ -774,10 +779,24 @@ def unpack_wheels(wheels, site):
     return names
 
 
+def module_file(folder):
+    """gpumem's extension module in FOLDER that this Python can import
+    (its own suffix, or the stable ABI's), or None."""
+    if not folder:
+        return None
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    for name in ("gpumem" + suffix, "gpumem.abi3.so"):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
 def command(lib, args, *rest):
-    """The command line of one of LIB's processes."""
+    """The command line of one of LIB's processes: this Python, or for
+    gpumem without its module, its program."""
     me = os.path.abspath(__file__)
-    if lib == "gpumem":
+    if lib == "gpumem" and not args.module:
         return [args.gpumem, "-q", f"--backend={args.backend}", me, *rest]
     return [sys.executable, me, *rest]
 
@@ -813,12 +832,9 @@ def run_child(lib, args, env, rest, timeout):
     return lines
 
 
-def collect(args, env, site_env):
+def collect(args, envs):
     """{(lib, op): [result of each process]}, the libraries in turn a
-    round, ROUNDS rounds; RMM and cuda.core run with SITE_ENV (their
-    site first on PYTHONPATH), the others with ENV (the site's
-    cuda-bindings and cuda-pathfinder would shadow the ones CuPy and
-    PyTorch were installed with)."""
+    round, ROUNDS rounds, each with its environment from ENVS."""
     got = {}
     ops = ",".join(OPS)
     rest = ["--child", "", "--ops", ops] + (["--quick"] if args.quick
@@ -826,16 +842,14 @@ def collect(args, env, site_env):
     for r in range(args.rounds):
         for lib in args.libs:
             rest[1] = lib
-            for res in run_child(lib, args, site_env if lib in SITE_LIBS
-                                 else env, rest, args.timeout):
+            for res in run_child(lib, args, envs[lib], rest, args.timeout):
                 got.setdefault((lib, res["op"]), []).append(res)
             print(f"peers: round {r + 1}, {LABEL[lib]} done",
                   file=sys.stderr, flush=True)
     for r in range(args.rounds):
         for lib in args.libs:
             ipc = ["--child-ipc", lib] + (["--quick"] if args.quick else [])
-            for res in run_child(lib, args, site_env if lib in SITE_LIBS
-                                 else env, ipc, args.timeout):
+            for res in run_child(lib, args, envs[lib], ipc, args.timeout):
                 got.setdefault((lib, "ipc"), []).append(res)
         print(f"peers: ipc round {r + 1} done", file=sys.stderr, flush=True)
     return got
@@ -997,6 +1011,9 @@ def main(argv=None):
     parser.add_argument("--table", help="the section's table (Markdown)")
     parser.add_argument("--gpumem", default=os.environ.get("GPUMEM",
                                                            "gpumem"))
+    parser.add_argument("--gpumem-module", help="a folder with gpumem's "
+                        "extension module for this Python (src/.libs): "
+                        "gpumem's processes run under this Python")
     parser.add_argument("--backend", default="cuda",
                         choices=("cuda", "host"))
     parser.add_argument("--rounds", type=int, default=3)
@@ -1038,9 +1055,27 @@ def main(argv=None):
         site_env["PYTHONPATH"] = os.pathsep.join(
             [args.site] + [p for p in env.get("PYTHONPATH", "").split(
                 os.pathsep) if p])
+    # RMM and cuda.core with their site first on PYTHONPATH; CuPy and
+    # PyTorch without it (its cuda-bindings and cuda-pathfinder would
+    # shadow the ones they were installed with); gpumem with its module's
+    # folder first, on the backend asked for.
+    args.module = module_file(args.gpumem_module)
+    envs = {lib: site_env if lib in SITE_LIBS else env for lib in LIBS}
+    if args.module:
+        envs["gpumem"] = dict(env, GPUMEM_BACKEND=args.backend,
+                              PYTHONPATH=os.pathsep.join(
+                                  [os.path.dirname(args.module)]
+                                  + [p for p in env.get("PYTHONPATH", "")
+                                     .split(os.pathsep) if p]))
+        how = (f"gpumem as its module ({os.path.basename(args.module)}) "
+               f"under the peers' Python, {sys.executable}")
+    else:
+        why = (f"no module for this Python in {args.gpumem_module}"
+               if args.gpumem_module else "no --gpumem-module")
+        how = f"gpumem under its program {args.gpumem} ({why})"
     start = time.monotonic()
-    results = collect(args, env, site_env)
-    header = [f"Each library in {args.rounds} processes, in turn; "
+    results = collect(args, envs)
+    header = [f"Each library in {args.rounds} processes, in turn; {how}; "
               f"{'--quick sizes: not a measurement; ' if args.quick else ''}"
               f"backend {args.backend}; wheels unpacked: "
               f"{', '.join(installed) or 'none'}; "
