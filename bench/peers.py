@@ -24,9 +24,11 @@ gpumem's processes run under this Python, as every peer's do, with its
 extension module from --gpumem-module DIR (src/.libs of the build; the
 interpreter is then the same on every side); where DIR holds no module
 for this Python, or none is given, under PROGRAM (src/gpumem), which
-embeds its own.  The table's first line says which.  RMM and cuda.core come as wheels (rmm-cu13, librmm-cu13,
-rapids-logger, cuda-core, cuda-bindings, cuda-pathfinder): --wheels DIR
-unpacks DIR/*.whl into --site (default a folder beside the table) and
+embeds its own.  The table's first line says which.
+
+RMM and cuda.core come as wheels (rmm-cu13, librmm-cu13, rapids-logger,
+cuda-core, cuda-bindings, cuda-pathfinder): --wheels DIR unpacks
+DIR/*.whl into --site (default a folder beside the table) and
 puts it first on PYTHONPATH of RMM's and cuda.core's processes (not
 CuPy's and PyTorch's: its cuda-bindings would shadow theirs); --site
 alone uses a folder already installed (pip install --no-index --no-deps
@@ -779,6 +781,12 @@ def unpack_wheels(wheels, site):
     return names
 
 
+def path_first(env, folder):
+    """A copy of ENV with FOLDER first on its PYTHONPATH."""
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return dict(env, PYTHONPATH=os.pathsep.join([folder] + rest))
+
+
 def module_file(folder):
     """gpumem's extension module in FOLDER that this Python can import
     (its own suffix, or the stable ABI's), or None."""
@@ -1044,17 +1052,13 @@ def main(argv=None):
     if not args.table:
         parser.error("--table is needed")
     env = dict(os.environ)
-    site_env = dict(env)
     installed = []
     if args.wheels and os.path.isdir(args.wheels):
         site = args.site or os.path.join(os.path.dirname(
             os.path.abspath(args.table)), "peers-site")
         installed = unpack_wheels(args.wheels, site)
         args.site = site
-    if args.site:
-        site_env["PYTHONPATH"] = os.pathsep.join(
-            [args.site] + [p for p in env.get("PYTHONPATH", "").split(
-                os.pathsep) if p])
+    site_env = path_first(env, args.site) if args.site else env
     # RMM and cuda.core with their site first on PYTHONPATH; CuPy and
     # PyTorch without it (its cuda-bindings and cuda-pathfinder would
     # shadow the ones they were installed with); gpumem with its module's
@@ -1062,11 +1066,8 @@ def main(argv=None):
     args.module = module_file(args.gpumem_module)
     envs = {lib: site_env if lib in SITE_LIBS else env for lib in LIBS}
     if args.module:
-        envs["gpumem"] = dict(env, GPUMEM_BACKEND=args.backend,
-                              PYTHONPATH=os.pathsep.join(
-                                  [os.path.dirname(args.module)]
-                                  + [p for p in env.get("PYTHONPATH", "")
-                                     .split(os.pathsep) if p]))
+        envs["gpumem"] = dict(path_first(env, os.path.dirname(args.module)),
+                              GPUMEM_BACKEND=args.backend)
         how = (f"gpumem as its module ({os.path.basename(args.module)}) "
                f"under the peers' Python, {sys.executable}")
     else:

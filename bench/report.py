@@ -23,13 +23,6 @@ import statistics
 import sys
 
 IMPLS = ("raw", "gpumem", "cupy")
-# The sections whose records each implementation writes (bench/run.sh's
-# drivers, raw.cu's spill_loop): one with none of them run had nothing
-# to run, which is no problem of the run.
-DRIVER_SECTIONS = ("basic", "sweep", "algo", "loop", "multigpu")
-RECORDED_IN = {"raw": DRIVER_SECTIONS + ("spill",),
-               "gpumem": DRIVER_SECTIONS + ("staging", "kernels", "sharing"),
-               "cupy": DRIVER_SECTIONS}
 LABEL = {"raw": "raw CUDA C", "gpumem": "gpumem", "cupy": "CuPy"}
 COPY_CASES = ("pinned_h2d", "pinned_d2h", "pageable_h2d", "pageable_d2h")
 SWEEP_CASES = COPY_CASES + ("d2d",)
@@ -1385,9 +1378,10 @@ def write_report(directory, date, tag):
     problems = []
     plan = load_plan(directory)
     for impl in IMPLS:
-        if ("impl", impl) in plan["not_run"] or not any(
-                ("section", section) not in plan["not_run"]
-                for section in RECORDED_IN[impl]):
+        # bench/run.sh writes IMPL-SECTION[-ROUND].log for every section
+        # it runs of IMPL: without one, IMPL had nothing to run here.
+        if ("impl", impl) in plan["not_run"] or not glob.glob(
+                os.path.join(directory, f"{impl}-*.log")):
             pass
         elif impl not in runs or not (runs[impl]["rec"]
                                       or runs[impl]["sweep"]):

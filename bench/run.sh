@@ -228,15 +228,16 @@ begin=$(date +%s)
 # run, also BENCH_RESUME=1), the items that run finished (done.txt: a
 # section, or SECTION:ROUND of basic and sweep) are kept and not run
 # again; any other records folder is emptied first.
+gpumem_line="gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(bench_commit "$top")"
 identity=$(
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
-  echo "gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(bench_commit "$top")"
+  echo "$gpumem_line"
   echo "backend $backend; rounds $rounds; BENCH_ARGS ${args:-(none)}")
-kept=
+finished=
 if test "$resume" = 1 && test -f "$rec/identity.txt" \
    && test "$identity" = "$(cat "$rec/identity.txt")"; then
-  kept=$(tr '\n' ' ' < "$rec/done.txt" 2>/dev/null)
-  echo "bench: BENCH_RESUME: keeping the finished items of the run in $rec: ${kept:-none}"
+  finished=$(tr '\n' ' ' < "$rec/done.txt" 2>/dev/null)
+  echo "bench: BENCH_RESUME: keeping the finished items of the run in $rec: ${finished:-none}"
 else
   if test "$resume" = 1 && test -f "$rec/identity.txt"; then
     echo "bench: BENCH_RESUME: the records in $rec are of another GPU, commit or settings; starting afresh" >&2
@@ -246,29 +247,29 @@ else
   : > "$rec/done.txt"
 fi
 
-# kept ITEM: whether the resumed run finished ITEM.  finish ITEM BEFORE:
-# ITEM is finished (into done.txt) when no problem was added since
-# BEFORE, the count of problems that problems prints.
-kept () {
-  case " $kept " in *" $1 "*) return 0 ;; esac
-  return 1
-}
+# runs_now ITEM [LABEL]: whether ITEM (a section, or SECTION:ROUND) runs
+# now, not kept from the run resumed (step says so, naming LABEL); it
+# counts the problems so far for finish.  finish ITEM: ITEM is finished
+# (into done.txt) when no problem was added since its start.  due
+# SECTION: runs_now for a section of a script of its own that was chosen
+# and can run here.
 problems () {
   cat "$rec/failed.txt" "$rec/skipped.txt" 2>/dev/null | wc -l
 }
-finish () {
-  test "$(problems)" = "$2" && echo "$1" >> "$rec/done.txt"
+runs_now () {
+  case " $finished " in
+    *" $1 "*) step "kept from the run resumed: ${2:-$1}"
+              return 1 ;;
+  esac
+  problems_before=$(problems)
   return 0
 }
-# due SECTION: whether SECTION (one of a script of its own) runs now:
-# chosen, able to run here, and not kept from the run resumed.
-due () {
-  case " $sections " in *" $1 "*) ;; *) return 1 ;; esac
-  if kept "$1"; then
-    step "kept from the run resumed: $1"
-    return 1
-  fi
+finish () {
+  test "$(problems)" = "$problems_before" && echo "$1" >> "$rec/done.txt"
   return 0
+}
+due () {
+  case " $sections " in *" $1 "*) runs_now "$1" ;; *) return 1 ;; esac
 }
 
 # The sections that run, in the list's order; what cannot run goes to
@@ -316,10 +317,10 @@ failed () {
   echo "CUDA version (driver, nvidia-smi): $(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n 1)"
   echo "nvcc: $("$nvcc" --version 2>/dev/null | grep -i release | head -n 1)"
   echo "host: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(awk '/^MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) RAM (MemTotal)"
-  echo "gpumem: $("$gpumem" --version 2>/dev/null | head -n 1), commit $(bench_commit "$top")"
+  echo "$gpumem_line"
   echo "Python for CuPy and the report: $python ($("$python" --version 2>&1))"
-  if test -n "$kept" && test -f "$rec/started.txt"; then
-    echo "started: $(cat "$rec/started.txt"); resumed $(date -u '+%F %T UTC'), keeping $kept"
+  if test -n "$finished" && test -f "$rec/started.txt"; then
+    echo "started: $(cat "$rec/started.txt"); resumed $(date -u '+%F %T UTC'), keeping $finished"
   else
     date -u '+%F %T UTC' > "$rec/started.txt"
     echo "started: $(cat "$rec/started.txt")"
@@ -353,6 +354,21 @@ case " $sections " in
     fi ;;
 esac
 
+# time_left WHAT MIN: sets left, the seconds the budget has for WHAT,
+# and this, the most WHAT may take (BENCH_TIMEOUT or less); with fewer
+# than MIN, WHAT is not run: skipped.txt says so, the exit status will
+# be 1, and it returns 1.
+time_left () {
+  left=$(( budget - 30 - ($(date +%s) - begin) ))
+  this=$limit
+  test "$left" -lt "$this" && this=$left
+  test "$left" -ge "$2" && return 0
+  echo "bench: $1 not run: the ${budget} s budget is spent" >&2
+  echo "$1: not run (budget spent)" >> "$rec/skipped.txt"
+  status=1
+  return 1
+}
+
 # run NAME SECTION COMMAND...: runs one section of one implementation,
 # its records to NAME-SECTION.jsonl (NAME-SECTION-ROUND for basic and
 # sweep; all NAME's parts make NAME.jsonl before the report) and its
@@ -363,15 +379,7 @@ run () {
   shift 2
   part=$rec/$name-$section${round:+-$round}
   rm -f "$part.jsonl"
-  left=$(( budget - 30 - ($(date +%s) - begin) ))
-  if test "$left" -lt 10; then
-    echo "bench: $name, $section not run: the ${budget} s budget is spent" >&2
-    echo "$name, $section: not run (budget spent)" >> "$rec/skipped.txt"
-    status=1
-    return 0
-  fi
-  this=$limit
-  test "$left" -lt "$this" && this=$left
+  time_left "$name, $section" 10 || return 0
   step "running $name, $section${round:+ (round $round of $rounds)} (at most $this s)"
   timeout "$this" "$@" --out "$part.jsonl" > "$part.log" 2>&1
   rc=$?
@@ -415,11 +423,7 @@ for item in $plan; do
   case $section in
     sharing|managed|spill|peers|nccl|commipc) continue ;;   # scripts of their own, below
   esac
-  if kept "$item"; then
-    step "kept from the run resumed: $section${round:+ (round $round)}"
-    continue
-  fi
-  before=$(problems)
+  runs_now "$item" "$section${round:+ (round $round)}" || continue
   list=$(figures "$section")
   if test "$section" = kernels; then
     # gpumem alone: plugin and JIT kernels against its built-in one.  Of
@@ -428,7 +432,7 @@ for item in $plan; do
     case " $args " in *" --quick "*) quick=--quick ;; esac
     run gpumem kernels "$gpumem" -q --backend="$backend" \
       "$here/launch_overhead.py" --plugin "$build/cuda-plugin.so" $quick
-    finish "$item" "$before"
+    finish "$item"
     continue
   fi
   if test -x "$build/raw" && test "$backend" != host \
@@ -452,7 +456,7 @@ for item in $plan; do
     run gpumem multigpu-concurrent "$gpumem" -q --backend="$backend" \
       "$here/multigpu_gpumem.py" $args
   fi
-  finish "$item" "$before"
+  finish "$item"
 done
 
 # Runs bench/SCRIPT (a benchmark of its own that writes into the
@@ -460,13 +464,7 @@ done
 # left of the budget; its output goes to LOG in the records.
 budgeted () {
   name=$1 what=$2 script=$3 log=$4
-  left=$(( budget - 30 - ($(date +%s) - begin) ))
-  if test "$left" -lt 60; then
-    echo "bench: $what not run: the ${budget} s budget is spent" >&2
-    echo "$name: not run (budget spent)" >> "$rec/skipped.txt"
-    status=1
-    return
-  fi
+  time_left "$name" 60 || return
   step "running $what (bench/$script, at most $left s)"
   GPUMEM="$gpumem" BENCH_PYTHON=$python timeout "$left" \
     sh "$here/$script" "$rec" > "$rec/$log" 2>&1
@@ -498,14 +496,7 @@ budgeted () {
 sharing_step () {
   name=$1 lines=$2 script=$3
   shift 3
-  left=$(( budget - 30 - ($(date +%s) - begin) ))
-  if test "$left" -lt 20; then
-    echo "sharing, $name: not run (budget spent)" >> "$rec/skipped.txt"
-    status=1
-    return
-  fi
-  this=$limit
-  test "$left" -lt "$this" && this=$left
+  time_left "sharing, $name" 20 || return
   step "running gpumem, sharing: $name (at most $this s)" >&2
   GPUMEM="$gpumem" timeout "$this" "$gpumem" -q "$here/$script" "$@" \
     > "$rec/sharing-$name.log" 2>&1
@@ -519,7 +510,6 @@ sharing_step () {
   tail -n "$lines" "$rec/sharing-$name.log"
 }
 if due sharing; then
-  before=$(problems)
   # The build tree's PyTorch allocator library, not an installed one.
   GPUMEM_TORCH_SHIM=${GPUMEM_TORCH_SHIM:-$(dirname "$gpumem")/.libs/libgpumem-torch.so}
   export GPUMEM_TORCH_SHIM
@@ -540,7 +530,7 @@ if due sharing; then
     echo '```'
   } > "$rec/sharing.md"
   cat "$rec/sharing.md"
-  finish sharing "$before"
+  finish sharing
 fi
 
 # The managed section (gpumem only, on the cuda backend; issue 51):
@@ -557,20 +547,12 @@ fi
 script_step () {
   section=$1 name=$2 script=$3
   shift 3
-  left=$(( budget - 30 - ($(date +%s) - begin) ))
-  if test "$left" -lt 20; then
-    echo "$section, $name: not run (budget spent)" >> "$rec/skipped.txt"
-    status=1
-    return 0
-  fi
-  this=$limit
-  test "$left" -lt "$this" && this=$left
+  time_left "$section, $name" 20 || return 0
   step "running gpumem, $section: $name (at most $this s)"
   GPUMEM="$gpumem" timeout "$this" "$gpumem" -q --backend="$backend" \
     "$here/$script" "$@" > "$rec/$section-$name.log" 2>&1
 }
 if due managed; then
-  before=$(problems)
   rm -f "$rec/managed.md"
   script_step managed figures managed.py --markdown "$rec/managed.md" \
     --json "$rec/managed.json"
@@ -587,7 +569,7 @@ if due managed; then
     *) failed "managed: bench/managed_oversubscribe.py FAILED or ran out of time, exit status $rc (managed-oversubscribed.log)" ;;
   esac
   test -f "$rec/managed.md" && cat "$rec/managed.md"
-  finish managed "$before"
+  finish managed
 fi
 
 # The spill section (issue 52): raw CUDA C's best for the loop over
@@ -600,7 +582,6 @@ fi
 # writes spill.md, which the report includes.  Of BENCH_ARGS both take
 # --quick only, so their sizes match.
 if due spill; then
-  before=$(problems)
   quick=
   case " $args " in *" --quick "*) quick=--quick ;; esac
   if test -x "$build/raw" && test "$backend" != host; then
@@ -614,7 +595,7 @@ if due spill; then
   test $rc = 0 \
     || failed "spill: bench/spill.py FAILED or ran out of time, exit status $rc (spill-figures.log)"
   test -f "$rec/spill.md" && cat "$rec/spill.md"
-  finish spill "$before"
+  finish spill
 fi
 
 # The peers section (bench/peers.py, run by $python): gpumem against
@@ -628,13 +609,7 @@ fi
 # that cannot be imported is a "not run: ..." cell.  Its table,
 # peers.md, goes into the report, and its verdict lines count.
 if due peers; then
-  before=$(problems)
-  left=$(( budget - 30 - ($(date +%s) - begin) ))
-  if test "$left" -lt 60; then
-    echo "bench: peers not run: the ${budget} s budget is spent" >&2
-    echo "peers: not run (budget spent)" >> "$rec/skipped.txt"
-    status=1
-  else
+  if time_left peers 60; then
     quick=
     case " $args " in *" --quick "*) quick=--quick ;; esac
     wheels=${BENCH_WHEELS:-$top/.whl}
@@ -660,7 +635,7 @@ if due peers; then
     esac
     grep '^- \|^peers: ' "$rec/peers.log" | tail -n 20
   fi
-  finish peers "$before"
+  finish peers
 fi
 
 # Collectives where 2 or more GPUs answer (bench/nccl.sh: its records
@@ -669,17 +644,16 @@ fi
 # where MPI is built in (bench/comm_ipc.sh: the shared windows against
 # MPI's staging; its table, comm-ipc.md, goes into the report).
 if due nccl; then
-  before=$(problems)
   budgeted nccl "the collectives benchmark" nccl.sh nccl.log
-  finish nccl "$before"
+  finish nccl
 fi
 if due commipc; then
-  before=$(problems)
   budgeted commipc "the one-GPU collectives" comm_ipc.sh comm-ipc.log
-  finish commipc "$before"
+  finish commipc
 fi
 
-# Each implementation's records, its parts in the order they ran.
+# Each implementation's records, from all its parts (the report merges
+# a figure's records from every process, whatever their order).
 for name in raw gpumem cupy; do
   rm -f "$rec/$name.jsonl"
   for part in "$rec/$name"-*.jsonl; do
