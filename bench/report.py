@@ -281,8 +281,9 @@ def why_not(runs, needs, plan):
         if impl not in runs:
             return f"not measured: no {LABEL.get(impl, impl)} records"
         section = plan["section"].get(DRIVER_FIGURE.get(figure, figure))
-        if section and any(line.startswith(f"{impl}, {section}:")
-                           or line.startswith(f"{section}:")
+        if section and any(line.startswith((f"{impl}, {section}:",
+                                            f"{section}:",
+                                            f"{section}, {figure}:"))
                            for line in plan["skipped"]):
             return f"not run: section {section}, the budget was spent"
     missing = ", ".join(f"{LABEL.get(i, i)} {f}" for i, f in needs)
@@ -905,7 +906,7 @@ def sweep_tables_all(runs):
     limit (pinned raw C, same direction)."""
     sizes = sweep_sizes(runs)
     if not sizes:
-        return ["No sweep records."]
+        return ["No sweep records.", ""]
     out = []
     for case in SWEEP_CASES:
         limit_case = case.replace("pageable", "pinned")
@@ -1271,7 +1272,9 @@ def process_lines(runs):
 
 
 # The tables of the sections with scripts of their own, which the report
-# includes: (section, file pattern in the run's folder, heading, what).
+# includes: (section, file pattern in the run's folder, heading, what);
+# a heading of None: the table's own first line ("# ...") is its heading,
+# and ABSENT_TITLE names the section where it wrote none.
 INCLUDED = [
     ("sharing", "sharing.md", "Sharing: C++ bindings and other libraries' "
      "allocations", "bench/binding_overhead.py, bench/frameworks_alloc.py, "
@@ -1289,6 +1292,32 @@ INCLUDED = [
      "mpirun, every rank on device 0, the shared windows against MPI's "
      "host staging; medians of the runs."),
 ]
+ABSENT_TITLE = {"nccl": "Collectives: raw NCCL against gpumem",
+                "managed": "Managed and pinned memory (issue 51)",
+                "spill": "Spilling (issue 52)"}
+
+
+def fenced_content(body):
+    """BODY's lines without its empty fenced blocks (a section whose
+    steps the budget left out writes their fences alone); [] where no
+    other text is left."""
+    out, fenced = [], False
+    for line in body:
+        if line.startswith("```"):
+            fenced = not fenced
+            if not fenced and out and out[-1].startswith("```"):
+                out.pop()
+                continue
+        out.append(line)
+    return out if any(line.strip() for line in out) else []
+
+
+def budget_spent(section, plan):
+    """Whether the budget left out a part of SECTION (skipped.txt: "SECTION:
+    ...", "SECTION, PART: ..." or "IMPL, SECTION: ...")."""
+    return any(line.startswith((f"{section}:", f"{section},"))
+               or line.partition(": ")[0].endswith(f", {section}")
+               for line in plan["skipped"])
 
 
 def included_sections(directory, plan):
@@ -1297,17 +1326,22 @@ def included_sections(directory, plan):
     out = []
     for section, pattern, heading, what in INCLUDED:
         paths = sorted(glob.glob(os.path.join(directory, pattern)))
+        bodies = []
+        for path in paths:
+            with open(path, encoding="utf-8") as f:
+                body = fenced_content(f.read().splitlines())
+            if body:
+                bodies.append((path, body))
         why = plan["not_run"].get(("section", section))
-        if not paths:
-            title = heading or "Collectives: raw NCCL against gpumem"
-            out += [f"## {title}", "",
+        if not why and budget_spent(section, plan):
+            why = "the budget was spent (skipped.txt)"
+        if not bodies:
+            out += [f"## {heading or ABSENT_TITLE[section]}", "",
                     f"Not run: {why}." if why else
                     f"No table: section {section} wrote no {pattern} "
                     "(see its log in the records).", ""]
             continue
-        for path in paths:
-            with open(path, encoding="utf-8") as f:
-                body = f.read().splitlines()
+        for path, body in bodies:
             if heading:
                 out += [f"## {heading}", "", what, ""]
             elif not (body and body[0].startswith("# ")):

@@ -75,7 +75,8 @@
 # small-size ratio, and the 4 x 10 workload's, by chance; the report
 # takes the median of the processes' medians, bench/NOTES.md),
 # BENCH_PEERS_SITE (a folder with RMM and cuda.core installed, put
-# first on the peers' PYTHONPATH) or BENCH_WHEELS (a folder of their
+# first on the peers' PYTHONPATH; one that is not a folder stops the
+# run, exit status 2) or BENCH_WHEELS (a folder of their
 # wheels, default .whl of this tree, unpacked into BENCH_BUILD/peers-site),
 # BENCH_COMMIT (the commit the report names, for a tree without .git;
 # default git's HEAD of this tree, see commit.sh),
@@ -91,7 +92,8 @@
 # section that crashed or ran out of its time or the budget, the report
 # or the tarball (the report is still written from what ran, and its
 # "Problems in this run" names the step); 2 for a bad setting (an
-# unknown section, BENCH_ROUNDS, BENCH_RESUME); 77 when no GPU answers on the cuda
+# unknown section, BENCH_ROUNDS, BENCH_RESUME, BENCH_PEERS_SITE); 77
+# when no GPU answers on the cuda
 # backend (nothing is measured).
 
 set -u
@@ -156,6 +158,14 @@ case $resume in
   *) echo "bench: BENCH_RESUME must be 0 or 1, not '$resume'" >&2
      exit 2 ;;
 esac
+# A site that is not there would leave RMM and cuda.core out of the
+# peers' rows (or put the Python's own cuda.core in) without a word.
+if test -n "${BENCH_PEERS_SITE:-}" && test ! -d "$BENCH_PEERS_SITE"; then
+  echo "bench: BENCH_PEERS_SITE '$BENCH_PEERS_SITE' is not a folder;" \
+       "name one where RMM's and cuda.core's wheels are installed, or" \
+       "leave it unset to unpack BENCH_WHEELS" >&2
+  exit 2
+fi
 arch=${NVCC_ARCH:--gencode=arch=compute_90,code=sm_90}
 nvcc=${NVCC:-}
 if test -z "$nvcc"; then

@@ -371,4 +371,7 @@ def main():
             print(f"ok   {fn.__name__}")
         sys.stdout.flush()
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    if only and not passed + failed + skipped:
+        print(f"FAIL GM_TEST_ONLY={only}: no case of that name")
+        sys.exit(1)
     sys.exit(1 if failed else 0)

@@ -315,6 +315,57 @@ def the_sections_tables_join_the_report():
 
 
 @case
+def sections_the_budget_left_out_say_so():
+    """A section of a script of its own that the budget left out is
+    "Not run: the budget was spent" under its own heading, also where it
+    wrote nothing but empty fences (sharing.md) or nothing at all
+    (managed, spill, commipc); issue 43's target says the same."""
+    report = load_report()
+    with tempfile.TemporaryDirectory() as folder:
+        write_records(folder, [rec("copy16", "h2d", 9.0e-6)])
+        with open(os.path.join(folder, "sections.txt"), "w") as f:
+            f.write("basic: copy16\nsharing: pipeline\nmanaged: managed\n"
+                    "spill: spill_loop spill\ncommipc: commipc\n")
+        with open(os.path.join(folder, "sharing.md"), "w") as f:
+            f.write("```\n```\n\n\n```\n```\n")
+        with open(os.path.join(folder, "skipped.txt"), "w") as f:
+            f.write("sharing, casters: not run (budget spent)\n"
+                    "sharing, pipeline: not run (budget spent)\n"
+                    "managed, figures: not run (budget spent)\n"
+                    "raw, spill: not run (budget spent)\n"
+                    "commipc: not run (budget spent)\n")
+        path, summary = report.write_report(folder, "2026-01-01", "test")
+        with open(path) as f:
+            text = f.read()
+    spent = "Not run: the budget was spent (skipped.txt)."
+    for heading in ("Sharing: C++ bindings and other libraries' allocations",
+                    "Managed and pinned memory (issue 51)",
+                    "Spilling (issue 52)",
+                    "One GPU, several ranks: collectives through shared "
+                    "windows"):
+        assert f"## {heading}\n\n{spent}" in text, (heading, text)
+    assert "```\n```" not in text, text
+    # nccl wrote nothing and was neither left out nor skipped.
+    assert text.count("## Collectives: raw NCCL against gpumem") == 1, text
+    pipeline = [w for t, w in summary if t.startswith("[43] one pool against")]
+    assert pipeline == ["not run: section sharing, the budget was spent"], \
+        summary
+
+
+@case
+def a_missing_peers_site_stops_the_run():
+    with tempfile.TemporaryDirectory() as folder:
+        proc = run_sh(os.path.join(folder, "out"), BENCH_BACKEND="host",
+                      BENCH_SECTIONS="peers", GPUMEM=gmtest.GPUMEM,
+                      BENCH_PEERS_SITE=os.path.join(folder, "no-such"))
+        assert proc.returncode == 2, proc
+        assert "BENCH_PEERS_SITE" in proc.stderr and "is not a folder" in \
+            proc.stderr, proc.stderr
+        assert not os.path.exists(os.path.join(folder, "out")), \
+            os.listdir(folder)
+
+
+@case
 def no_results_is_a_problem_only_where_a_section_ran():
     """An implementation without records is a problem of the run only
     where a section of it ran (bench/run.sh wrote its IMPL-SECTION.log):
