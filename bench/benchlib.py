@@ -11,11 +11,15 @@ Result format: one JSON object a line,
 
     {"impl": "gpumem", "figure": "launch", "case": "async",
      "timer": "wall" | "event", "median_s": ..., "q1_s": ..., "q3_s": ...,
-     "min_s": ..., "n": ..., "bytes": ..., "traffic": ..., "note": "..."}
+     "min_s": ..., "n": ..., "bytes": ..., "traffic": ..., "note": "...",
+     "at_s": ...}
 
 where the times are seconds per operation, BYTES the size of one
-transfer and TRAFFIC the bytes a bandwidth counts (0 for figures that
-are not bandwidths).  A figure that fails writes {"figure": "error",
+transfer, TRAFFIC the bytes a bandwidth counts (0 for figures that
+are not bandwidths) and AT_S the seconds from the Results object's
+making to the figure's last sample (raw.cu's records have none): a slow
+stretch that a process's figures share at the same time, whatever their
+size, is the machine's, not the size's.  A figure that fails writes {"figure": "error",
 "case": FIGURE, "note": MESSAGE} and the run goes on; the program then
 exits with status 1.  One {"figure": "meta", ...} record says what ran.
 """
@@ -130,6 +134,7 @@ class Results:
         self.impl = impl
         self.file = open(path, "w") if path else sys.stdout
         self.failed = []
+        self.start = time.perf_counter()
 
     def _write(self, record):
         self.file.write(json.dumps(record) + "\n")
@@ -146,7 +151,8 @@ class Results:
             impl=self.impl, figure=figure, case=case, timer=timer,
             median_s=median, q1_s=quantile(ordered, 0.25),
             q3_s=quantile(ordered, 0.75), min_s=ordered[0], n=len(ordered),
-            bytes=nbytes, traffic=traffic, note=note))
+            bytes=nbytes, traffic=traffic, note=note,
+            at_s=round(time.perf_counter() - self.start, 4)))
         line = f"{self.impl}: {figure:10s} {case:24s} {median * 1e6:10.3f} us"
         if traffic:
             line += f"  {traffic / median / 1e9:8.2f} GB/s"

@@ -512,6 +512,12 @@ def host_run_writes_one_report_and_exits_0():
         with tarfile.open(os.path.join(out, tarballs[0])) as tar:
             names = tar.getnames()
             plan = tar.extractfile("records/not-run.txt").read().decode()
+            sweep = [json.loads(line) for line in tar.extractfile(
+                "records/gpumem-sweep-1.jsonl").read().decode().splitlines()]
+    # Each figure says when in its process it ended, in order.
+    times = [r["at_s"] for r in sweep if r["figure"] == "sweep"]
+    assert times and times[0] > 0, sweep[:3]
+    assert times == sorted(times), times
     summary = re.search(r"^Verdicts: (\d+) of (\d+) targets met, (\d+) "
                         r"missed, (\d+) not run here, (\d+) not measured\.$",
                         text, re.M)
