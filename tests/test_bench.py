@@ -68,6 +68,13 @@ def write_records(folder, records):
             f.write(json.dumps(rec) + "\n")
 
 
+def write_texts(folder, texts):
+    """Writes each file of TEXTS ({name: text}) into FOLDER."""
+    for name, text in texts.items():
+        with open(os.path.join(folder, name), "w") as f:
+            f.write(text)
+
+
 def rec(figure, case_name, seconds, impl="gpumem"):
     return {"impl": impl, "figure": figure, "case": case_name,
             "timer": "wall", "median_s": seconds, "q1_s": seconds,
@@ -283,18 +290,17 @@ def the_sections_tables_join_the_report():
     report = load_report()
     with tempfile.TemporaryDirectory() as folder:
         write_records(folder, [rec("copy16", "h2d", 9.0e-6)])
-        with open(os.path.join(folder, "sharing.md"), "w") as f:
-            f.write("```\n# pybind11: 1.07x\n```\n\n| library | us |\n"
-                    "| torch | 2.1 |\n")
-        with open(os.path.join(folder, "2026-01-01-h200x2-nccl.md"),
-                  "w") as f:
-            f.write("# Collectives: raw NCCL against gpumem\n\n## Targets"
-                    "\n\n| allreduce 1 GiB | 0.97x | MET |\n"
-                    "- allreduce 256 MiB: 0.97x (target >= 0.9x) **met**\n"
-                    "- allreduce of 4 floats: 1.41x (target <= 1.3x) "
-                    "**not met**\n")
-        with open(os.path.join(folder, "not-run.txt"), "w") as f:
-            f.write("section commipc: needs MPI (MPIRUN names no mpirun)\n")
+        write_texts(folder, {
+            "sharing.md": "```\n# pybind11: 1.07x\n```\n\n"
+                          "| library | us |\n| torch | 2.1 |\n",
+            "2026-01-01-h200x2-nccl.md":
+                "# Collectives: raw NCCL against gpumem\n\n## Targets\n\n"
+                "| allreduce 1 GiB | 0.97x | MET |\n"
+                "- allreduce 256 MiB: 0.97x (target >= 0.9x) **met**\n"
+                "- allreduce of 4 floats: 1.41x (target <= 1.3x) "
+                "**not met**\n",
+            "not-run.txt":
+                "section commipc: needs MPI (MPIRUN names no mpirun)\n"})
         path, summary = report.write_report(folder, "2026-01-01", "test")
         with open(path) as f:
             text = f.read()
@@ -323,17 +329,16 @@ def sections_the_budget_left_out_say_so():
     report = load_report()
     with tempfile.TemporaryDirectory() as folder:
         write_records(folder, [rec("copy16", "h2d", 9.0e-6)])
-        with open(os.path.join(folder, "sections.txt"), "w") as f:
-            f.write("basic: copy16\nsharing: pipeline\nmanaged: managed\n"
-                    "spill: spill_loop spill\ncommipc: commipc\n")
-        with open(os.path.join(folder, "sharing.md"), "w") as f:
-            f.write("```\n```\n\n\n```\n```\n")
-        with open(os.path.join(folder, "skipped.txt"), "w") as f:
-            f.write("sharing, casters: not run (budget spent)\n"
-                    "sharing, pipeline: not run (budget spent)\n"
-                    "managed, figures: not run (budget spent)\n"
-                    "raw, spill: not run (budget spent)\n"
-                    "commipc: not run (budget spent)\n")
+        write_texts(folder, {
+            "sections.txt": "basic: copy16\nsharing: pipeline\n"
+                            "managed: managed\nspill: spill_loop spill\n"
+                            "commipc: commipc\n",
+            "sharing.md": "```\n```\n\n\n```\n```\n",
+            "skipped.txt": "sharing, casters: not run (budget spent)\n"
+                           "sharing, pipeline: not run (budget spent)\n"
+                           "managed, figures: not run (budget spent)\n"
+                           "raw, spill: not run (budget spent)\n"
+                           "commipc: not run (budget spent)\n"})
         path, summary = report.write_report(folder, "2026-01-01", "test")
         with open(path) as f:
             text = f.read()
