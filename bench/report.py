@@ -281,10 +281,7 @@ def why_not(runs, needs, plan):
         if impl not in runs:
             return f"not measured: no {LABEL.get(impl, impl)} records"
         section = plan["section"].get(DRIVER_FIGURE.get(figure, figure))
-        if section and any(line.startswith((f"{impl}, {section}:",
-                                            f"{section}:",
-                                            f"{section}, {figure}:"))
-                           for line in plan["skipped"]):
+        if section and budget_spent(section, plan, (impl, figure)):
             return f"not run: section {section}, the budget was spent"
     missing = ", ".join(f"{LABEL.get(i, i)} {f}" for i, f in needs)
     return f"not measured: a record of {missing} is missing (see the logs)"
@@ -1312,12 +1309,21 @@ def fenced_content(body):
     return out if any(line.strip() for line in out) else []
 
 
-def budget_spent(section, plan):
-    """Whether the budget left out a part of SECTION (skipped.txt: "SECTION:
-    ...", "SECTION, PART: ..." or "IMPL, SECTION: ...")."""
-    return any(line.startswith((f"{section}:", f"{section},"))
-               or line.partition(": ")[0].endswith(f", {section}")
-               for line in plan["skipped"])
+def budget_spent(section, plan, who=()):
+    """Whether the budget left out SECTION or a part of it (skipped.txt's
+    "SECTION: ...", "IMPL, SECTION: ..." and "SECTION, PART: ...");
+    with WHO (implementations and parts), only the whole section or a
+    line naming one of WHO counts."""
+    for line in plan["skipped"]:
+        head = line.partition(": ")[0]
+        if head == section:
+            return True
+        first, _, second = head.partition(", ")
+        other = (second if first == section
+                 else first if second == section else None)
+        if other is not None and (not who or other in who):
+            return True
+    return False
 
 
 def included_sections(directory, plan):
