@@ -5,7 +5,9 @@ leave one element untouched on each side (py-copy.c, cuda-copy.c,
 cuda-staging.c).
 
 The thresholds, in bytes (where the CUDA backend changes path; the host
-backend runs the same sizes through its own path):
+backend runs the same sizes through its own path, but for the staging
+thresholds, which it does not have: its copies from COPY_KEEP_GIL_MAX up
+to COPY_CHUNK take one path, which the sizes around 1 MiB reach):
 
   GM_SMALL_MAX        64 KiB   synchronous copies between pageable
                                memory and a device up to it go through
@@ -158,6 +160,9 @@ def small_thresholds_every_path():
 
 @case
 def staging_thresholds():
+    if gpumem.backend != "cuda":
+        gmtest.skip("the staging thresholds are the CUDA backend's; the "
+                    "%s backend has none" % gpumem.backend)
     for threshold in STAGED:
         for itemsize, dtype in ITEMSIZES.items():
             for n in counts(threshold, itemsize):
