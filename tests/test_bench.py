@@ -219,6 +219,34 @@ def the_suite_apart_from_the_probes():
         assert used, f"bench/{f}: not run by make bench (a probe?)"
 
 
+@case
+def sweep_at_flags_one_process_slow_time():
+    """bench/probes/sweep_at.py: a figure of one process 1.2x or more
+    the fastest other process's is flagged, with its at_s; a size slow
+    in every process alike is not."""
+    with tempfile.TemporaryDirectory() as folder:
+        for proc, slow in ((1, 1.0), (2, 1.0), (3, 1.3)):
+            with open(os.path.join(folder, f"gpumem-sweep-{proc}.jsonl"),
+                      "w") as f:
+                for n, size in enumerate((8192, 16384, 32768)):
+                    t = 10e-6 * (slow if size == 16384 else 1.0)
+                    if size == 32768:
+                        t = 30e-6           # every process alike
+                    f.write(json.dumps({
+                        "figure": "sweep", "case": "pinned_d2h",
+                        "bytes": size, "median_s": t,
+                        "at_s": 5.0 + n}) + "\n")
+        proc = subprocess.run(
+            [plain_python(), os.path.join(BENCH, "probes", "sweep_at.py"),
+             folder], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc
+    flagged = [line for line in proc.stdout.splitlines() if "*" in line]
+    assert len(flagged) == 1, proc.stdout
+    assert "16 KiB" in flagged[0] and "x1.30*" in flagged[0] \
+        and "at    6.00 s" in flagged[0], proc.stdout
+    assert "== gpumem, process 3 of 3" in proc.stdout, proc.stdout
+
+
 def run_sh(*args, **env):
     return subprocess.run(["sh", os.path.join(BENCH, "run.sh"), *args],
                           env=dict(os.environ, **env), capture_output=True,
