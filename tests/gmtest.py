@@ -9,13 +9,16 @@ last line is "N passed, N failed, N skipped"; the exit status is 1 when
 any case failed.  A file calls skip_file() to exit 77 (a skip to ctest).
 """
 
+import atexit
 import os
 import random
 import selectors
+import shutil
 import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -106,6 +109,26 @@ class spill_pressure:
         import gpumem
         gpumem.set_memory_limit(None)
         gpumem.set_spill(False)
+
+
+def _remove_tree(path):
+    """Removes PATH and everything in it, read-only folders too."""
+    def writable_then_retry(fn, where, _):
+        os.chmod(os.path.dirname(where), 0o700)
+        if os.path.isdir(where):
+            os.chmod(where, 0o700)
+        fn(where)
+
+    shutil.rmtree(path, onerror=writable_then_retry)
+
+
+def scratch(prefix="gmtest-"):
+    """A new private folder that is removed, with what is in it, when
+    this process exits (a module loaded from it stays mapped until
+    then)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(_remove_tree, path)
+    return path
 
 
 def sanitized():

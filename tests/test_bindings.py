@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -38,7 +37,7 @@ def build():
     if not flags:
         gmtest.skip_file(f"{sys.executable} imports neither pybind11 nor "
                          "nanobind (pip install pybind11 nanobind)")
-    work = tempfile.mkdtemp(prefix="gpumem-bindings.")
+    work = gmtest.scratch(prefix="gpumem-bindings.")
     source = os.path.join(gmtest.SRCDIR, "tests", "bindings")
     include = os.path.join(gmtest.SRCDIR, "include")
     for command in (["cmake", "-S", source, "-B", work,

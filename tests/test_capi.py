@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 
 import numpy as np
 
@@ -611,7 +610,7 @@ def build_exchange():
         return None, f"no C compiler ({compiler})"
     if gmtest.sanitized():
         return None, "a sanitized build (the module is not)"
-    work = tempfile.mkdtemp(prefix="gpumem-exchange.")
+    work = gmtest.scratch(prefix="gpumem-exchange.")
     target = os.path.join(work, "gmexchange"
                           + sysconfig.get_config_var("EXT_SUFFIX"))
     source = os.path.join(gmtest.SRCDIR, "tests", "bindings", "exchange.c")

@@ -418,7 +418,6 @@ def sharing_refuses_managed_arrays_by_name():
 @case
 def the_history_and_the_report_show_managed_arrays():
     import os
-    import tempfile
     gpumem.memory_history(max_entries=100)
     try:
         m = gpumem.empty(12345, "uint8", memory="managed")
@@ -428,7 +427,7 @@ def the_history_and_the_report_show_managed_arrays():
         sizes = [int(b["size"]) for b in snap["blocks"]]
         assert 12345 in sizes, sizes
         keep = gpumem.pinned_empty(1000, "uint8")
-        path = os.path.join(tempfile.mkdtemp(), "report.html")
+        path = os.path.join(gmtest.scratch(), "report.html")
         gpumem.memory_report(path)
         page = open(path).read()
         s = gpumem.memory_stats(DEV)

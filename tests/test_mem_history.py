@@ -199,7 +199,7 @@ def dump_snapshot_is_pytorchs_format():
         for n in (200, 300, 400):
             make(n)
         kept = make(5000)
-        path = os.path.join(tempfile.mkdtemp(), "snapshot.pickle")
+        path = os.path.join(gmtest.scratch(), "snapshot.pickle")
         gpumem.dump_snapshot(path)
     finally:
         gpumem.memory_history(False)
@@ -271,7 +271,7 @@ def _report(path):
 
 @case
 def memory_report_is_a_self_contained_page():
-    path = os.path.join(tempfile.mkdtemp(), "report.html")
+    path = os.path.join(gmtest.scratch(), "report.html")
     _report(path)
     text = open(path).read()
     page = _Page()
@@ -302,7 +302,7 @@ def report_in_a_headless_browser():
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         gmtest.skip("no chromium: the page is not rendered")
-    folder = tempfile.mkdtemp()
+    folder = gmtest.scratch()
     path = os.path.join(folder, "report.html")
     _report(path)
     shot = os.environ.get("GM_MEMORY_SCREENSHOT",
@@ -332,7 +332,7 @@ def report_in_a_headless_browser():
 def spills_and_returns_with_their_lines():
     # Spilling's moves are events of their own, in the snapshot and the
     # report, each with the line that caused it.
-    path = os.path.join(tempfile.mkdtemp(), "report.html")
+    path = os.path.join(gmtest.scratch(), "report.html")
     gpumem.memory_history(max_entries=1000)
     gpumem.set_spill(True)
     try:
@@ -470,7 +470,7 @@ def owners_in_memory_stats():
 def program_writes_report_and_leaks_at_exit():
     if gmtest.GPUMEM_TEST == "gpumem" and not shutil.which("gpumem"):
         gmtest.skip("no gpumem program to run")
-    folder = tempfile.mkdtemp()
+    folder = gmtest.scratch()
     report = os.path.join(folder, "exit.html")
     script = os.path.join(folder, "leaky.py")
     with open(script, "w") as f:
