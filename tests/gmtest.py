@@ -111,23 +111,12 @@ class spill_pressure:
         gpumem.set_spill(False)
 
 
-def _remove_tree(path):
-    """Removes PATH and everything in it, read-only folders too."""
-    def writable_then_retry(fn, where, _):
-        os.chmod(os.path.dirname(where), 0o700)
-        if os.path.isdir(where):
-            os.chmod(where, 0o700)
-        fn(where)
-
-    shutil.rmtree(path, onerror=writable_then_retry)
-
-
 def scratch(prefix="gmtest-"):
     """A new private folder that is removed, with what is in it, when
     this process exits (a module loaded from it stays mapped until
     then)."""
     path = tempfile.mkdtemp(prefix=prefix)
-    atexit.register(_remove_tree, path)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
 
 

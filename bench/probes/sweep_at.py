@@ -15,11 +15,14 @@ records have none).  Needs no GPU."""
 
 import argparse
 import glob
-import json
 import os
 import re
+import sys
 
-IMPLS = ("raw", "gpumem", "cupy")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+from report import IMPLS, jsonl_records  # noqa: E402
+
 SLOW = 1.2
 
 
@@ -32,10 +35,8 @@ def processes(folder, impl):
     for path in sorted(glob.glob(os.path.join(folder,
                                               f"{impl}-sweep-[0-9]*.jsonl")),
                        key=round_of):
-        with open(path) as f:
-            recs = [json.loads(line) for line in f if line.strip()]
-        out.append([r for r in recs if r.get("figure") == "sweep"
-                    and "median_s" in r])
+        out.append([r for r in jsonl_records(path)
+                    if r.get("figure") == "sweep" and "median_s" in r])
     return out
 
 
